@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages gpuheal needs to build and test. Idempotent: when everything is
+# present it only runs dpkg-query (well under a second); `apt-get update` only when something is missing.
+set -euo pipefail
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libsimdjson-dev libyaml-cpp-dev libre2-dev
+  libsystemd-dev libcurl4-openssl-dev libcpp-httplib-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  clang-14 libclang-rt-14-dev
+  openssl procps
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

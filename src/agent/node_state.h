@@ -1,0 +1,42 @@
+#pragma once
+// The node's fault memory: counts repetitions for escalation and merges the two driver lines
+// that report one GPU falling off the bus. Owned by the agent's event-loop thread.
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "core/config.h"
+#include "core/fault.h"
+
+namespace gpuheal {
+
+class NodeState {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit NodeState(EscalationPolicy policy) : policy_(policy) {}
+
+  // Records `f` seen at `now`. Returns the fault to report (with count, and severity, reason and
+  // action raised when escalation applies), or nullopt when it repeats a fault just reported
+  // through another line of the same driver message (Xid 79 and "fallen off the bus").
+  std::optional<Fault> Observe(Fault f, Clock::time_point now);
+
+  size_t tracked_keys() const { return history_.size(); }
+
+  // The escalation key: Xid (or SXid) and GPU for driver faults, reason and device otherwise.
+  static std::string KeyOf(const Fault& f);
+
+ private:
+  void Prune(Clock::time_point now);
+
+  EscalationPolicy policy_;
+  std::map<std::string, std::deque<Clock::time_point>> history_;
+  // Bus id -> when its GPU was last reported lost (Xid 79 or a fallen-off line).
+  std::map<std::string, Clock::time_point> lost_;
+  Clock::time_point last_prune_{};
+};
+
+}  // namespace gpuheal

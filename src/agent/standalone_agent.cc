@@ -1,0 +1,313 @@
+#include "agent/standalone_agent.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "agent/boot_id.h"
+#include "core/fault_json.h"
+#include "sources/line_format.h"
+
+namespace gpuheal {
+namespace {
+
+// Records handled per wake-up before the loop serves its other sources (timers, signals).
+constexpr int kMaxRecordsPerWake = 4096;
+constexpr int64_t kCursorSaveIntervalUsec = 1'000'000;
+
+int64_t MonotonicUsec() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
+}
+
+void Log(std::string_view level, std::string_view msg, nlohmann::ordered_json fields = {}) {
+  nlohmann::ordered_json j;
+  j["level"] = level;
+  j["msg"] = msg;
+  if (fields.is_object()) {
+    for (auto& [k, v] : fields.items()) j[k] = v;
+  }
+  std::string line = ToJsonLine(j) + "\n";
+  [[maybe_unused]] ssize_t n = write(STDERR_FILENO, line.data(), line.size());
+}
+
+const std::vector<double> kLatencyBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                             0.01,   0.025,   0.05,   0.1,   0.5,    1};
+
+}  // namespace
+
+StandaloneAgent::StandaloneAgent(AgentConfig config, int out_fd)
+    : config_(std::move(config)), out_fd_(out_fd), node_state_(config_.escalation) {}
+
+StandaloneAgent::~StandaloneAgent() {
+  http_.reset();
+  if (signal_fd_ >= 0) close(signal_fd_);
+}
+
+Result<std::unique_ptr<StandaloneAgent>> StandaloneAgent::Create(AgentConfig config, int out_fd) {
+  std::unique_ptr<StandaloneAgent> a(new StandaloneAgent(std::move(config), out_fd));
+  if (auto s = a->Init(); !s) return s.error();
+  return a;
+}
+
+Status StandaloneAgent::Init() {
+  ClassifierOptions copts;
+  copts.xid_overrides = config_.xid_overrides;
+  for (const std::string& path : config_.npd_rule_files) {
+    auto npd = LoadNpdConfig(path);
+    if (!npd) return npd.error();
+    copts.npd_rules.push_back(std::move(*npd));
+  }
+  auto classifier = Classifier::Create(std::move(copts));
+  if (!classifier) return classifier.error();
+  classifier_ = std::move(*classifier);
+
+  std::string warning;
+  auto state = StateFile::Open(config_.state_dir, &warning);
+  if (!state) return state.error();
+  state_ = std::move(*state);
+  if (!warning.empty()) Log("warn", warning);
+
+  auto reader = KmsgReader::Open(config_.kmsg_path);
+  if (!reader) return reader.error();
+  reader_ = std::move(*reader);
+
+  boot_id_ = ReadBootId();
+  const Cursor& saved = state_->cursor();
+  if (saved.valid && saved.boot_id == boot_id_) resume_after_ = saved.last_seq;
+
+  records_ = &metrics_.GetCounter("gpuheal_kmsg_records_total", "Kernel log records read");
+  lost_ = &metrics_.GetCounter("gpuheal_kmsg_records_lost_total",
+                               "Kernel log records overwritten before they were read");
+  overruns_ = &metrics_.GetCounter("gpuheal_kmsg_overruns_total",
+                                   "Times the reader was overtaken by the kernel (EPIPE)");
+  ignored_ = &metrics_.GetCounter("gpuheal_faults_ignored_untrusted_total",
+                                  "Faults in user-space (injected) records not acted on");
+  duplicates_ = &metrics_.GetCounter("gpuheal_faults_merged_total",
+                                     "Driver lines merged into a fault already reported");
+  latency_ = &metrics_.GetHistogram(
+      "gpuheal_detection_latency_seconds",
+      "Kernel record timestamp to fault event emitted", kLatencyBuckets);
+  metrics_.GetGauge("gpuheal_agent_info", "Agent build and mode",
+                    {{"version", GPUHEAL_VERSION}, {"mode", "standalone"}})
+      .Set(1);
+
+  auto loop = EventLoop::Create();
+  if (!loop) return loop.error();
+  loop_ = std::move(*loop);
+
+  // Signals arrive through the loop; block them before any other thread starts.
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  signal_fd_ = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signal_fd_ < 0) return Error{fmt::format("signalfd: {}", std::strerror(errno))};
+  if (auto s = loop_->Watch(signal_fd_, EPOLLIN, [this](uint32_t) { loop_->Stop(); }); !s) {
+    return s;
+  }
+  if (auto s = loop_->Watch(reader_->fd(), EPOLLIN, [this](uint32_t) { OnKmsgReadable(); }); !s) {
+    return s;
+  }
+
+  std::random_device rd;
+  auto monitors = MonitorQueue::Create(*loop_, (uint64_t{rd()} << 32) | rd());
+  if (!monitors) return monitors.error();
+  monitors_ = std::move(*monitors);
+  Gauge& rss = metrics_.GetGauge("gpuheal_agent_resident_bytes", "Agent resident set size");
+  Gauge& cpu = metrics_.GetGauge("gpuheal_agent_cpu_seconds", "Agent user+system CPU time");
+  Gauge& up = metrics_.GetGauge("gpuheal_kmsg_reader_up", "1 when the kernel log reader works");
+  const long page = sysconf(_SC_PAGESIZE);
+  const long hz = sysconf(_SC_CLK_TCK);
+  monitors_->Add(std::make_unique<FunctionMonitor>(
+      "kmsg-self-check", config_.self_check_period, [this, &rss, &cpu, &up, page, hz](ProcCache& c) {
+        long size = 0, resident = 0;
+        if (sscanf(c.Read("/proc/self/statm").c_str(), "%ld %ld", &size, &resident) == 2) {
+          rss.Set(static_cast<double>(resident * page));
+        }
+        // /proc/self/stat: fields 14 and 15 are utime and stime, after "(comm)".
+        const std::string& stat = c.Read("/proc/self/stat");
+        const size_t close = stat.rfind(')');
+        unsigned long ut = 0, st = 0;
+        if (close != std::string::npos &&
+            sscanf(stat.c_str() + close + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+                   &ut, &st) == 2) {
+          cpu.Set(static_cast<double>(ut + st) / static_cast<double>(hz));
+        }
+        // The reader is healthy while its descriptor is open and its last read did not fail.
+        const bool fd_ok = fcntl(reader_->fd(), F_GETFL) != -1;
+        if (!fd_ok) reader_ok_ = false;
+        up.Set(reader_ok_ ? 1 : 0);
+      }));
+
+  if (!config_.listen.empty()) {
+    auto http = HttpServer::Start(config_.listen, metrics_, [this] { return Health(); });
+    if (!http) return http.error();
+    http_ = std::move(*http);
+  }
+  nlohmann::ordered_json f;
+  f["kmsg"] = config_.kmsg_path;
+  f["boot_id"] = boot_id_;
+  f["resume_after_seq"] = resume_after_ ? nlohmann::ordered_json(*resume_after_) : nullptr;
+  f["accept_injected"] = config_.accept_injected;
+  if (http_) f["listen"] = fmt::format("{}:{}", http_->host(), http_->port());
+  Log("info", "agent started", f);
+  return Status::Ok();
+}
+
+std::string StandaloneAgent::Health() const {
+  if (!reader_ok_) {
+    return fmt::format("kernel log reader failed: {}", std::strerror(reader_errno_.load()));
+  }
+  return {};
+}
+
+int StandaloneAgent::Run() {
+  // Faults already in the kernel buffer for this boot are read on the first wake-up.
+  OnKmsgReadable();
+  loop_->Run();
+  SaveCursor();
+  Log("info", "agent stopped");
+  return reader_ok_ ? 0 : 1;
+}
+
+void StandaloneAgent::OnKmsgReadable() {
+  for (int i = 0; i < kMaxRecordsPerWake; ++i) {
+    std::string_view rec;
+    switch (reader_->Next(rec)) {
+      case KmsgReader::Status::kRecord:
+        ProcessRecord(rec);
+        continue;
+      case KmsgReader::Status::kOverrun:
+        overruns_->Inc();
+        continue;
+      case KmsgReader::Status::kAgain:
+      case KmsgReader::Status::kEof:
+        i = kMaxRecordsPerWake;
+        break;
+      case KmsgReader::Status::kError:
+        if (reader_ok_) {
+          reader_errno_ = reader_->last_errno();
+          Log("error", "kernel log read failed",
+              {{"kmsg", config_.kmsg_path}, {"error", std::strerror(reader_->last_errno())}});
+        }
+        reader_ok_ = false;
+        loop_->Unwatch(reader_->fd());
+        i = kMaxRecordsPerWake;
+        break;
+    }
+  }
+  if (cursor_dirty_ && MonotonicUsec() - last_save_usec_ >= kCursorSaveIntervalUsec) SaveCursor();
+}
+
+bool StandaloneAgent::Enabled(const Fault& f) const {
+  const MonitorSwitches& m = config_.monitors;
+  switch (f.kind) {
+    case FaultKind::kXid:
+    case FaultKind::kGpuFallenOffBus:
+    case FaultKind::kSxid:
+      return m.nvidia;
+    case FaultKind::kStorage:
+      return m.storage;
+    case FaultKind::kNetwork:
+      return m.network;
+    case FaultKind::kKernel:
+    case FaultKind::kRule:
+      return m.kernel;
+  }
+  return true;
+}
+
+void StandaloneAgent::ProcessRecord(std::string_view raw) {
+  records_->Inc();
+  const std::string_view line = raw.substr(0, raw.find('\n'));  // drop " KEY=VALUE" lines
+  const ParsedLine p = ParseLine(line);
+  if (p.format == LineFormat::kKmsgContinuation) return;
+  if (p.seq) {
+    if (expected_seq_ && *p.seq > *expected_seq_) lost_->Inc(static_cast<double>(*p.seq - *expected_seq_));
+    expected_seq_ = *p.seq + 1;
+    if (resume_after_ && *p.seq <= *resume_after_) return;  // reported before a restart
+    last_seq_ = *p.seq;
+    cursor_dirty_ = true;
+  }
+  Record r;
+  r.message = p.message;
+  r.trusted = p.kernel_origin;
+  r.kmsg_seq = p.seq;
+  r.kmsg_usec = p.usec;
+  faults_.clear();
+  classifier_->Classify(r, faults_);
+  if (faults_.empty()) return;
+  // Save the cursor before reporting, so a restart never reports these faults again.
+  SaveCursor();
+  const auto now = NodeState::Clock::now();
+  const uint64_t detected = static_cast<uint64_t>(MonotonicUsec());
+  for (Fault& f : faults_) {
+    if (!Enabled(f)) continue;
+    if (!f.trusted && !config_.accept_injected) {
+      ignored_->Inc();
+      Emit(f, detected);
+      continue;
+    }
+    f.injected = !f.trusted;
+    auto reported = node_state_.Observe(std::move(f), now);
+    if (!reported) {
+      duplicates_->Inc();
+      continue;
+    }
+    Emit(*reported, detected);
+  }
+}
+
+void StandaloneAgent::Emit(const Fault& f, uint64_t detected_usec) {
+  nlohmann::ordered_json j = ToJson(f);
+  j["kmsg_seq"] = f.kmsg_seq ? nlohmann::ordered_json(*f.kmsg_seq) : nullptr;
+  j["kmsg_usec"] = f.kmsg_usec ? nlohmann::ordered_json(*f.kmsg_usec) : nullptr;
+  j["detected_usec"] = detected_usec;
+  const bool acted = f.trusted || config_.accept_injected;
+  if (!acted) j["ignored"] = true;
+  std::string line = ToJsonLine(j);
+  line.push_back('\n');
+  size_t off = 0;
+  while (off < line.size()) {
+    const ssize_t n = write(out_fd_, line.data() + off, line.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // a closed stdout must not stop detection; metrics still count
+    off += static_cast<size_t>(n);
+  }
+  if (acted) {
+    metrics_
+        .GetCounter("gpuheal_faults_total", "Faults detected, by reason and severity",
+                    {{"reason", f.reason}, {"severity", std::string(ToString(f.severity))}})
+        .Inc();
+    if (f.kmsg_usec && detected_usec >= *f.kmsg_usec) {
+      latency_->Observe(static_cast<double>(detected_usec - *f.kmsg_usec) / 1e6);
+    }
+  }
+}
+
+void StandaloneAgent::SaveCursor() {
+  if (!cursor_dirty_) return;
+  Cursor c;
+  c.boot_id = boot_id_;
+  c.last_seq = last_seq_;
+  if (auto s = state_->Save(c); !s) {
+    Log("error", "cannot save state", {{"error", s.error().message}});
+    return;
+  }
+  cursor_dirty_ = false;
+  last_save_usec_ = MonotonicUsec();
+}
+
+}  // namespace gpuheal

@@ -1,0 +1,75 @@
+#pragma once
+// `gpuheal agent --standalone`: kernel log -> classifier -> node state -> JSON lines on stdout,
+// with /metrics and /healthz. Event-driven: the loop sleeps in epoll until the kernel has a record.
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/event_loop.h"
+#include "agent/http_server.h"
+#include "agent/metrics.h"
+#include "agent/monitor_queue.h"
+#include "agent/node_state.h"
+#include "agent/state_file.h"
+#include "core/classifier.h"
+#include "core/config.h"
+#include "sources/kmsg_reader.h"
+
+namespace gpuheal {
+
+class StandaloneAgent {
+ public:
+  // Config errors (bad NPD rules, unusable state dir, kernel log that cannot be opened) come back
+  // as errors; the caller exits 2 for them.
+  static Result<std::unique_ptr<StandaloneAgent>> Create(AgentConfig config, int out_fd);
+  ~StandaloneAgent();
+
+  // Runs until SIGINT/SIGTERM or Stop(). Returns the process exit code.
+  int Run();
+  void Stop() { loop_->Stop(); }
+  int http_port() const { return http_ ? http_->port() : 0; }
+
+ private:
+  explicit StandaloneAgent(AgentConfig config, int out_fd);
+  Status Init();
+  void OnKmsgReadable();
+  void ProcessRecord(std::string_view raw);
+  bool Enabled(const Fault& f) const;
+  void Emit(const Fault& f, uint64_t detected_usec);
+  void SaveCursor();
+  std::string Health() const;
+
+  AgentConfig config_;
+  int out_fd_;
+  std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<MonitorQueue> monitors_;
+  std::unique_ptr<Classifier> classifier_;
+  std::unique_ptr<KmsgReader> reader_;
+  std::unique_ptr<StateFile> state_;
+  NodeState node_state_;
+  Metrics metrics_;
+  std::unique_ptr<HttpServer> http_;
+  int signal_fd_ = -1;
+
+  std::string boot_id_;
+  std::optional<uint64_t> resume_after_;  // skip records up to this seq (same boot, restarted)
+  std::optional<uint64_t> expected_seq_;
+  uint64_t last_seq_ = 0;
+  bool cursor_dirty_ = false;
+  int64_t last_save_usec_ = 0;
+  std::vector<Fault> faults_;
+
+  std::atomic<bool> reader_ok_{true};
+  std::atomic<int> reader_errno_{0};
+
+  Counter* records_ = nullptr;
+  Counter* lost_ = nullptr;
+  Counter* overruns_ = nullptr;
+  Counter* ignored_ = nullptr;
+  Counter* duplicates_ = nullptr;
+  Histogram* latency_ = nullptr;
+};
+
+}  // namespace gpuheal

@@ -1,0 +1,256 @@
+#include "core/config.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace gpuheal {
+namespace {
+
+class ConfigError {
+ public:
+  ConfigError(std::string source) : source_(std::move(source)) {}
+  Error At(const YAML::Node& n, const std::string& what) const {
+    const YAML::Mark m = n.Mark();
+    if (m.is_null()) return Error{fmt::format("{}: {}", source_, what)};
+    return Error{fmt::format("{}:{}:{}: {}", source_, m.line + 1, m.column + 1, what)};
+  }
+
+ private:
+  std::string source_;
+};
+
+std::string Join(const std::set<std::string>& keys) {
+  std::string out;
+  for (const auto& k : keys) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+// Rejects keys of `map` not in `known`, naming the first unknown one and its position.
+std::optional<Error> CheckKeys(const ConfigError& err, const YAML::Node& map,
+                               const std::set<std::string>& known, std::string_view section) {
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const std::string key = it->first.as<std::string>();
+    if (!known.contains(key)) {
+      return err.At(it->first, fmt::format("unknown key \"{}\"{} (known keys: {})", key,
+                                           section.empty() ? "" : fmt::format(" in {}", section),
+                                           Join(known)));
+    }
+  }
+  return std::nullopt;
+}
+
+Result<std::string> AsString(const ConfigError& err, const YAML::Node& n, std::string_view key) {
+  if (!n.IsScalar()) return err.At(n, fmt::format("\"{}\" must be a string", key));
+  return n.as<std::string>();
+}
+
+Result<bool> AsBool(const ConfigError& err, const YAML::Node& n, std::string_view key) {
+  bool v = false;
+  if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) {
+    return err.At(n, fmt::format("\"{}\" must be true or false", key));
+  }
+  return v;
+}
+
+Result<int> AsInt(const ConfigError& err, const YAML::Node& n, std::string_view key, int lo,
+                  int hi) {
+  if (n.IsScalar()) {
+    const std::string s = n.as<std::string>();
+    int v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec == std::errc() && p == s.data() + s.size() && v >= lo && v <= hi) return v;
+  }
+  return err.At(n, fmt::format("\"{}\" must be an integer from {} to {}", key, lo, hi));
+}
+
+Result<std::chrono::milliseconds> AsDuration(const ConfigError& err, const YAML::Node& n,
+                                             std::string_view key) {
+  if (n.IsScalar()) {
+    if (auto d = ParseDuration(n.as<std::string>()); d && d->count() > 0) return *d;
+  }
+  return err.At(n, fmt::format("\"{}\" must be a positive duration such as 500ms, 30s, 10m, 24h, 7d",
+                               key));
+}
+
+Result<Severity> AsSeverity(const ConfigError& err, const YAML::Node& n, std::string_view key) {
+  if (n.IsScalar()) {
+    if (auto s = ParseSeverity(n.as<std::string>())) return *s;
+  }
+  return err.At(n, fmt::format("\"{}\" must be one of info, warn, critical, fatal, catastrophic",
+                               key));
+}
+
+Result<Action> AsAction(const ConfigError& err, const YAML::Node& n, std::string_view key) {
+  if (n.IsScalar()) {
+    if (auto a = ParseAction(n.as<std::string>())) return *a;
+  }
+  return err.At(n, fmt::format("\"{}\" must be one of log, event, reset-gpu, quarantine, isolate",
+                               key));
+}
+
+#define GPUHEAL_TRY(var, expr)       \
+  auto var##_r = (expr);             \
+  if (!var##_r) return var##_r.error(); \
+  auto var = std::move(*var##_r)
+
+Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
+  AgentConfig cfg;
+  if (root.IsNull()) return cfg;  // an empty file means all defaults
+  if (!root.IsMap()) return err.At(root, "the config must be a mapping of keys to values");
+  if (auto e = CheckKeys(err, root,
+                         {"kmsg", "state_dir", "accept_injected", "listen", "xids", "escalation",
+                          "npd_rules", "monitors", "self_check_period"},
+                         "")) {
+    return *e;
+  }
+  if (root["kmsg"]) {
+    GPUHEAL_TRY(v, AsString(err, root["kmsg"], "kmsg"));
+    cfg.kmsg_path = v;
+  }
+  if (root["state_dir"]) {
+    GPUHEAL_TRY(v, AsString(err, root["state_dir"], "state_dir"));
+    cfg.state_dir = v;
+  }
+  if (root["accept_injected"]) {
+    GPUHEAL_TRY(v, AsBool(err, root["accept_injected"], "accept_injected"));
+    cfg.accept_injected = v;
+  }
+  if (root["listen"]) {
+    GPUHEAL_TRY(v, AsString(err, root["listen"], "listen"));
+    cfg.listen = v;
+  }
+  if (root["self_check_period"]) {
+    GPUHEAL_TRY(v, AsDuration(err, root["self_check_period"], "self_check_period"));
+    cfg.self_check_period = v;
+  }
+  if (const YAML::Node x = root["xids"]) {
+    if (!x.IsMap()) return err.At(x, "\"xids\" must map Xid numbers to {severity, action}");
+    for (auto it = x.begin(); it != x.end(); ++it) {
+      GPUHEAL_TRY(xid, AsInt(err, it->first, "xids key", 1, 1000));
+      const YAML::Node& e = it->second;
+      const std::string where = fmt::format("xids.{}", xid);
+      if (!e.IsMap()) return err.At(e, fmt::format("\"{}\" must be a mapping with severity and/or action", where));
+      if (auto ce = CheckKeys(err, e, {"severity", "action"}, where)) return *ce;
+      XidOverride o;
+      if (e["severity"]) {
+        GPUHEAL_TRY(s, AsSeverity(err, e["severity"], where + ".severity"));
+        o.severity = s;
+      }
+      if (e["action"]) {
+        GPUHEAL_TRY(a, AsAction(err, e["action"], where + ".action"));
+        o.action = a;
+      }
+      if (!o.severity && !o.action) {
+        return err.At(e, fmt::format("\"{}\" sets neither severity nor action", where));
+      }
+      cfg.xid_overrides[xid] = o;
+    }
+  }
+  if (const YAML::Node e = root["escalation"]) {
+    if (!e.IsMap()) return err.At(e, "\"escalation\" must be a mapping");
+    if (auto ce = CheckKeys(err, e, {"enabled", "count", "window", "severity"}, "escalation")) {
+      return *ce;
+    }
+    if (e["enabled"]) {
+      GPUHEAL_TRY(v, AsBool(err, e["enabled"], "escalation.enabled"));
+      cfg.escalation.enabled = v;
+    }
+    if (e["count"]) {
+      GPUHEAL_TRY(v, AsInt(err, e["count"], "escalation.count", 2, 1000000));
+      cfg.escalation.count = v;
+    }
+    if (e["window"]) {
+      GPUHEAL_TRY(v, AsDuration(err, e["window"], "escalation.window"));
+      cfg.escalation.window = std::chrono::duration_cast<std::chrono::seconds>(v);
+      if (cfg.escalation.window.count() < 1) {
+        return err.At(e["window"], "\"escalation.window\" must be at least 1s");
+      }
+    }
+    if (e["severity"]) {
+      GPUHEAL_TRY(v, AsSeverity(err, e["severity"], "escalation.severity"));
+      cfg.escalation.severity = v;
+    }
+  }
+  if (const YAML::Node n = root["npd_rules"]) {
+    if (!n.IsSequence()) return err.At(n, "\"npd_rules\" must be a list of NPD config file paths");
+    for (const YAML::Node& p : n) {
+      GPUHEAL_TRY(v, AsString(err, p, "npd_rules[]"));
+      cfg.npd_rule_files.push_back(v);
+    }
+  }
+  if (const YAML::Node m = root["monitors"]) {
+    if (!m.IsMap()) return err.At(m, "\"monitors\" must map monitor names to true/false");
+    if (auto ce = CheckKeys(err, m, {"nvidia", "kernel", "storage", "network", "runtime"},
+                            "monitors")) {
+      return *ce;
+    }
+    auto set = [&](const char* name, bool& field) -> Status {
+      if (!m[name]) return Status::Ok();
+      auto v = AsBool(err, m[name], fmt::format("monitors.{}", name));
+      if (!v) return v.error();
+      field = *v;
+      return Status::Ok();
+    };
+    for (auto [name, field] : {std::pair<const char*, bool*>{"nvidia", &cfg.monitors.nvidia},
+                               {"kernel", &cfg.monitors.kernel},
+                               {"storage", &cfg.monitors.storage},
+                               {"network", &cfg.monitors.network},
+                               {"runtime", &cfg.monitors.runtime}}) {
+      if (auto s = set(name, *field); !s) return s.error();
+    }
+  }
+  return cfg;
+}
+
+#undef GPUHEAL_TRY
+
+}  // namespace
+
+std::optional<std::chrono::milliseconds> ParseDuration(std::string_view s) {
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p == s.data() || v < 0) return std::nullopt;
+  std::string_view unit(p, static_cast<size_t>(s.data() + s.size() - p));
+  int64_t ms_per = 0;
+  if (unit == "ms") ms_per = 1;
+  else if (unit == "s") ms_per = 1000;
+  else if (unit == "m") ms_per = 60'000;
+  else if (unit == "h") ms_per = 3'600'000;
+  else if (unit == "d") ms_per = 86'400'000;
+  else return std::nullopt;
+  if (v > INT64_MAX / ms_per / 2) return std::nullopt;
+  return std::chrono::milliseconds(v * ms_per);
+}
+
+Result<AgentConfig> ParseAgentConfig(std::string_view yaml, const std::string& source) {
+  ConfigError err(source);
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    if (e.mark.is_null()) return Error{fmt::format("{}: not valid YAML: {}", source, e.msg)};
+    return Error{fmt::format("{}:{}:{}: not valid YAML: {}", source, e.mark.line + 1,
+                             e.mark.column + 1, e.msg)};
+  }
+  try {
+    return Parse(root, err);
+  } catch (const YAML::Exception& e) {
+    // Keys that are not scalars and the like surface as yaml-cpp conversion errors.
+    return Error{fmt::format("{}:{}:{}: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg)};
+  }
+}
+
+Result<AgentConfig> LoadAgentConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error{fmt::format("{}: cannot open config file", path)};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseAgentConfig(ss.str(), path);
+}
+
+}  // namespace gpuheal

@@ -1,0 +1,48 @@
+#pragma once
+// A detected fault: what the classifier produces from one kernel record (or driver event).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/severity.h"
+
+namespace gpuheal {
+
+enum class FaultKind { kXid, kGpuFallenOffBus, kSxid, kKernel, kStorage, kNetwork, kRule };
+std::string_view ToString(FaultKind k);
+
+struct Fault {
+  FaultKind kind = FaultKind::kKernel;
+  std::optional<int> xid;   // Xid number; 79 for the fallen-off-the-bus lines
+  std::optional<int> sxid;  // NVSwitch SXid number
+  std::string pci;          // normalised "dddd:bb:dd"; empty when the record names no GPU
+  std::string uuid;         // "GPU-..." when the driver announced it for this bus id
+  std::optional<int> gpu_instance;      // MIG GPU instance id
+  std::optional<int> compute_instance;  // MIG compute instance id
+  std::optional<int> pid;
+  std::string process;
+  std::optional<int> subcode;          // NVLink5 (Xid 144-150): bits 20-25 of the first register
+  std::string unit;                    // NVLink5 unit mnemonic, e.g. NETIR_LINK_EVT
+  std::optional<int> recovery_action;  // Xid 154: the action the driver now requires
+  std::string device;                  // non-GPU faults: block device, network interface, task
+  Severity severity = Severity::kInfo;
+  std::string condition;  // NodeCondition type (a rule may name its own)
+  std::string reason;     // reason code (core/reasons.h)
+  Action action = Action::kLog;
+  bool trusted = true;    // false when the record came from user space (facility != 0)
+  std::string message;    // the kernel message text
+
+  // Set by the agent's node state.
+  std::optional<int> count;  // occurrences of this fault (same Xid/reason, GPU/device) in the window
+  bool escalated = false;    // severity raised by repetition
+  bool injected = false;     // a user-space record accepted with --accept-injected
+
+  // Provenance.
+  size_t line = 0;  // 1-based input line where the fault's (first) record starts
+  std::optional<uint64_t> kmsg_seq;
+  std::optional<uint64_t> kmsg_usec;
+};
+
+}  // namespace gpuheal

@@ -1,0 +1,102 @@
+#include "core/reasons.h"
+
+#include <fmt/format.h>
+
+#include "core/xid_catalog.h"
+
+namespace gpuheal::reason {
+namespace {
+
+using C = Condition;
+
+constexpr ReasonInfo kFixed[] = {
+    {kNvidiaGPUIsReady, C::kAcceleratedHardwareReady, "All NVIDIA GPUs are healthy"},
+    {kKernelIsReady, C::kKernelReady, "No kernel fault is active"},
+    {kNetworkingIsReady, C::kNetworkingReady, "No network device fault is active"},
+    {kStorageIsReady, C::kStorageReady, "No storage fault is active"},
+    {kContainerRuntimeIsReady, C::kContainerRuntimeReady, "No container runtime fault is active"},
+    {kNvidiaDoubleBitError, C::kAcceleratedHardwareReady,
+     "Uncorrectable (double-bit) ECC error reported by the driver API"},
+    {kNvidiaNVLinkError, C::kAcceleratedHardwareReady, "NVLink down or failing"},
+    {kNvidiaDeviceCountMismatch, C::kAcceleratedHardwareReady,
+     "Fewer NVIDIA GPUs visible than on the PCI bus or than expected"},
+    {kNvidiaGPUFallenOffBus, C::kAcceleratedHardwareReady,
+     "The driver reports the GPU has fallen off the bus (treated as Xid 79)"},
+    {kNvidiaGPULost, C::kAcceleratedHardwareReady, "The driver API reports the GPU is lost"},
+    {kNvidiaRowRemapFailure, C::kAcceleratedHardwareReady, "GPU memory row remapping failed"},
+    {kKernelHungTask, C::kKernelReady, "A task was blocked for longer than the hung-task timeout"},
+    {kKernelSoftLockup, C::kKernelReady, "A CPU was stuck in kernel mode (soft lockup)"},
+    {kKernelRcuStall, C::kKernelReady, "RCU stall detected"},
+    {kKernelBug, C::kKernelReady, "Kernel BUG: the kernel hit an internal consistency check"},
+    {kKernelOops, C::kKernelReady, "Kernel oops: the kernel faulted"},
+    {kKernelPanic, C::kKernelReady, "Kernel panic"},
+    {kStorageIOError, C::kStorageReady, "Block device I/O error"},
+    {kStorageFilesystemError, C::kStorageReady, "Filesystem error or corruption detected"},
+    {kStorageReadOnlyRemount, C::kStorageReady, "A filesystem was remounted read-only"},
+    {kNetworkLinkDown, C::kNetworkingReady, "A network interface lost its link"},
+    {kNetworkTxTimeout, C::kNetworkingReady, "A network device's transmit queue timed out"},
+    {kNetworkDeviceRemoved, C::kNetworkingReady, "A network device was removed or failed"},
+};
+
+}  // namespace
+
+std::span<const ReasonInfo> FixedReasons() { return kFixed; }
+
+std::string_view HealthyReason(Condition c) {
+  switch (c) {
+    case C::kAcceleratedHardwareReady:
+      return kNvidiaGPUIsReady;
+    case C::kKernelReady:
+      return kKernelIsReady;
+    case C::kNetworkingReady:
+      return kNetworkingIsReady;
+    case C::kStorageReady:
+      return kStorageIsReady;
+    case C::kContainerRuntimeReady:
+      return kContainerRuntimeIsReady;
+  }
+  return kKernelIsReady;
+}
+
+std::string XidReason(int xid, Severity s) {
+  return fmt::format("NvidiaXID{}{}", xid, FlipsCondition(s) ? "Error" : "Warning");
+}
+
+std::string SxidReason(int sxid, Severity s) {
+  return fmt::format("NvidiaSXID{}{}", sxid, FlipsCondition(s) ? "Error" : "Warning");
+}
+
+std::string WithSeverity(std::string_view r, Severity s) {
+  const bool is_xid = r.starts_with("NvidiaXID") || r.starts_with("NvidiaSXID");
+  if (!is_xid) return std::string(r);
+  if (r.ends_with("Warning")) r.remove_suffix(7);
+  else if (r.ends_with("Error")) r.remove_suffix(5);
+  return fmt::format("{}{}", r, FlipsCondition(s) ? "Error" : "Warning");
+}
+
+std::string ContractListing() {
+  std::string out;
+  out += "# conditions\n";
+  for (Condition c : kAllConditions) out += fmt::format("{}\n", ToString(c));
+  out += "# severities\n";
+  for (int s = 0; s <= static_cast<int>(Severity::kCatastrophic); ++s) {
+    auto sev = static_cast<Severity>(s);
+    out += fmt::format("{} default-action={} flips-condition={}\n", ToString(sev),
+                       ToString(DefaultAction(sev)), FlipsCondition(sev));
+  }
+  out += "# fixed reasons\n";
+  for (const ReasonInfo& r : kFixed) out += fmt::format("{} {}\n", r.name, ToString(r.condition));
+  out += "# reason patterns\n";
+  out += "NvidiaXID<N>Error AcceleratedHardwareReady (fatal, catastrophic)\n";
+  out += "NvidiaXID<N>Warning AcceleratedHardwareReady (info, warn, critical)\n";
+  out += "NvidiaSXID<N>Error AcceleratedHardwareReady (fatal)\n";
+  out += "NvidiaSXID<N>Warning AcceleratedHardwareReady (info, warn, critical)\n";
+  out += "# xid catalog: xid bucket severity action reason\n";
+  for (const XidInfo& x : AllXids()) {
+    out += fmt::format("{} {} {} {} {}\n", x.xid, ToString(x.bucket), ToString(x.severity),
+                       ToString(DefaultAction(x.severity)), XidReason(x.xid, x.severity));
+  }
+  return out;
+}
+
+}  // namespace gpuheal::reason

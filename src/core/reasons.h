@@ -1,0 +1,64 @@
+#pragma once
+// Reason codes: the PascalCase strings that appear in NodeConditions, Events and JSON output.
+// One source of truth; docs/reasons.md documents each and a golden test guards the whole set.
+// Adding a reason is a feature; renaming or removing one breaks users.
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/severity.h"
+
+namespace gpuheal::reason {
+
+// Fixed reason codes.
+inline constexpr std::string_view kNvidiaGPUIsReady = "NvidiaGPUIsReady";
+inline constexpr std::string_view kKernelIsReady = "KernelIsReady";
+inline constexpr std::string_view kNetworkingIsReady = "NetworkingIsReady";
+inline constexpr std::string_view kStorageIsReady = "StorageIsReady";
+inline constexpr std::string_view kContainerRuntimeIsReady = "ContainerRuntimeIsReady";
+
+inline constexpr std::string_view kNvidiaDoubleBitError = "NvidiaDoubleBitError";
+inline constexpr std::string_view kNvidiaNVLinkError = "NvidiaNVLinkError";
+inline constexpr std::string_view kNvidiaDeviceCountMismatch = "NvidiaDeviceCountMismatch";
+inline constexpr std::string_view kNvidiaGPUFallenOffBus = "NvidiaGPUFallenOffBus";
+inline constexpr std::string_view kNvidiaGPULost = "NvidiaGPULost";
+inline constexpr std::string_view kNvidiaRowRemapFailure = "NvidiaRowRemapFailure";
+inline constexpr std::string_view kKernelHungTask = "KernelHungTask";
+inline constexpr std::string_view kKernelSoftLockup = "KernelSoftLockup";
+inline constexpr std::string_view kKernelRcuStall = "KernelRcuStall";
+inline constexpr std::string_view kKernelBug = "KernelBug";
+inline constexpr std::string_view kKernelOops = "KernelOops";
+inline constexpr std::string_view kKernelPanic = "KernelPanic";
+inline constexpr std::string_view kStorageIOError = "StorageIOError";
+inline constexpr std::string_view kStorageFilesystemError = "StorageFilesystemError";
+inline constexpr std::string_view kStorageReadOnlyRemount = "StorageReadOnlyRemount";
+inline constexpr std::string_view kNetworkLinkDown = "NetworkLinkDown";
+inline constexpr std::string_view kNetworkTxTimeout = "NetworkTxTimeout";
+inline constexpr std::string_view kNetworkDeviceRemoved = "NetworkDeviceRemoved";
+
+struct ReasonInfo {
+  std::string_view name;
+  Condition condition;
+  std::string_view meaning;
+};
+
+// Every fixed reason, with its domain and meaning.
+std::span<const ReasonInfo> FixedReasons();
+
+// The healthy reason of a domain (condition status True).
+std::string_view HealthyReason(Condition c);
+
+// NvidiaXID<N>Error for fatal and worse, NvidiaXID<N>Warning otherwise (EKS NMA compatible).
+std::string XidReason(int xid, Severity s);
+// NvidiaSXID<N>Error / NvidiaSXID<N>Warning for NVSwitch SXids.
+std::string SxidReason(int sxid, Severity s);
+
+// A reason with the severity's suffix swapped (used when escalation raises a fault's severity).
+std::string WithSeverity(std::string_view reason, Severity s);
+
+// The full public contract as text (conditions, severities, actions, reasons, patterns):
+// compared against test/golden/contracts.txt.
+std::string ContractListing();
+
+}  // namespace gpuheal::reason

@@ -1,0 +1,35 @@
+#pragma once
+// The NVIDIA Xid catalog: one source of truth for every Xid NVIDIA defines (1-172), with NVIDIA's
+// immediate resolution bucket and gpuheal's severity and default action. docs/xid.md is generated
+// from this table (`gpuheal explain xid --all --markdown`) and lists every deviation with its reason.
+
+#include <span>
+#include <string_view>
+
+#include "core/severity.h"
+
+namespace gpuheal {
+
+struct XidInfo {
+  int xid;
+  std::string_view mnemonic;
+  std::string_view description;
+  Bucket bucket;
+  Severity severity;  // gpuheal's default
+  // Why gpuheal's severity differs from the one its bucket implies; empty when it follows NVIDIA.
+  std::string_view deviation;
+};
+
+// The severity a resolution bucket implies when the product matrix says nothing else.
+Severity BucketSeverity(Bucket b);
+
+// nullptr for an Xid the catalog does not define.
+const XidInfo* FindXid(int xid);
+std::span<const XidInfo> AllXids();
+
+// Xid 154 ("GPU recovery action changed") carries the action the driver now requires.
+// Returns the severity that action implies (0 none .. 7 system reboot), or Info when unknown.
+Severity RecoveryActionSeverity(int action);
+std::string_view RecoveryActionName(int action);
+
+}  // namespace gpuheal

@@ -1,0 +1,57 @@
+#pragma once
+// User rules in node-problem-detector's system-log-monitor format (kernel-monitor.json, plugin
+// kmsg), compiled with RE2 (linear time). Matching follows NPD: each rule's pattern must match at
+// the end of the last `bufferSize` messages joined by '\n' (NPD compiles `pattern + "\z"`).
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <re2/set.h>
+
+#include "core/result.h"
+
+namespace gpuheal {
+
+struct NpdRule {
+  bool permanent = false;  // "permanent" rules set a condition; "temporary" ones are events
+  std::string condition;   // permanent rules: the NPD condition type they set
+  std::string reason;
+  std::string pattern;
+};
+
+struct NpdConfig {
+  std::string source;  // the file they came from
+  std::string npd_source;  // NPD's "source" field (e.g. "kernel-monitor")
+  int buffer_size = 10;
+  std::vector<NpdRule> rules;
+};
+
+// Parses one NPD config file; errors name the file and the rule (index, reason) at fault.
+Result<NpdConfig> LoadNpdConfig(const std::string& path);
+Result<NpdConfig> ParseNpdConfig(std::string_view text, const std::string& source);
+
+// Matches all rules of all loaded files in one RE2::Set pass per message.
+class NpdMatcher {
+ public:
+  static Result<std::unique_ptr<NpdMatcher>> Create(std::vector<NpdConfig> configs);
+
+  // Pushes `message` into the buffer and returns the rules that now match (indices into rules()).
+  const std::vector<int>& Push(std::string_view message);
+  const NpdRule& rule(int i) const { return *rules_[static_cast<size_t>(i)]; }
+  bool empty() const { return rules_.empty(); }
+
+ private:
+  NpdMatcher() = default;
+  std::vector<NpdConfig> configs_;
+  std::vector<const NpdRule*> rules_;
+  std::unique_ptr<RE2::Set> set_;
+  size_t buffer_size_ = 1;
+  std::deque<std::string> buffer_;
+  std::string joined_;
+  std::vector<int> hits_;
+};
+
+}  // namespace gpuheal

@@ -1,0 +1,195 @@
+#include "sources/nvidia_parser.h"
+
+#include <charconv>
+
+#include "core/pci.h"
+
+namespace gpuheal {
+namespace {
+
+bool Consume(std::string_view& s, std::string_view prefix) {
+  if (!s.starts_with(prefix)) return false;
+  s.remove_prefix(prefix.size());
+  return true;
+}
+
+std::optional<int> ConsumeInt(std::string_view& s, int base = 10) {
+  int v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
+  if (ec != std::errc() || p == s.data()) return std::nullopt;
+  s.remove_prefix(static_cast<size_t>(p - s.data()));
+  return v;
+}
+
+std::optional<unsigned long> ConsumeHex(std::string_view& s) {
+  unsigned long v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 16);
+  if (ec != std::errc() || p == s.data()) return std::nullopt;
+  s.remove_prefix(static_cast<size_t>(p - s.data()));
+  return v;
+}
+
+std::optional<std::string> ConsumePci(std::string_view& s) {
+  auto m = ParsePciPrefix(s);
+  if (!m) return std::nullopt;
+  s.remove_prefix(m->consumed);
+  return std::move(m->id);
+}
+
+// " GPU-I:05" / " GPU-CI:01" inside the Xid parentheses (MIG).
+void ParseMig(std::string_view& s, NvidiaSignal& out) {
+  while (!s.empty() && s.front() == ' ') {
+    std::string_view t = s.substr(1);
+    if (Consume(t, "GPU-I:")) {
+      if (auto v = ConsumeInt(t)) out.gpu_instance = v;
+    } else if (Consume(t, "GPU-CI:")) {
+      if (auto v = ConsumeInt(t)) out.compute_instance = v;
+    } else {
+      return;
+    }
+    s = t;
+  }
+}
+
+// "pid=1234, name=python3, " or "pid='<unknown>', name=<unknown>, ".
+void ParsePidName(std::string_view& s, NvidiaSignal& out) {
+  std::string_view t = s;
+  if (!Consume(t, "pid=")) return;
+  const size_t comma = t.find(", name=");
+  if (comma == std::string_view::npos) return;
+  std::string_view pid = t.substr(0, comma);
+  int v = 0;
+  auto [p, ec] = std::from_chars(pid.data(), pid.data() + pid.size(), v);
+  if (ec == std::errc() && p == pid.data() + pid.size()) out.pid = v;
+  t.remove_prefix(comma + 7);
+  const size_t end = t.find(", ");
+  std::string_view name = t.substr(0, end);
+  if (name != "<unknown>") out.process = std::string(name);
+  s = end == std::string_view::npos ? std::string_view() : t.substr(end + 2);
+}
+
+void ParseNvlink5(std::string_view text, NvidiaSignal& out) {
+  const size_t sp = text.find(' ');
+  if (sp == std::string_view::npos) return;
+  out.unit = std::string(text.substr(0, sp));
+  std::string_view rest = text.substr(sp + 1);
+  if (rest.starts_with("Fatal")) out.nvlink_fatal = true;
+  else if (rest.starts_with("Nonfatal") || rest.starts_with("Non-fatal")) out.nvlink_fatal = false;
+  const size_t reg = rest.find("(0x");
+  if (reg == std::string_view::npos) return;
+  std::string_view r = rest.substr(reg + 3);
+  if (auto v = ConsumeHex(r)) out.subcode = static_cast<int>((*v >> 20) & 0x3f);
+}
+
+void ParseRecoveryAction(std::string_view text, NvidiaSignal& out) {
+  const size_t to = text.find(" to 0x");
+  if (to == std::string_view::npos) return;
+  std::string_view r = text.substr(to + 6);
+  if (auto v = ConsumeHex(r)) out.recovery_action = static_cast<int>(*v);
+}
+
+bool ParseXid(std::string_view s, NvidiaSignal& out) {
+  // s starts after "Xid "
+  if (!Consume(s, "(")) return false;
+  auto pci = ConsumePci(s);
+  if (!pci) return false;
+  out.pci = std::move(*pci);
+  ParseMig(s, out);
+  if (!Consume(s, "): ")) return false;
+  auto n = ConsumeInt(s);
+  if (!n || *n <= 0) return false;
+  out.number = *n;
+  out.kind = NvidiaMessage::kXid;
+  Consume(s, ",");
+  Consume(s, " ");
+  ParsePidName(s, out);
+  out.text = s;
+  if (out.number >= 144 && out.number <= 150) ParseNvlink5(s, out);
+  if (out.number == 154) ParseRecoveryAction(s, out);
+  return true;
+}
+
+bool ParseNvrm(std::string_view s, NvidiaSignal& out) {
+  if (Consume(s, "Xid ")) return ParseXid(s, out);
+  if (Consume(s, "GPU at ")) {
+    auto pci = ConsumePci(s);
+    if (!pci) return false;
+    out.pci = std::move(*pci);
+    if (Consume(s, ": GPU-")) {
+      out.kind = NvidiaMessage::kGpuAnnounce;
+      const size_t end = s.find_first_of(" \t");
+      out.uuid = "GPU-" + std::string(s.substr(0, end));
+      return true;
+    }
+    if (s.find("has fallen off the bus") != std::string_view::npos) {
+      out.kind = NvidiaMessage::kFallenOffBus;
+      out.number = 79;
+      return true;
+    }
+    return false;
+  }
+  if (Consume(s, "GPU ")) {
+    auto pci = ConsumePci(s);
+    if (!pci) return false;
+    if (s.find("has fallen off the bus") == std::string_view::npos) return false;
+    out.pci = std::move(*pci);
+    out.kind = NvidiaMessage::kFallenOffBus;
+    out.number = 79;
+    return true;
+  }
+  if (Consume(s, "The NVIDIA GPU ")) {
+    auto pci = ConsumePci(s);
+    if (!pci) return false;
+    out.pci = std::move(*pci);
+    out.kind = NvidiaMessage::kFallenStart;
+    return true;
+  }
+  if (s.starts_with("(PCI ID: ") && s.find("installed in this system has") != std::string_view::npos) {
+    out.kind = NvidiaMessage::kFallenMiddle;
+    return true;
+  }
+  if (s.starts_with("fallen off the bus and is not responding")) {
+    out.kind = NvidiaMessage::kFallenEnd;
+    out.number = 79;
+    return true;
+  }
+  return false;
+}
+
+bool ParseSxid(std::string_view s, NvidiaSignal& out) {
+  // s starts after "SXid "
+  if (!Consume(s, "(")) return false;
+  auto pci = ConsumePci(s);
+  if (!pci) return false;
+  if (!Consume(s, "): ")) return false;
+  auto n = ConsumeInt(s);
+  if (!n || *n <= 0) return false;
+  out.pci = std::move(*pci);
+  out.number = *n;
+  out.kind = NvidiaMessage::kSxid;
+  Consume(s, ",");
+  Consume(s, " ");
+  out.sxid_fatal = s.starts_with("Fatal");
+  out.text = s;
+  return true;
+}
+
+}  // namespace
+
+bool ParseNvidia(std::string_view message, NvidiaSignal& out) {
+  out = NvidiaSignal{};
+  const size_t nvrm = message.find("NVRM: ");
+  if (nvrm != std::string_view::npos) {
+    if (ParseNvrm(message.substr(nvrm + 6), out)) return true;
+    out = NvidiaSignal{};
+    return false;
+  }
+  const size_t sxid = message.find("SXid ");
+  if (sxid != std::string_view::npos) {
+    if (ParseSxid(message.substr(sxid + 5), out)) return true;
+    out = NvidiaSignal{};
+  }
+  return false;
+}
+
+}  // namespace gpuheal
