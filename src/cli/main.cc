@@ -1,6 +1,7 @@
 // gpuheal: self-healing for GPU nodes. One binary, several roles (see `gpuheal --help`).
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -14,6 +15,26 @@ int main(int argc, char** argv) {
   gpuheal::cli::RegisterExplain(app, exit_code);
   gpuheal::cli::RegisterInject(app, exit_code);
   gpuheal::cli::RegisterAgent(app, exit_code);
+  // `gpuheal explain flags`: every subcommand's flags, the CLI contract the golden test guards.
+  app.get_subcommand("explain")
+      ->add_subcommand("flags", "Every command's flags (the CLI contract)")
+      ->callback([&app, &exit_code] {
+        std::function<void(const CLI::App*, const std::string&)> walk =
+            [&walk](const CLI::App* a, const std::string& path) {
+              for (const CLI::Option* o : a->get_options()) {
+                std::string names;
+                for (const auto& n : o->get_lnames()) names += " --" + n;
+                for (const auto& n : o->get_snames()) names += " -" + n;
+                if (names.empty()) names = " <" + o->get_name() + ">";
+                std::cout << path << names << "\n";
+              }
+              for (const CLI::App* sub : a->get_subcommands({})) {
+                walk(sub, path + " " + sub->get_name());
+              }
+            };
+        walk(&app, "gpuheal");
+        exit_code = gpuheal::cli::kExitOk;
+      });
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

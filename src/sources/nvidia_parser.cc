@@ -141,16 +141,30 @@ bool ParseNvrm(std::string_view s, NvidiaSignal& out) {
     auto pci = ConsumePci(s);
     if (!pci) return false;
     out.pci = std::move(*pci);
-    out.kind = NvidiaMessage::kFallenStart;
-    return true;
-  }
-  if (s.starts_with("(PCI ID: ") && s.find("installed in this system has") != std::string_view::npos) {
-    out.kind = NvidiaMessage::kFallenMiddle;
+    // One printk in kernel-open/nvidia/nv.c prints all three lines; /dev/kmsg keeps it as one
+    // record (newlines escaped as \x0a) and older drivers print it as one line. Only when the
+    // rest arrives as separate records is this the start of a multi-record message.
+    if (s.find("fallen off the bus") != std::string_view::npos) {
+      out.kind = NvidiaMessage::kFallenOffBus;
+      out.number = 79;
+    } else {
+      out.kind = NvidiaMessage::kFallenStart;
+    }
     return true;
   }
   if (s.starts_with("fallen off the bus and is not responding")) {
     out.kind = NvidiaMessage::kFallenEnd;
     out.number = 79;
+    return true;
+  }
+  if ((s.starts_with("(PCI ID: ") || s.starts_with("installed in this system")) &&
+      s.find("installed in this system has") != std::string_view::npos) {
+    if (s.find("fallen off the bus") != std::string_view::npos) {
+      out.kind = NvidiaMessage::kFallenEnd;  // "...installed in this system has fallen off..."
+      out.number = 79;
+    } else {
+      out.kind = NvidiaMessage::kFallenMiddle;
+    }
     return true;
   }
   return false;

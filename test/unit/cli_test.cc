@@ -1,1 +1,117 @@
+// The binary's exit codes and error messages: usage and config errors exit 2 with a message
+// that says what, where and how to fix.
+
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace gpuheal {
+namespace {
+
+struct Run {
+  int code;
+  std::string out;
+};
+
+Run Exec(const std::string& args) {
+  std::string cmd = std::string(GPUHEAL_BIN) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string TempFile(const std::string& content) {
+  char tmpl[] = "/tmp/gpuheal-cli-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  close(fd);
+  std::ofstream(tmpl) << content;
+  return tmpl;
+}
+
+TEST(Cli, ExplainXid) {
+  auto r = Exec("explain xid 79 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["severity"], "catastrophic");
+  EXPECT_EQ(j["nvidia_bucket"], "RESTART_BM");
+  EXPECT_EQ(j["reason"], "NvidiaXID79Error");
+}
+
+TEST(Cli, ExplainUnknownXidIsAUsageError) {
+  auto r = Exec("explain xid 999");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("not in the catalog"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ClassifyStdinAndFiles) {
+  auto r = Exec("classify < " + TempFile("[ 1.0] NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=a, DBE\nnoise\n"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["line"], 1);
+  EXPECT_EQ(j["xid"], 48);
+  const std::string a = TempFile("noise\nNVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.\n");
+  auto two = Exec("classify " + a + " " + a);
+  ASSERT_EQ(two.code, 0);
+  EXPECT_EQ(std::count(two.out.begin(), two.out.end(), '\n'), 2);
+  EXPECT_NE(two.out.find("\"file\""), std::string::npos);
+  EXPECT_NE(two.out.find("\"line\":2"), std::string::npos);
+}
+
+TEST(Cli, UsageAndConfigErrorsExitTwo) {
+  EXPECT_EQ(Exec("classify /nonexistent/file.log").code, 2);
+  EXPECT_EQ(Exec("--no-such-flag").code, 2);
+  EXPECT_EQ(Exec("").code, 2);
+  EXPECT_EQ(Exec("inject --pci not-a-bus-id --kmsg /dev/null").code, 2);
+  EXPECT_EQ(Exec("inject --xid 0").code, 2);
+  EXPECT_EQ(Exec("agent").code, 2);
+  auto bad = Exec("agent --standalone --config " + TempFile("kmsg: /dev/kmsg\nbogus: 1\n"));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find(":2:1: unknown key \"bogus\""), std::string::npos) << bad.out;
+  auto npd = Exec("classify --npd-rules " + TempFile("{\"rules\": 5}") + " /dev/null");
+  EXPECT_EQ(npd.code, 2);
+  EXPECT_NE(npd.out.find("\"rules\" must be an array"), std::string::npos) << npd.out;
+  auto kmsg = Exec("agent --standalone --listen '' --state-dir /tmp/gpuheal-cli-state "
+                   "--kmsg /nonexistent/kmsg");
+  EXPECT_EQ(kmsg.code, 2);
+  EXPECT_NE(kmsg.out.find("cannot open kernel log"), std::string::npos) << kmsg.out;
+  auto file = Exec("agent --standalone --listen '' --state-dir /tmp/gpuheal-cli-state --kmsg " +
+                   TempFile("x"));
+  EXPECT_EQ(file.code, 2);
+  EXPECT_NE(file.out.find("use `gpuheal classify` for log files"), std::string::npos) << file.out;
+}
+
+TEST(Cli, InjectWritesTheDriverFormat) {
+  // A FIFO stands in for /dev/kmsg here; the kernel tests use the real device.
+  const std::string fifo = std::filesystem::temp_directory_path() / "gpuheal-inject-fifo";
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const int rd = open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  auto r = Exec("inject --xid 79 --pci 0000:3B:00.0 --kmsg " + fifo);
+  ASSERT_EQ(r.code, 0) << r.out;
+  char buf[4096];
+  const ssize_t n = read(rd, buf, sizeof buf);
+  close(rd);
+  std::filesystem::remove(fifo);
+  ASSERT_GT(n, 0);
+  const std::string got(buf, static_cast<size_t>(n));
+  EXPECT_NE(got.find("<4>NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has "
+                     "fallen off the bus.\n"),
+            std::string::npos)
+      << got;
+  EXPECT_NE(got.find("<4>NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuheal

@@ -1,1 +1,102 @@
+#include "core/config.h"
+
 #include <gtest/gtest.h>
+
+namespace gpuheal {
+namespace {
+
+TEST(Config, EmptyMeansDefaults) {
+  auto c = ParseAgentConfig("", "a.yaml");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->kmsg_path, "/dev/kmsg");
+  EXPECT_EQ(c->escalation.count, 5);
+  EXPECT_EQ(c->escalation.window, std::chrono::hours(24));
+  EXPECT_EQ(c->escalation.severity, Severity::kFatal);
+}
+
+TEST(Config, FullConfig) {
+  auto c = ParseAgentConfig(R"(
+kmsg: /tmp/k
+state_dir: /tmp/s
+accept_injected: true
+listen: "127.0.0.1:0"
+self_check_period: 30s
+xids:
+  13: {severity: fatal}
+  "79": {action: quarantine, severity: catastrophic}
+escalation:
+  count: 3
+  window: 10m
+  severity: critical
+npd_rules: [a.json, b.json]
+monitors:
+  network: false
+)",
+                            "a.yaml");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->kmsg_path, "/tmp/k");
+  EXPECT_TRUE(c->accept_injected);
+  EXPECT_EQ(c->self_check_period, std::chrono::seconds(30));
+  EXPECT_EQ(c->xid_overrides.at(13).severity, Severity::kFatal);
+  EXPECT_FALSE(c->xid_overrides.at(13).action.has_value());
+  EXPECT_EQ(c->xid_overrides.at(79).action, Action::kQuarantine);
+  EXPECT_EQ(c->escalation.count, 3);
+  EXPECT_EQ(c->escalation.window, std::chrono::minutes(10));
+  EXPECT_EQ(c->escalation.severity, Severity::kCritical);
+  EXPECT_EQ(c->npd_rule_files.size(), 2u);
+  EXPECT_FALSE(c->monitors.network);
+  EXPECT_TRUE(c->monitors.nvidia);
+}
+
+struct BadCase {
+  const char* yaml;
+  const char* expect;  // substring of the error, which always starts with file:line:col
+};
+
+class ConfigErrors : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ConfigErrors, NameFileLineAndFix) {
+  auto c = ParseAgentConfig(GetParam().yaml, "agent.yaml");
+  ASSERT_FALSE(c.ok()) << GetParam().yaml;
+  EXPECT_NE(c.error().message.find(GetParam().expect), std::string::npos) << c.error().message;
+  EXPECT_EQ(c.error().message.rfind("agent.yaml", 0), 0u) << c.error().message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ConfigErrors,
+    ::testing::Values(
+        BadCase{"kmsg: /dev/kmsg\nescalaton: {}\n", "agent.yaml:2:1: unknown key \"escalaton\""},
+        BadCase{"xids:\n  13: {severity: deadly}\n", "agent.yaml:2:18: \"xids.13.severity\" must be one of"},
+        BadCase{"xids:\n  13: {action: reboot}\n", "must be one of log, event, reset-gpu"},
+        BadCase{"xids:\n  abc: {severity: warn}\n", "agent.yaml:2:3: \"xids key\" must be an integer"},
+        BadCase{"xids:\n  13: {}\n", "sets neither severity nor action"},
+        BadCase{"xids:\n  13: {severity: warn, colour: red}\n", "unknown key \"colour\" in xids.13"},
+        BadCase{"escalation:\n  count: 1\n", "\"escalation.count\" must be an integer from 2"},
+        BadCase{"escalation:\n  window: forever\n", "positive duration"},
+        BadCase{"accept_injected: maybe\n", "must be true or false"},
+        BadCase{"monitors:\n  gpu: true\n", "unknown key \"gpu\" in monitors"},
+        BadCase{"npd_rules: a.json\n", "must be a list"},
+        BadCase{"- a\n- b\n", "must be a mapping"},
+        BadCase{"kmsg: [unclosed\n", "not valid YAML"},
+        BadCase{"self_check_period: 0s\n", "positive duration"}),
+    [](const ::testing::TestParamInfo<BadCase>& param_info) {
+      return "Case" + std::to_string(param_info.index);
+    });
+
+TEST(Config, Durations) {
+  EXPECT_EQ(ParseDuration("500ms"), std::chrono::milliseconds(500));
+  EXPECT_EQ(ParseDuration("7d"), std::chrono::hours(168));
+  EXPECT_FALSE(ParseDuration("5").has_value());
+  EXPECT_FALSE(ParseDuration("-5s").has_value());
+  EXPECT_FALSE(ParseDuration("5 s").has_value());
+  EXPECT_FALSE(ParseDuration("99999999999999999999h").has_value());
+}
+
+TEST(Config, MissingFile) {
+  auto c = LoadAgentConfig("/nonexistent/gpuheal.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("cannot open"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuheal

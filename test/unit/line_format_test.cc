@@ -1,1 +1,77 @@
+#include "sources/line_format.h"
+
 #include <gtest/gtest.h>
+
+namespace gpuheal {
+namespace {
+
+TEST(LineFormat, KmsgRecord) {
+  auto p = ParseLine("6,1234,5678901,-;hello world");
+  EXPECT_EQ(p.format, LineFormat::kKmsg);
+  EXPECT_EQ(p.message, "hello world");
+  EXPECT_EQ(p.facility, 0);
+  EXPECT_EQ(p.level, 6);
+  EXPECT_EQ(p.seq, 1234u);
+  EXPECT_EQ(p.usec, 5678901u);
+  EXPECT_TRUE(p.kernel_origin);
+}
+
+TEST(LineFormat, KmsgRecordWithExtraFieldsAndUserFacility) {
+  auto p = ParseLine("12,7,100,c,caller=T42;injected");
+  EXPECT_EQ(p.format, LineFormat::kKmsg);
+  EXPECT_EQ(p.facility, 1);
+  EXPECT_FALSE(p.kernel_origin);
+  EXPECT_EQ(p.message, "injected");
+}
+
+TEST(LineFormat, KmsgContinuation) {
+  EXPECT_EQ(ParseLine(" SUBSYSTEM=pci").format, LineFormat::kKmsgContinuation);
+  EXPECT_EQ(ParseLine(" DEVICE=+pci:0000:3b:00.0").format, LineFormat::kKmsgContinuation);
+  // Indented text is a message, not a continuation.
+  EXPECT_EQ(ParseLine("    NVRM: x=y").format, LineFormat::kBare);
+}
+
+TEST(LineFormat, Dmesg) {
+  auto p = ParseLine("[ 1234.567890] NVRM: hi");
+  EXPECT_EQ(p.format, LineFormat::kDmesg);
+  EXPECT_EQ(p.message, "NVRM: hi");
+  EXPECT_FALSE(p.facility.has_value());
+  EXPECT_EQ(ParseLine("[Mon Nov 30 04:28:50 2026] msg").message, "msg");
+  EXPECT_EQ(ParseLine("[  345.678901][ T4242] msg").message, "msg");
+}
+
+TEST(LineFormat, DmesgFacilityAndRaw) {
+  auto x = ParseLine("kern  :err   : [  12.345] boom");
+  EXPECT_EQ(x.message, "boom");
+  EXPECT_EQ(x.facility, 0);
+  auto u = ParseLine("user  :warn  : [  12.345] boom");
+  EXPECT_FALSE(u.kernel_origin);
+  auto r = ParseLine("<12>[  12.345] boom");
+  EXPECT_EQ(r.facility, 1);
+  EXPECT_EQ(r.message, "boom");
+}
+
+TEST(LineFormat, Syslog) {
+  auto p = ParseLine("Nov 30 04:28:50 node-1 kernel: NVRM: x");
+  EXPECT_EQ(p.format, LineFormat::kSyslog);
+  EXPECT_EQ(p.message, "NVRM: x");
+  EXPECT_TRUE(p.kernel_origin);
+  EXPECT_EQ(ParseLine("Nov  3 04:28:50 node-1 kernel: [ 12.5] m").message, "m");
+  EXPECT_EQ(ParseLine("Okt 3 04:28:50.123456 host kernel: m").message, "m");
+  auto app = ParseLine("Nov 30 04:28:50 node-1 sshd[42]: m");
+  EXPECT_FALSE(app.kernel_origin);
+  EXPECT_EQ(ParseLine("2026-11-30T04:28:50.123+0000 host kernel: m").message, "m");
+}
+
+TEST(LineFormat, BareAndDegenerate) {
+  for (std::string_view s : {"", "x", "[", "[]", "1,2;", ",,,;", "<>", "<99999>x", "Nov", "123"}) {
+    auto p = ParseLine(s);
+    EXPECT_LE(p.message.size(), s.size());
+  }
+  EXPECT_EQ(ParseLine("plain text").format, LineFormat::kBare);
+  EXPECT_EQ(ParseLine("12345 not kmsg").format, LineFormat::kBare);
+  EXPECT_EQ(ParseLine("msg\r").message, "msg");
+}
+
+}  // namespace
+}  // namespace gpuheal

@@ -1,1 +1,81 @@
+#include "sources/npd_rules.h"
+
 #include <gtest/gtest.h>
+
+#include "core/classifier.h"
+
+namespace gpuheal {
+namespace {
+
+const std::string kFixture = std::string(GPUHEAL_SOURCE_DIR) + "/test/fixtures/npd/kernel-monitor.json";
+
+TEST(NpdRules, AnExistingKernelMonitorConfigLoadsUnchanged) {
+  auto cfg = LoadNpdConfig(kFixture);
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  EXPECT_EQ(cfg->npd_source, "kernel-monitor");
+  EXPECT_EQ(cfg->buffer_size, 10);
+  ASSERT_EQ(cfg->rules.size(), 6u);
+  EXPECT_FALSE(cfg->rules[0].permanent);
+  EXPECT_TRUE(cfg->rules[3].permanent);
+  EXPECT_EQ(cfg->rules[3].condition, "KernelDeadlock");
+}
+
+TEST(NpdRules, RulesMatchAtTheEndOfTheBufferLikeNpd) {
+  auto cfg = LoadNpdConfig(kFixture);
+  ASSERT_TRUE(cfg.ok());
+  ClassifierOptions opts;
+  opts.npd_rules.push_back(std::move(*cfg));
+  auto c = Classifier::Create(std::move(opts));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  std::vector<Fault> out;
+  (*c)->ClassifyLine("Out of memory: Killed process 123 (python) total-vm:100kB, anon-rss:50kB, file-rss:0kB", 1, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].kind, FaultKind::kRule);
+  EXPECT_EQ(out[0].reason, "OOMKilling");
+  EXPECT_EQ(out[0].severity, Severity::kWarn);
+  out.clear();
+  (*c)->ClassifyLine("INFO: task docker:abc blocked for more than 120 seconds.", 2, out);
+  // The built-in hung-task fault and both NPD rules (TaskHung, DockerHung) fire.
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].reason, "KernelHungTask");
+  EXPECT_EQ(out[1].reason, "TaskHung");
+  EXPECT_EQ(out[2].reason, "DockerHung");
+  EXPECT_EQ(out[2].condition, "KernelDeadlock");
+  EXPECT_EQ(out[2].severity, Severity::kFatal);
+  out.clear();
+  // The earlier line is still in the buffer but no longer at its end: no repeat.
+  (*c)->ClassifyLine("unrelated line", 3, out);
+  EXPECT_TRUE(out.empty());
+}
+
+TEST(NpdRules, ErrorsNameTheFileAndRule) {
+  auto bad_re = ParseNpdConfig(
+      R"js({"plugin":"kmsg","rules":[{"type":"temporary","reason":"Lookahead","pattern":"a(?=b)"}]})js",
+      "rules.json");
+  ASSERT_FALSE(bad_re.ok());
+  EXPECT_NE(bad_re.error().message.find("rules.json"), std::string::npos);
+  EXPECT_NE(bad_re.error().message.find("rules[0] (reason Lookahead)"), std::string::npos);
+  EXPECT_NE(bad_re.error().message.find("RE2"), std::string::npos);
+
+  auto backref = ParseNpdConfig(
+      R"js({"rules":[{"type":"temporary","reason":"R","pattern":"(a)\\1"}]})js", "f");
+  EXPECT_FALSE(backref.ok());
+
+  auto bad_type = ParseNpdConfig(R"js({"rules":[{"type":"sometimes","reason":"R","pattern":"x"}]})js", "f");
+  ASSERT_FALSE(bad_type.ok());
+  EXPECT_NE(bad_type.error().message.find("temporary"), std::string::npos);
+
+  auto undeclared = ParseNpdConfig(
+      R"js({"conditions":[],"rules":[{"type":"permanent","condition":"X","reason":"R","pattern":"x"}]})js", "f");
+  ASSERT_FALSE(undeclared.ok());
+  EXPECT_NE(undeclared.error().message.find("not declared"), std::string::npos);
+
+  EXPECT_FALSE(ParseNpdConfig("{not json", "f").ok());
+  EXPECT_FALSE(ParseNpdConfig("[]", "f").ok());
+  EXPECT_FALSE(ParseNpdConfig(R"js({"plugin":"journald"})js", "f").ok());
+  EXPECT_FALSE(ParseNpdConfig(R"js({"rules":[{"type":"temporary","reason":"R"}]})js", "f").ok());
+  EXPECT_FALSE(LoadNpdConfig("/nonexistent/npd.json").ok());
+}
+
+}  // namespace
+}  // namespace gpuheal

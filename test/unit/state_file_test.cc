@@ -1,1 +1,50 @@
+#include "agent/state_file.h"
+
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace gpuheal {
+namespace {
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/gpuheal-state-XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+TEST(StateFile, SavesAndReloadsTheCursor) {
+  const std::string dir = TempDir() + "/nested";
+  {
+    auto s = StateFile::Open(dir, nullptr);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    EXPECT_FALSE((*s)->cursor().valid);
+    ASSERT_TRUE((*s)->Save({"boot-a", 42, true}).ok());
+    ASSERT_TRUE((*s)->Save({"boot-a", 43, true}).ok());
+  }
+  auto s = StateFile::Open(dir, nullptr);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE((*s)->cursor().valid);
+  EXPECT_EQ((*s)->cursor().boot_id, "boot-a");
+  EXPECT_EQ((*s)->cursor().last_seq, 43u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(StateFile, CorruptStateIsAWarningNotACrash) {
+  const std::string dir = TempDir();
+  std::ofstream(dir + "/agent-state.json") << "{\"boot_id\": 12, garbage";
+  std::string warning;
+  auto s = StateFile::Open(dir, &warning);
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE((*s)->cursor().valid);
+  EXPECT_NE(warning.find("ignoring unreadable state"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(StateFile, UnusableDirectoryIsAnError) {
+  auto s = StateFile::Open("/proc/gpuheal-cannot-exist", nullptr);
+  EXPECT_FALSE(s.ok());
+}
+
+}  // namespace
+}  // namespace gpuheal

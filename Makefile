@@ -1,0 +1,46 @@
+# gpuheal front door. Every target works on a fresh Debian 12 machine by itself.
+#   make run    the main job: the standalone agent on this host's kernel log
+#   make test   setup + build + every test tier (unit, kernel, fuzz corpora)
+
+SHELL := /bin/bash
+BUILD := build
+JOBS ?= $(shell nproc)
+STATE_DIR ?= $(HOME)/.cache/gpuheal/state
+
+.PHONY: setup build test run golden asan tsan fuzz bench clean
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	@cmake --preset default >/dev/null
+	@cmake --build --preset default -j $(JOBS)
+
+test: build
+	@bash scripts/run-tests.sh $(BUILD)
+
+run: build
+	$(BUILD)/gpuheal agent --standalone --state-dir $(STATE_DIR)
+
+# Regenerates the golden contract files and the generated docs; review the diff before committing.
+golden: build
+	@bash scripts/gen-golden.sh $(BUILD)/gpuheal
+
+asan: setup
+	@cmake --preset asan >/dev/null && cmake --build --preset asan -j $(JOBS)
+	@bash scripts/run-tests.sh build-asan
+
+tsan: setup
+	@cmake --preset tsan >/dev/null && cmake --build --preset tsan -j $(JOBS)
+	@bash scripts/run-tests.sh build-tsan
+
+# Builds the libFuzzer targets with clang and fuzzes each for FUZZ_SECONDS (default 60).
+fuzz: setup
+	@cmake --preset fuzz >/dev/null && cmake --build --preset fuzz -j $(JOBS)
+	@bash scripts/fuzz.sh build-fuzz $${FUZZ_SECONDS:-60}
+
+bench: build
+	@bash scripts/bench.sh $(BUILD)
+
+clean:
+	rm -rf build build-asan build-tsan build-fuzz
