@@ -111,23 +111,36 @@ Result<NpdConfig> LoadNpdConfig(const std::string& path) {
   return ParseNpdConfig(ss.str(), path);
 }
 
+bool NpdPatternMaySpanLines(const std::string& pattern) {
+  for (const char* token : {"\\n", "\\s", "\\D", "\\W", "\\x", "\\0", "\\p", "\\P",
+                            "\\C", "\\v", "[^", "(?s", "(?m", "[[:", "^"}) {
+    if (pattern.find(token) != std::string::npos) return true;
+  }
+  return pattern.find('\n') != std::string::npos;
+}
+
 Result<std::unique_ptr<NpdMatcher>> NpdMatcher::Create(std::vector<NpdConfig> configs) {
   std::unique_ptr<NpdMatcher> m(new NpdMatcher());
   m->configs_ = std::move(configs);
   RE2::Options opts;
   opts.set_log_errors(false);
-  m->set_ = std::make_unique<RE2::Set>(opts, RE2::UNANCHORED);
+  m->line_set_ = std::make_unique<RE2::Set>(opts, RE2::UNANCHORED);
+  m->buffer_set_ = std::make_unique<RE2::Set>(opts, RE2::UNANCHORED);
   for (const NpdConfig& c : m->configs_) {
     m->buffer_size_ = std::max(m->buffer_size_, static_cast<size_t>(c.buffer_size));
     for (const NpdRule& r : c.rules) {
+      const bool spans = NpdPatternMaySpanLines(r.pattern);
+      RE2::Set& set = spans ? *m->buffer_set_ : *m->line_set_;
       std::string err;
-      if (m->set_->Add(r.pattern + "\\z", &err) < 0) {
+      if (set.Add(r.pattern + "\\z", &err) < 0) {
         return Error{fmt::format("{}: rule {}: {}", c.source, r.reason, err)};
       }
+      (spans ? m->buffer_index_ : m->line_index_).push_back(static_cast<int>(m->rules_.size()));
       m->rules_.push_back(&r);
     }
   }
-  if (!m->rules_.empty() && !m->set_->Compile()) {
+  if ((!m->line_index_.empty() && !m->line_set_->Compile()) ||
+      (!m->buffer_index_.empty() && !m->buffer_set_->Compile())) {
     return Error{"NPD rules: RE2 could not compile the rule set (too large)"};
   }
   return m;
@@ -136,17 +149,23 @@ Result<std::unique_ptr<NpdMatcher>> NpdMatcher::Create(std::vector<NpdConfig> co
 const std::vector<int>& NpdMatcher::Push(std::string_view message) {
   hits_.clear();
   if (rules_.empty()) return hits_;
-  if (buffer_.size() == buffer_size_) buffer_.pop_front();
-  buffer_.emplace_back(message);
-  const std::string_view text = buffer_size_ == 1 ? std::string_view(buffer_.back()) : [&] {
+  if (!line_index_.empty()) {
+    set_hits_.clear();
+    line_set_->Match(message, &set_hits_);
+    for (int i : set_hits_) hits_.push_back(line_index_[static_cast<size_t>(i)]);
+  }
+  if (!buffer_index_.empty()) {
+    if (buffer_.size() == buffer_size_) buffer_.pop_front();
+    buffer_.emplace_back(message);
     joined_.clear();
     for (size_t i = 0; i < buffer_.size(); ++i) {
       if (i) joined_.push_back('\n');
       joined_ += buffer_[i];
     }
-    return std::string_view(joined_);
-  }();
-  set_->Match(text, &hits_);
+    set_hits_.clear();
+    buffer_set_->Match(joined_, &set_hits_);
+    for (int i : set_hits_) hits_.push_back(buffer_index_[static_cast<size_t>(i)]);
+  }
   std::sort(hits_.begin(), hits_.end());
   return hits_;
 }

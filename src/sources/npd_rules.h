@@ -47,11 +47,21 @@ class NpdMatcher {
   NpdMatcher() = default;
   std::vector<NpdConfig> configs_;
   std::vector<const NpdRule*> rules_;
-  std::unique_ptr<RE2::Set> set_;
+  // Rules that cannot match a newline only ever match within the newest line, so they run on
+  // that line alone; the rest run on the joined buffer, as in NPD. Same results, far less work.
+  std::unique_ptr<RE2::Set> line_set_;
+  std::unique_ptr<RE2::Set> buffer_set_;
+  std::vector<int> line_index_;    // set index -> rule index
+  std::vector<int> buffer_index_;
   size_t buffer_size_ = 1;
   std::deque<std::string> buffer_;
   std::string joined_;
   std::vector<int> hits_;
+  std::vector<int> set_hits_;
 };
+
+// Whether `pattern` might match a newline (or is anchored with ^, which in NPD's joined buffer
+// refers to the buffer's start): such rules must see the joined buffer. Conservative.
+bool NpdPatternMaySpanLines(const std::string& pattern);
 
 }  // namespace gpuheal

@@ -3,6 +3,8 @@
 // JSON lines (stdout) and logs (stderr) with deadlines. Never sleeps to wait: it waits on output.
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -68,6 +70,7 @@ class AgentProcess {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
   int out_fd() const { return out_; }
+  pid_t pid() const { return pid_; }
 
  private:
   template <typename Pred>
@@ -131,6 +134,28 @@ class DevKmsgMode {
   std::string old_;
   bool ok_ = false;
 };
+
+// A minimal HTTP/1.1 GET against 127.0.0.1:<port of hostport>; returns the raw response.
+inline std::string HttpGet(const std::string& hostport, const std::string& path) {
+  const int port = std::stoi(hostport.substr(hostport.rfind(':') + 1));
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return {};
+  }
+  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  [[maybe_unused]] ssize_t w = write(fd, req.data(), req.size());
+  std::string resp;
+  char buf[8192];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) resp.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return resp;
+}
 
 inline bool CanWriteKmsg() { return geteuid() == 0 && access("/dev/kmsg", W_OK) == 0; }
 

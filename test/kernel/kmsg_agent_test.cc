@@ -3,8 +3,6 @@
 // cannot be confused with this test's.
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <fmt/format.h>
 
@@ -20,6 +18,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::AgentProcess;
+using testing::HttpGet;
 
 class KmsgAgentTest : public ::testing::Test {
  protected:
@@ -138,27 +137,6 @@ TEST_F(KmsgAgentTest, FirstStartReportsFaultsAlreadyInTheBuffer) {
   Inject(94, "early");
   auto agent = Start({"--accept-injected"});
   EXPECT_TRUE(agent->WaitEvent(Mine(94, "early"), 5s));
-}
-
-std::string HttpGet(const std::string& hostport, const std::string& path) {
-  const int port = std::stoi(hostport.substr(hostport.rfind(':') + 1));
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return {};
-  }
-  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-  [[maybe_unused]] ssize_t w = write(fd, req.data(), req.size());
-  std::string resp;
-  char buf[8192];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0) resp.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return resp;
 }
 
 TEST_F(KmsgAgentTest, ServesMetricsAndHealth) {

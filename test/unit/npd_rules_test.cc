@@ -79,3 +79,37 @@ TEST(NpdRules, ErrorsNameTheFileAndRule) {
 
 }  // namespace
 }  // namespace gpuheal
+
+namespace gpuheal {
+namespace {
+
+TEST(NpdRules, OnlyPatternsThatCannotSpanLinesRunOnTheNewestLineAlone) {
+  EXPECT_FALSE(NpdPatternMaySpanLines("task [\\S ]+:\\w+ blocked for more than \\w+ seconds\\."));
+  EXPECT_FALSE(NpdPatternMaySpanLines("Remounting filesystem read-only"));
+  EXPECT_TRUE(NpdPatternMaySpanLines("a\\nb"));
+  EXPECT_TRUE(NpdPatternMaySpanLines("a\\sb"));
+  EXPECT_TRUE(NpdPatternMaySpanLines("a[^x]b"));
+  EXPECT_TRUE(NpdPatternMaySpanLines("(?s)a.b"));
+  EXPECT_TRUE(NpdPatternMaySpanLines("^anchored"));
+}
+
+TEST(NpdRules, MultiLinePatternsSeeTheJoinedBuffer) {
+  auto cfg = ParseNpdConfig(
+      R"js({"bufferSize":3,"rules":[{"type":"temporary","reason":"TwoLines","pattern":"first\\nsecond"},
+                                    {"type":"temporary","reason":"OneLine","pattern":"second"}]})js",
+      "f");
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  std::vector<NpdConfig> v;
+  v.push_back(std::move(*cfg));
+  auto m = NpdMatcher::Create(std::move(v));
+  ASSERT_TRUE(m.ok());
+  EXPECT_TRUE((*m)->Push("first").empty());
+  auto hits = (*m)->Push("second");
+  ASSERT_EQ(hits.size(), 2u);
+  EXPECT_EQ((*m)->rule(hits[0]).reason, "TwoLines");
+  EXPECT_EQ((*m)->rule(hits[1]).reason, "OneLine");
+  EXPECT_TRUE((*m)->Push("third").empty());
+}
+
+}  // namespace
+}  // namespace gpuheal

@@ -1,0 +1,335 @@
+// Detection latency through the real kernel: time from write(2) of a record to /dev/kmsg until
+// the consumer has emitted its line, for
+//   bare:  a minimal blocking read() loop on /dev/kmsg that writes one line per matching record;
+//   agent: `gpuheal agent --standalone --accept-injected` (parse, classify, node state, cursor
+//          save, JSON event).
+// Both are child processes writing to a pipe, measured in the same run. Then the same agent under
+// a flood of unrelated records, and its idle footprint.
+//
+//   bench_kmsg [--records 500] [--flood-rate 100000] [--flood-seconds 5] [--idle-seconds 10]
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "agent_process.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+using gpuheal::testing::AgentProcess;
+
+constexpr const char* kMarker = "gpuheal-bench-xid";
+
+// Records from earlier runs stay in the kernel buffer and a fresh agent reports them first, so
+// every name this run matches on carries the run's id.
+std::string RunName(int i) { return fmt::format("r{}b{}", getpid(), i); }
+
+// The bare consumer: the least any kmsg reader can do. With `spin` it never sleeps
+// (non-blocking reads in a loop, a whole core): that shows when the record becomes readable,
+// as opposed to when the kernel wakes a sleeping reader.
+int BareChild(bool spin) {
+  const int fd = open("/dev/kmsg", O_RDONLY | O_CLOEXEC | (spin ? O_NONBLOCK : 0));
+  if (fd < 0) return 1;
+  lseek(fd, 0, SEEK_END);
+  char buf[8192];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof buf - 1);
+    if (n < 0) {
+      if (errno == EPIPE || errno == EINTR || errno == EAGAIN) continue;
+      return 1;
+    }
+    buf[n] = '\0';
+    if (strstr(buf, kMarker) != nullptr) {
+      if (write(STDOUT_FILENO, "1\n", 2) != 2) return 0;
+    }
+  }
+}
+
+// Reads one line from `fd` (blocking with a deadline). Returns false on timeout/EOF.
+bool ReadLine(int fd, std::string& pending, std::string& line, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    const size_t nl = pending.find('\n');
+    if (nl != std::string::npos) {
+      line = pending.substr(0, nl);
+      pending.erase(0, nl + 1);
+      return true;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char tmp[65536];
+    const ssize_t n = read(fd, tmp, sizeof tmp);
+    if (n <= 0) return false;
+    pending.append(tmp, static_cast<size_t>(n));
+  }
+}
+
+struct Stats {
+  double p50, p99, max, mean;
+  size_t n;
+};
+
+Stats Summarise(std::vector<double> us) {
+  std::sort(us.begin(), us.end());
+  Stats s{};
+  s.n = us.size();
+  if (us.empty()) return s;
+  auto pct = [&](double p) { return us[std::min(us.size() - 1, static_cast<size_t>(p * static_cast<double>(us.size())))]; };
+  s.p50 = pct(0.50);
+  s.p99 = pct(0.99);
+  s.max = us.back();
+  double sum = 0;
+  for (double v : us) sum += v;
+  s.mean = sum / static_cast<double>(us.size());
+  return s;
+}
+
+std::string XidRecord(int i, const std::string& pci = "0000:3b:00") {
+  return fmt::format("<4>NVRM: Xid (PCI:{}): 13, pid={}, name={}, {} {}\n", pci, 1000 + i,
+                     RunName(i), kMarker, i);
+}
+
+// Writes records to /dev/kmsg and times each until one line arrives on `out`.
+std::vector<double> Measure(int kfd, int out, int records, const std::string& label,
+                            bool verify_json) {
+  std::vector<double> us;
+  std::string pending, line;
+  for (int i = 0; i < records; ++i) {
+    const std::string rec = XidRecord(i);
+    const auto t0 = Clock::now();
+    if (write(kfd, rec.data(), rec.size()) != static_cast<ssize_t>(rec.size())) {
+      fmt::print(stderr, "{}: write to /dev/kmsg failed: {}\n", label, strerror(errno));
+      break;
+    }
+    if (!ReadLine(out, pending, line, 5s)) {
+      fmt::print(stderr, "{}: no output for record {}\n", label, i);
+      break;
+    }
+    const auto t1 = Clock::now();
+    if (verify_json) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || j.value("process", "") != RunName(i)) {
+        fmt::print(stderr, "{}: unexpected event {}\n", label, line);
+        continue;
+      }
+    }
+    us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    std::this_thread::sleep_for(1ms);  // let both sides go idle again: we measure wake-ups
+  }
+  return us;
+}
+
+std::unique_ptr<AgentProcess> StartAgent(const std::string& state_dir, std::string* listen) {
+  auto a = std::make_unique<AgentProcess>(std::vector<std::string>{
+      GPUHEAL_BIN, "agent", "--standalone", "--accept-injected", "--state-dir", state_dir,
+      "--listen", "127.0.0.1:0"});
+  auto started = a->WaitLog([](const auto& j) { return j.value("msg", "") == "agent started"; }, 10s);
+  if (!started) return nullptr;
+  *listen = started->value("listen", "");
+  return a;
+}
+
+// Drains the agent's report of records already in the buffer: inject a sentinel, wait for it.
+bool Settle(AgentProcess& a, int kfd) {
+  const std::string name = RunName(-1);
+  const std::string rec =
+      fmt::format("<4>NVRM: Xid (PCI:0000:3b:00): 31, pid=1, name={}, settle\n", name);
+  if (write(kfd, rec.data(), rec.size()) < 0) return false;
+  return a.WaitEvent([&](const auto& j) { return j.value("process", "") == name; }, 30s)
+      .has_value();
+}
+
+double MetricValue(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  }
+  return -1;
+}
+
+long RssKb(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/status", pid));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+double CpuSeconds(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');
+  unsigned long ut = 0, st = 0;
+  sscanf(stat.c_str() + close + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
+  return static_cast<double>(ut + st) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+void PrintRow(const std::string& name, const Stats& s) {
+  fmt::print("| {:<34} | {:>5} | {:>9.1f} | {:>9.1f} | {:>9.1f} |\n", name, s.n, s.p50, s.p99, s.max);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int records = 500;
+  int flood_rate = 100000;
+  int flood_seconds = 5;
+  int idle_seconds = 10;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--bare-child") return BareChild(false);
+    if (a == "--spin-child") return BareChild(true);
+    if (i + 1 < argc) {
+      if (a == "--records") records = std::stoi(argv[++i]);
+      else if (a == "--flood-rate") flood_rate = std::stoi(argv[++i]);
+      else if (a == "--flood-seconds") flood_seconds = std::stoi(argv[++i]);
+      else if (a == "--idle-seconds") idle_seconds = std::stoi(argv[++i]);
+    }
+  }
+  if (!gpuheal::testing::CanWriteKmsg()) {
+    fmt::print(stderr, "bench_kmsg needs root and a writable /dev/kmsg\n");
+    return 2;
+  }
+  gpuheal::testing::DevKmsgMode devkmsg("on");  // no per-open ratelimit while we measure
+  const int kfd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
+  char tmpl[] = "/tmp/gpuheal-bench-XXXXXX";
+  const std::string state_dir = mkdtemp(tmpl);
+
+  // 1. Bare read() loop.
+  std::vector<double> bare;
+  {
+    std::string self = std::filesystem::read_symlink("/proc/self/exe");
+    AgentProcess child({self, "--bare-child"});
+    std::this_thread::sleep_for(200ms);  // let it open and seek to the end before the first write
+    bare = Measure(kfd, child.out_fd(), records, "bare", false);
+  }
+  // 1b. Spinning reader: when the record is readable at all.
+  std::vector<double> spin;
+  {
+    std::string self = std::filesystem::read_symlink("/proc/self/exe");
+    AgentProcess child({self, "--spin-child"});
+    std::this_thread::sleep_for(200ms);
+    spin = Measure(kfd, child.out_fd(), std::min(records, 200), "spin", false);
+  }
+  // 2. The agent.
+  std::vector<double> agent_us;
+  long rss_after_events = -1;
+  {
+    std::string listen;
+    auto agent = StartAgent(state_dir, &listen);
+    if (!agent || !Settle(*agent, kfd)) {
+      fmt::print(stderr, "agent did not start or settle\n");
+      return 1;
+    }
+    agent_us = Measure(kfd, agent->out_fd(), records, "agent", true);
+    rss_after_events = RssKb(agent->pid());
+  }
+  const Stats b = Summarise(bare), g = Summarise(agent_us);
+  fmt::print("\n## Detection latency: write(2) to /dev/kmsg -> line emitted (µs)\n\n");
+  fmt::print("| {:<34} | {:>5} | {:>9} | {:>9} | {:>9} |\n", "consumer", "n", "p50", "p99", "max");
+  fmt::print("|{:-<36}|{:->7}|{:->11}|{:->11}|{:->11}|\n", "", "", "", "", "");
+  PrintRow("spinning non-blocking reader", Summarise(spin));
+  PrintRow("bare read() loop (baseline)", b);
+  PrintRow("gpuheal agent --standalone", g);
+  fmt::print("\nagent/bare: p50 {:.2f}x, p99 {:.2f}x\n", g.p50 / b.p50, g.p99 / b.p99);
+
+  // 3. Flood: unrelated records at flood_rate/s while Xid lines are injected every 10 ms.
+  {
+    std::filesystem::remove_all(state_dir);
+    std::filesystem::create_directories(state_dir);
+    std::string listen;
+    auto agent = StartAgent(state_dir, &listen);
+    if (!agent || !Settle(*agent, kfd)) return 1;
+    std::atomic<bool> stop{false};
+    std::atomic<long> flood_written{0};
+    std::thread flooder([&] {
+      const int ffd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
+      const int per_ms = std::max(1, flood_rate / 1000);
+      auto next = Clock::now();
+      long n = 0;
+      while (!stop) {
+        for (int k = 0; k < per_ms; ++k) {
+          const std::string r = fmt::format("<7>bench-flood {} eth0: renamed from veth{}c0ffee\n", n, n);
+          if (write(ffd, r.data(), r.size()) > 0) ++n;
+        }
+        next += 1ms;
+        std::this_thread::sleep_until(next);
+      }
+      flood_written = n;
+      close(ffd);
+    });
+    std::vector<double> flood_us;
+    const int injected = flood_seconds * 100;
+    int received = 0;
+    std::string pending, line;
+    const auto t_start = Clock::now();
+    for (int i = 0; i < injected; ++i) {
+      const std::string rec = XidRecord(i, "0000:86:00");
+      const auto t0 = Clock::now();
+      if (write(kfd, rec.data(), rec.size()) < 0) break;
+      bool got = false;
+      while (ReadLine(agent->out_fd(), pending, line, 5s)) {
+        auto j = nlohmann::json::parse(line, nullptr, false);
+        if (!j.is_discarded() && j.value("process", "") == RunName(i)) {
+          got = true;
+          break;
+        }
+      }
+      if (!got) break;
+      ++received;
+      flood_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+      std::this_thread::sleep_until(t0 + 10ms);
+    }
+    const double elapsed = std::chrono::duration<double>(Clock::now() - t_start).count();
+    stop = true;
+    flooder.join();
+    const std::string metrics = gpuheal::testing::HttpGet(listen, "/metrics");
+    const double lost = MetricValue(metrics, "gpuheal_kmsg_records_lost_total");
+    const double read_total = MetricValue(metrics, "gpuheal_kmsg_records_total");
+    const Stats f = Summarise(flood_us);
+    fmt::print("\n## Under a flood of unrelated records\n\n");
+    fmt::print("flood written: {} records in {:.1f} s = {:.0f} records/s\n", flood_written.load(),
+               elapsed, static_cast<double>(flood_written.load()) / elapsed);
+    fmt::print("agent read: {:.0f} records; lost (sequence gaps): {:.0f}\n", read_total, lost);
+    fmt::print("Xid lines injected: {}, detected: {}\n\n", injected, received);
+    fmt::print("| {:<34} | {:>5} | {:>9} | {:>9} | {:>9} |\n", "consumer", "n", "p50", "p99", "max");
+    fmt::print("|{:-<36}|{:->7}|{:->11}|{:->11}|{:->11}|\n", "", "", "", "", "");
+    PrintRow("agent, Xid detection under flood", f);
+  }
+
+  // 4. Idle footprint.
+  {
+    std::filesystem::remove_all(state_dir);
+    std::filesystem::create_directories(state_dir);
+    std::string listen;
+    auto agent = StartAgent(state_dir, &listen);
+    if (!agent || !Settle(*agent, kfd)) return 1;
+    const double cpu0 = CpuSeconds(agent->pid());
+    std::this_thread::sleep_for(std::chrono::seconds(idle_seconds));
+    const double cpu1 = CpuSeconds(agent->pid());
+    fmt::print("\n## Agent footprint\n\n");
+    fmt::print("idle RSS: {} kB; RSS after {} events: {} kB\n", RssKb(agent->pid()), records,
+               rss_after_events);
+    fmt::print("idle CPU over {} s: {:.3f} s ({:.3f}% of a core)\n", idle_seconds, cpu1 - cpu0,
+               100.0 * (cpu1 - cpu0) / idle_seconds);
+  }
+  close(kfd);
+  std::filesystem::remove_all(state_dir);
+  return 0;
+}
