@@ -132,7 +132,7 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
     if (!x.IsMap()) return err.At(x, "\"xids\" must map Xid numbers to {severity, action}");
     for (auto it = x.begin(); it != x.end(); ++it) {
       GPUHEAL_TRY(xid, AsInt(err, it->first, "xids key", 1, 1000));
-      const YAML::Node& e = it->second;
+      const YAML::Node e = it->second;  // a copy: it-> yields a temporary proxy
       const std::string where = fmt::format("xids.{}", xid);
       if (!e.IsMap()) return err.At(e, fmt::format("\"{}\" must be a mapping with severity and/or action", where));
       if (auto ce = CheckKeys(err, e, {"severity", "action"}, where)) return *ce;

@@ -100,3 +100,21 @@ TEST(Config, MissingFile) {
 
 }  // namespace
 }  // namespace gpuheal
+
+namespace gpuheal {
+namespace {
+
+TEST(Config, ShippedDefaultConfigLoadsAndMatchesTheDefaults) {
+  auto c = LoadAgentConfig(std::string(GPUHEAL_SOURCE_DIR) + "/deploy/config/agent.yaml");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  const AgentConfig d;
+  EXPECT_EQ(c->kmsg_path, d.kmsg_path);
+  EXPECT_EQ(c->state_dir, d.state_dir);
+  EXPECT_EQ(c->listen, d.listen);
+  EXPECT_EQ(c->escalation.count, d.escalation.count);
+  EXPECT_EQ(c->escalation.window, d.escalation.window);
+  EXPECT_EQ(c->self_check_period, d.self_check_period);
+}
+
+}  // namespace
+}  // namespace gpuheal

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs the benchmarks whose output docs/performance.md records.
+set -euo pipefail
+build=${1:-build}
+cd "$(dirname "$0")/.."
+"$build/bench/bench_classify"
+if [[ $(id -u) -eq 0 ]]; then
+  "$build/bench/bench_kmsg"
+else
+  echo "bench_kmsg skipped: it writes to /dev/kmsg and needs root" >&2
+fi
