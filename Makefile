@@ -35,7 +35,8 @@ tsan: setup
 	@bash scripts/run-tests.sh build-tsan
 
 # Builds the libFuzzer targets with clang and fuzzes each for FUZZ_SECONDS (default 60).
-fuzz: setup
+fuzz:
+	@bash scripts/setup.sh fuzz
 	@cmake --preset fuzz >/dev/null && cmake --build --preset fuzz -j $(JOBS)
 	@bash scripts/fuzz.sh build-fuzz $${FUZZ_SECONDS:-60}
 

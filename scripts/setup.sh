@@ -2,14 +2,15 @@
 # Installs the Debian packages gpuheal needs to build and test. Idempotent: when everything is
 # present it only runs dpkg-query (well under a second); `apt-get update` only when something is missing.
 set -euo pipefail
+# Usage: setup.sh [fuzz]   ("fuzz" adds clang and libFuzzer for `make fuzz`)
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
-  libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libsimdjson-dev libyaml-cpp-dev libre2-dev
-  libsystemd-dev libcurl4-openssl-dev libcpp-httplib-dev
+  libcli11-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libre2-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang-14 libclang-rt-14-dev
-  openssl procps
 )
+if [[ ${1:-} == fuzz ]]; then
+  PACKAGES+=(clang-14 libclang-rt-14-dev)
+fi
 missing=()
 for p in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
