@@ -60,12 +60,32 @@ class AgentProcess {
   // Every stdout event read so far.
   const std::vector<nlohmann::json>& events() const { return events_; }
 
-  // Sends `sig`, then reaps the child; returns its exit status (or -1).
+  // Sends `sig`, then reaps the child, draining its output meanwhile (a child blocked writing to
+  // a full pipe could never act on the signal). SIGKILL after 10 s. Returns its exit status, or
+  // -1 when it did not exit normally.
   int Kill(int sig) {
     if (pid_ <= 0) return -1;
     kill(pid_, sig);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     int status = 0;
-    waitpid(pid_, &status, 0);
+    for (;;) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &status, 0);
+        break;
+      }
+      pollfd p[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
+      if (poll(p, 2, 10) > 0) {
+        char tmp[65536];
+        for (auto& fd : p) {
+          if (fd.revents & POLLIN) {
+            const ssize_t n = read(fd.fd, tmp, sizeof tmp);
+            if (n > 0) (fd.fd == out_ ? out_buf_ : err_buf_).append(tmp, static_cast<size_t>(n));
+          }
+        }
+      }
+    }
     pid_ = -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
