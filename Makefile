@@ -7,7 +7,7 @@ BUILD := build
 JOBS ?= $(shell nproc)
 STATE_DIR ?= $(HOME)/.cache/gpuheal/state
 
-.PHONY: setup build test run golden asan tsan fuzz bench clean
+.PHONY: setup build test integration run golden asan tsan fuzz bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -18,6 +18,11 @@ build: setup
 
 test: build
 	@bash scripts/run-tests.sh $(BUILD)
+
+# Builds the control plane from Go modules (cached in ~/.cache/gpuheal) and runs the integration tier.
+integration: build
+	@bash scripts/build-control-plane.sh >/dev/null
+	@ctest --test-dir $(BUILD) --output-on-failure -L integration
 
 run: build
 	$(BUILD)/gpuheal agent --standalone --state-dir $(STATE_DIR)

@@ -4,4 +4,6 @@
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
-ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 600
+# The integration tier (a real control plane built from Go modules) runs with `make integration`
+# until the Kubernetes-facing features that need it land.
+ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 600 -LE integration

@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libcli11-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libre2-dev libcpp-httplib-dev
+  libcurl4-openssl-dev libsimdjson-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 if [[ ${1:-} == fuzz ]]; then

@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane on loopback for gpuheal's tests: etcd and kube-apiserver (plus
+# kube-controller-manager and kube-scheduler with --with-controllers), built from Go modules by
+# scripts/build-control-plane.sh. TLS everywhere except etcd on loopback; RBAC; a service-account
+# issuer and signing key so TokenRequest works; an admin kubeconfig with client certificates.
+#
+#   control-plane.sh up [--with-controllers] [--dir DIR]   prints KUBECONFIG=<path> last
+#   control-plane.sh down [--dir DIR]                      stops exactly what `up` started
+#
+# Several control planes can run at once in different directories.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cmd=${1:-}
+shift || true
+dir=""
+with_controllers=0
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --dir) dir=$2; shift 2 ;;
+    --with-controllers) with_controllers=1; shift ;;
+    *) echo "control-plane.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+log() { echo "control-plane: $*" >&2; }
+
+free_port() {
+  local p
+  for _ in $(seq 1 200); do
+    p=$(( (RANDOM << 15 | RANDOM) % 40000 + 20000 ))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && ! grep -q "$p" "$dir/ports" 2>/dev/null; then
+      echo "$p" >> "$dir/ports"
+      echo "$p"
+      return
+    fi
+  done
+  log "no free port"; exit 1
+}
+
+stop_all() {
+  local d=$1
+  [[ -f $d/pids ]] || return 0
+  # Reverse start order: clients before the API server, the API server before etcd.
+  local pids
+  pids=$(tac "$d/pids" | awk '{print $2}')
+  for pid in $pids; do kill -TERM "$pid" 2>/dev/null || true; done
+  for _ in $(seq 1 50); do
+    local alive=0
+    for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [[ $alive == 0 ]] && break
+    sleep 0.1
+  done
+  for pid in $pids; do kill -KILL "$pid" 2>/dev/null || true; done
+  rm -f "$d/pids"
+}
+
+# start NAME CMD...: runs in the background with its log in $dir/NAME.log, records its pid.
+start() {
+  local name=$1
+  shift
+  "$@" > "$dir/$name.log" 2>&1 &
+  echo "$name $!" >> "$dir/pids"
+}
+
+# wait_for NAME SECONDS CMD...: retries CMD until it succeeds; dumps NAME's log on failure.
+wait_for() {
+  local name=$1 seconds=$2
+  shift 2
+  local deadline=$(( $(date +%s) + seconds ))
+  until "$@" >/dev/null 2>&1; do
+    if (( $(date +%s) > deadline )); then
+      log "$name did not become ready in ${seconds}s; its log:"
+      tail -n 40 "$dir/$name.log" >&2 || true
+      stop_all "$dir"
+      exit 1
+    fi
+    sleep 0.2
+  done
+}
+
+kubeconfig() {  # kubeconfig FILE USER CERT KEY
+  cat > "$1" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: gpuheal-test
+  cluster:
+    server: https://127.0.0.1:$api_port
+    certificate-authority-data: $(base64 -w0 < "$dir/pki/ca.crt")
+users:
+- name: $2
+  user:
+    client-certificate-data: $(base64 -w0 < "$3")
+    client-key-data: $(base64 -w0 < "$4")
+contexts:
+- name: gpuheal-test
+  context:
+    cluster: gpuheal-test
+    user: $2
+current-context: gpuheal-test
+KC
+}
+
+client_cert() {  # client_cert NAME CN [O]
+  local subj="/CN=$2"
+  [[ -n ${3:-} ]] && subj="/O=$3/CN=$2"
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -keyout "$dir/pki/$1.key" -subj "$subj" -out "$dir/pki/$1.csr" 2>/dev/null
+  openssl x509 -req -in "$dir/pki/$1.csr" -CA "$dir/pki/ca.crt" -CAkey "$dir/pki/ca.key" \
+    -CAcreateserial -days 2 -out "$dir/pki/$1.crt" \
+    -extfile <(printf "extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature") 2>/dev/null
+}
+
+case $cmd in
+  up)
+    bin=$(bash "$root/scripts/build-control-plane.sh")
+    if [[ -z $dir ]]; then dir=$(mktemp -d /tmp/gpuheal-cp-XXXXXX); fi
+    mkdir -p "$dir/pki" "$dir/etcd"
+    dir=$(cd "$dir" && pwd)
+    : > "$dir/ports"
+    trap 'stop_all "$dir"' ERR
+
+    # PKI: a CA, the API server's serving certificate, client certificates, SA signing keys.
+    openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+      -keyout "$dir/pki/ca.key" -out "$dir/pki/ca.crt" -subj "/CN=gpuheal-test-ca" 2>/dev/null
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+      -keyout "$dir/pki/apiserver.key" -subj "/CN=kube-apiserver" -out "$dir/pki/apiserver.csr" 2>/dev/null
+    openssl x509 -req -in "$dir/pki/apiserver.csr" -CA "$dir/pki/ca.crt" -CAkey "$dir/pki/ca.key" \
+      -CAcreateserial -days 2 -out "$dir/pki/apiserver.crt" -extfile <(printf '%s\n' \
+      "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc" \
+      "extendedKeyUsage=serverAuth" "keyUsage=critical,digitalSignature") 2>/dev/null
+    client_cert admin admin system:masters
+    client_cert controller-manager system:kube-controller-manager
+    client_cert scheduler system:kube-scheduler
+    openssl genrsa -out "$dir/pki/sa.key" 2048 2>/dev/null
+    openssl rsa -in "$dir/pki/sa.key" -pubout -out "$dir/pki/sa.pub" 2>/dev/null
+
+    etcd_port=$(free_port)
+    peer_port=$(free_port)
+    api_port=$(free_port)
+    start etcd "$bin/etcd" --name default --data-dir "$dir/etcd" \
+      --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+      --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+      --initial-cluster "default=http://127.0.0.1:$peer_port" --unsafe-no-fsync --log-level warn
+    wait_for etcd 60 curl -sf "http://127.0.0.1:$etcd_port/health"
+
+    admission=()
+    # Without controller-manager no default ServiceAccount exists, so that admission plugin would
+    # reject every pod.
+    [[ $with_controllers == 0 ]] && admission=(--disable-admission-plugins=ServiceAccount)
+    start kube-apiserver "$bin/kube-apiserver" \
+      --etcd-servers "http://127.0.0.1:$etcd_port" \
+      --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+      --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
+      --client-ca-file "$dir/pki/ca.crt" --authorization-mode RBAC \
+      --service-account-issuer "https://127.0.0.1:$api_port" \
+      --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
+      --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true --profiling=false \
+      --endpoint-reconciler-type none "${admission[@]}"
+    kubeconfig "$dir/admin.kubeconfig" admin "$dir/pki/admin.crt" "$dir/pki/admin.key"
+    curl_api=(curl -sf --cacert "$dir/pki/ca.crt" --cert "$dir/pki/admin.crt" --key "$dir/pki/admin.key")
+    wait_for kube-apiserver 120 "${curl_api[@]}" "https://127.0.0.1:$api_port/readyz"
+
+    if [[ $with_controllers == 1 ]]; then
+      kubeconfig "$dir/controller-manager.kubeconfig" system:kube-controller-manager \
+        "$dir/pki/controller-manager.crt" "$dir/pki/controller-manager.key"
+      kubeconfig "$dir/scheduler.kubeconfig" system:kube-scheduler "$dir/pki/scheduler.crt" "$dir/pki/scheduler.key"
+      start kube-controller-manager "$bin/kube-controller-manager" \
+        --kubeconfig "$dir/controller-manager.kubeconfig" \
+        --authentication-kubeconfig "$dir/controller-manager.kubeconfig" \
+        --authorization-kubeconfig "$dir/controller-manager.kubeconfig" \
+        --leader-elect=true --bind-address 127.0.0.1 --secure-port "$(free_port)" \
+        --authorization-always-allow-paths /healthz,/readyz,/livez,/metrics \
+        --root-ca-file "$dir/pki/ca.crt" --service-account-private-key-file "$dir/pki/sa.key" \
+        --use-service-account-credentials=true \
+        --cluster-signing-cert-file "$dir/pki/ca.crt" --cluster-signing-key-file "$dir/pki/ca.key"
+      start kube-scheduler "$bin/kube-scheduler" \
+        --kubeconfig "$dir/scheduler.kubeconfig" \
+        --authentication-kubeconfig "$dir/scheduler.kubeconfig" \
+        --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
+        --leader-elect=true --bind-address 127.0.0.1 --secure-port "$(free_port)" \
+        --authorization-always-allow-paths /healthz,/readyz,/livez,/metrics
+      leases="https://127.0.0.1:$api_port/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+      wait_for kube-controller-manager 120 "${curl_api[@]}" "$leases/kube-controller-manager"
+      wait_for kube-scheduler 120 "${curl_api[@]}" "$leases/kube-scheduler"
+    fi
+    trap - ERR
+    log "up in $dir (etcd :$etcd_port, apiserver :$api_port$([[ $with_controllers == 1 ]] && echo ', controller-manager, scheduler'))"
+    echo "KUBECONFIG=$dir/admin.kubeconfig"
+    ;;
+  down)
+    [[ -n $dir ]] || { echo "control-plane.sh down: --dir DIR is required" >&2; exit 2; }
+    stop_all "$dir"
+    rm -rf "$dir"
+    ;;
+  *)
+    echo "usage: control-plane.sh up [--with-controllers] [--dir DIR] | down --dir DIR" >&2
+    exit 2
+    ;;
+esac

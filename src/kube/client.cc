@@ -1,0 +1,222 @@
+#include "kube/client.h"
+
+#include <fmt/format.h>
+
+#include <thread>
+
+namespace gpuheal::kube {
+
+std::string Response::Describe() const {
+  const ApiStatus s = api_status();
+  if (!s.message.empty()) return fmt::format("{} {}: {}", status, s.reason, s.message);
+  return fmt::format("HTTP {}: {}", status, body.substr(0, 200));
+}
+
+RateLimiter::RateLimiter(double qps, int burst)
+    : qps_(qps), tokens_(burst), burst_(burst), last_(std::chrono::steady_clock::now()) {}
+
+void RateLimiter::Wait() {
+  if (qps_ <= 0) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    tokens_ = std::min(burst_, tokens_ + std::chrono::duration<double>(now - last_).count() * qps_);
+    last_ = now;
+    if (tokens_ >= 1) {
+      tokens_ -= 1;
+      return;
+    }
+    const auto wait = std::chrono::duration<double>((1 - tokens_) / qps_);
+    lock.unlock();
+    std::this_thread::sleep_for(wait);
+    lock.lock();
+  }
+}
+
+Result<std::unique_ptr<Client>> Client::Create(Config cfg, RetryPolicy retry) {
+  if (cfg.server.empty()) return Error{"kubernetes client: no server in config"};
+  std::unique_ptr<Client> c(new Client(std::move(cfg), retry));
+  auto conn = HttpConnection::Create(c->cfg_);
+  if (!conn) return conn.error();
+  c->Give(std::move(*conn));
+  return c;
+}
+
+Client::Client(Config cfg, RetryPolicy retry)
+    : cfg_(std::move(cfg)), retry_(retry), limiter_(cfg_.qps, cfg_.burst),
+      rng_(std::random_device{}()) {}
+
+std::unique_ptr<HttpConnection> Client::Take() {
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (!pool_.empty()) {
+      auto c = std::move(pool_.back());
+      pool_.pop_back();
+      return c;
+    }
+  }
+  auto c = HttpConnection::Create(cfg_);
+  return c ? std::move(*c) : nullptr;
+}
+
+void Client::Give(std::unique_ptr<HttpConnection> c) {
+  if (!c) return;
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  if (pool_.size() < 16) pool_.push_back(std::move(c));
+}
+
+std::chrono::milliseconds Client::Backoff(int attempt, const std::string& retry_after) {
+  if (!retry_after.empty()) {
+    const long secs = std::strtol(retry_after.c_str(), nullptr, 10);
+    if (secs > 0) return std::min<std::chrono::milliseconds>(std::chrono::seconds(secs), retry_.max_backoff * 6);
+  }
+  const std::chrono::milliseconds grown(retry_.initial_backoff.count() << std::min(attempt, 16));
+  const std::chrono::milliseconds base = std::min(retry_.max_backoff, grown);
+  std::lock_guard<std::mutex> lock(rng_mu_);
+  std::uniform_int_distribution<int64_t> jitter(base.count() / 2, base.count());  // "equal jitter"
+  return std::chrono::milliseconds(jitter(rng_));
+}
+
+Result<Response> Client::Request(const std::string& method, const std::string& path,
+                                 const std::string& body, const std::string& content_type) {
+  Error last{"no attempt"};
+  for (int attempt = 0; attempt < retry_.max_attempts; ++attempt) {
+    limiter_.Wait();
+    auto conn = Take();
+    if (!conn) return Error{"kubernetes client: cannot create a connection"};
+    auto r = conn->Do(HttpRequest{method, path, body, content_type});
+    if (!r) {
+      last = r.error();  // transport failure: the connection may be broken; drop it
+      std::this_thread::sleep_for(Backoff(attempt, ""));
+      continue;
+    }
+    Give(std::move(conn));
+    const long s = r->status;
+    const bool retryable = s == 429 || s == 500 || s == 502 || s == 503 || s == 504;
+    // An eviction refused by a PodDisruptionBudget is a 429 the caller must see.
+    const bool eviction = path.ends_with("/eviction");
+    if (!retryable || (eviction && s == 429) || attempt + 1 == retry_.max_attempts) {
+      return Response{s, std::move(r->body)};
+    }
+    std::this_thread::sleep_for(Backoff(attempt, r->retry_after));
+  }
+  return last;
+}
+
+Result<Response> Client::Create(const std::string& collection_path, const nlohmann::json& obj) {
+  return Request("POST", collection_path, obj.dump());
+}
+
+Result<Response> Client::Patch(const std::string& path, PatchType type, const nlohmann::json& patch) {
+  const char* ct = type == PatchType::kJson    ? "application/json-patch+json"
+                   : type == PatchType::kMerge ? "application/merge-patch+json"
+                                               : "application/strategic-merge-patch+json";
+  return Request("PATCH", path, patch.dump(), ct);
+}
+
+Result<Response> Client::Delete(const std::string& path, const std::string& uid,
+                                const std::string& resource_version,
+                                std::optional<int64_t> grace_period_seconds) {
+  nlohmann::json opts = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}};
+  if (!uid.empty()) opts["preconditions"]["uid"] = uid;
+  if (!resource_version.empty()) opts["preconditions"]["resourceVersion"] = resource_version;
+  if (grace_period_seconds) opts["gracePeriodSeconds"] = *grace_period_seconds;
+  return Request("DELETE", path, opts.dump());
+}
+
+Result<Response> Client::Evict(const std::string& ns, const std::string& pod) {
+  nlohmann::json ev = {{"apiVersion", "policy/v1"},
+                       {"kind", "Eviction"},
+                       {"metadata", {{"name", pod}, {"namespace", ns}}}};
+  return Request("POST", PodPath(ns, pod) + "/eviction", ev.dump());
+}
+
+Result<Response> Client::Update(const std::string& path,
+                                const std::function<bool(nlohmann::json&)>& mutate, int attempts) {
+  for (int i = 0; i < attempts; ++i) {
+    auto cur = Get(path);
+    if (!cur) return cur.error();
+    if (!cur->ok()) return *cur;
+    nlohmann::json obj = nlohmann::json::parse(cur->body, nullptr, false);
+    if (obj.is_discarded()) return Error{"update " + path + ": the server sent invalid JSON"};
+    if (!mutate(obj)) return *cur;  // nothing to change
+    auto put = Request("PUT", path, obj.dump());  // carries metadata.resourceVersion
+    if (!put) return put.error();
+    if (put->status != 409) return *put;
+  }
+  return Error{fmt::format("update {}: still conflicting after {} attempts", path, attempts)};
+}
+
+Result<Response> Client::Watch(const std::string& collection_path, const std::string& resource_version,
+                               const std::function<bool(const WatchEventRaw&)>& on_event,
+                               std::chrono::seconds timeout) {
+  limiter_.Wait();
+  auto conn = HttpConnection::Create(cfg_);  // a stream holds its connection for its lifetime
+  if (!conn) return conn.error();
+  const char sep = collection_path.find('?') == std::string::npos ? '?' : '&';
+  std::string path = collection_path + sep + "watch=1&allowWatchBookmarks=true&timeoutSeconds=" +
+                     std::to_string(timeout.count());
+  if (!resource_version.empty()) path += "&resourceVersion=" + UrlEncode(resource_version);
+  std::string pending;
+  Error decode_error{""};
+  bool stop = false;
+  auto r = (*conn)->Stream(
+      HttpRequest{"GET", path, "", "application/json"},
+      [&](std::string_view chunk) {
+        pending.append(chunk);
+        size_t nl;
+        while ((nl = pending.find('\n')) != std::string::npos) {
+          std::string_view line(pending.data(), nl);
+          if (!line.empty()) {
+            auto ev = DecodeWatchEvent(line);
+            if (!ev) {
+              decode_error = ev.error();
+              return false;
+            }
+            if (!on_event(*ev)) {
+              stop = true;
+              return false;
+            }
+          }
+          pending.erase(0, nl + 1);
+        }
+        return true;
+      },
+      timeout + std::chrono::seconds(5));
+  if (!decode_error.message.empty()) return Error{"watch " + collection_path + ": " + decode_error.message};
+  if (!r) return r.error();
+  // A stream cut mid-line leaves a partial event behind: it is dropped, and the caller resumes
+  // from the last resourceVersion it saw.
+  return Response{r->status, std::move(r->body)};
+}
+
+std::string UrlEncode(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+std::string NodePath(const std::string& name) {
+  return name.empty() ? "/api/v1/nodes" : "/api/v1/nodes/" + name;
+}
+std::string PodPath(const std::string& ns, const std::string& name) {
+  const std::string base = ns.empty() ? "/api/v1/pods" : "/api/v1/namespaces/" + ns + "/pods";
+  return name.empty() ? base : base + "/" + name;
+}
+std::string LeasePath(const std::string& ns, const std::string& name) {
+  const std::string base = "/apis/coordination.k8s.io/v1/namespaces/" + ns + "/leases";
+  return name.empty() ? base : base + "/" + name;
+}
+std::string PdbPath(const std::string& ns, const std::string& name) {
+  const std::string base = ns.empty() ? "/apis/policy/v1/poddisruptionbudgets"
+                                      : "/apis/policy/v1/namespaces/" + ns + "/poddisruptionbudgets";
+  return name.empty() ? base : base + "/" + name;
+}
+
+}  // namespace gpuheal::kube

@@ -1,0 +1,110 @@
+#pragma once
+// Typed projections of the Kubernetes objects gpuheal reads: only the fields it uses, so a
+// 5,000-node + 150,000-pod cache stays small. Decoded with simdjson; written with nlohmann/json.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+
+namespace gpuheal::kube {
+
+struct ObjectMeta {
+  std::string namespace_;
+  std::string name;
+  std::string uid;
+  std::string resource_version;
+  std::map<std::string, std::string> labels;
+  // Only annotations under gpuheal.io/ are kept: they are the ones gpuheal reads.
+  std::map<std::string, std::string> annotations;
+  bool deleting = false;  // deletionTimestamp set
+  std::string controller_kind;  // kind of the ownerReference with controller: true
+};
+
+struct Taint {
+  std::string key, value, effect;
+  bool operator==(const Taint&) const = default;
+};
+
+struct NodeCondition {
+  std::string type, status, reason, message, last_transition_time;
+};
+
+struct Node {
+  ObjectMeta meta;
+  std::vector<Taint> taints;
+  bool unschedulable = false;
+  std::vector<NodeCondition> conditions;
+  int64_t gpu_capacity = 0;  // status.capacity["nvidia.com/gpu"]
+};
+
+struct Pod {
+  ObjectMeta meta;
+  std::string node_name;
+  std::string owner_kind;  // kind of the controller owner (ReplicaSet, DaemonSet, Node for mirror pods...)
+  std::string phase;
+  int64_t gpu_requests = 0;  // sum over containers of nvidia.com/gpu requests (or limits)
+};
+
+struct PodDisruptionBudget {
+  ObjectMeta meta;
+  int64_t disruptions_allowed = 0;
+  int64_t current_healthy = 0;
+  int64_t desired_healthy = 0;
+};
+
+struct Lease {
+  ObjectMeta meta;
+  std::string holder;
+  int64_t lease_duration_seconds = 0;
+  std::string renew_time;  // RFC3339 with microseconds
+  int64_t transitions = 0;
+};
+
+// Decoders from one object's JSON. Errors name what is missing or malformed.
+Result<Node> DecodeNode(std::string_view json);
+Result<Pod> DecodePod(std::string_view json);
+Result<PodDisruptionBudget> DecodePdb(std::string_view json);
+Result<Lease> DecodeLease(std::string_view json);
+Result<ObjectMeta> DecodeMeta(std::string_view json);
+
+// A list response: the items' raw JSON is decoded by the caller's decoder.
+template <typename T>
+struct List {
+  std::vector<T> items;
+  std::string resource_version;
+  std::string continue_token;
+};
+template <typename T>
+using Decoder = Result<T> (*)(std::string_view);
+
+Result<List<Node>> DecodeNodeList(std::string_view json);
+Result<List<Pod>> DecodePodList(std::string_view json);
+Result<List<PodDisruptionBudget>> DecodePdbList(std::string_view json);
+Result<List<Lease>> DecodeLeaseList(std::string_view json);
+
+// One watch event line: {"type": "...", "object": {...}}.
+struct WatchEventRaw {
+  std::string type;       // ADDED, MODIFIED, DELETED, BOOKMARK, ERROR
+  std::string object;     // the object's JSON
+  std::string resource_version;  // metadata.resourceVersion of the object
+  long error_code = 0;    // for ERROR events: the Status code (410 = resourceVersion too old)
+};
+Result<WatchEventRaw> DecodeWatchEvent(std::string_view line);
+
+// A Status response body's message and reason ("" when not a Status).
+struct ApiStatus {
+  long code = 0;
+  std::string reason;
+  std::string message;
+};
+ApiStatus DecodeStatus(std::string_view json);
+
+// "1Gi"-style quantities for whole-number extended resources ("8" -> 8).
+int64_t ParseCount(std::string_view q);
+
+}  // namespace gpuheal::kube
