@@ -1,13 +1,12 @@
 #include "agent/boot_id.h"
 
-#include <fstream>
+#include "core/file.h"
 
 namespace gpuheal {
 
 std::string ReadBootId() {
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(in, id);
+  std::string id = ReadWholeFile("/proc/sys/kernel/random/boot_id").value_or("");
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
   return id;
 }
 

@@ -1,8 +1,8 @@
 #include "agent/monitor_queue.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
+
+#include "core/file.h"
 
 namespace gpuheal {
 
@@ -10,10 +10,7 @@ const std::string& ProcCache::Read(const std::string& path) {
   auto it = files_.find(path);
   if (it != files_.end()) return it->second;
   ++reads_;
-  std::ifstream in(path);
-  std::stringstream ss;
-  if (in) ss << in.rdbuf();
-  return files_.emplace(path, ss.str()).first->second;
+  return files_.emplace(path, ReadWholeFile(path).value_or("")).first->second;
 }
 
 void MonitorSchedule::Add(std::unique_ptr<Monitor> m, Clock::time_point now) {

@@ -86,8 +86,8 @@ void Classifier::ClassifyNvidia(const Record& rec, std::vector<Fault>& out) {
       f.unit = sig.unit;
       f.subcode = sig.subcode;
       f.recovery_action = sig.recovery_action;
-      const bool overridden = options_.xid_overrides.contains(sig.number) &&
-                              options_.xid_overrides.at(sig.number).severity;
+      const auto ov = options_.xid_overrides.find(sig.number);
+      const bool overridden = ov != options_.xid_overrides.end() && ov->second.severity;
       if (!overridden) {
         // The line itself says how bad it is for these two families.
         if (sig.number == 154 && sig.recovery_action) {

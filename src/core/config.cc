@@ -4,9 +4,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
-#include <fstream>
 #include <set>
-#include <sstream>
+
+#include "core/file.h"
 
 namespace gpuheal {
 namespace {
@@ -246,11 +246,9 @@ Result<AgentConfig> ParseAgentConfig(std::string_view yaml, const std::string& s
 }
 
 Result<AgentConfig> LoadAgentConfig(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error{fmt::format("{}: cannot open config file", path)};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseAgentConfig(ss.str(), path);
+  auto text = ReadWholeFile(path);
+  if (!text) return Error{fmt::format("{}: cannot open config file", path)};
+  return ParseAgentConfig(*text, path);
 }
 
 }  // namespace gpuheal

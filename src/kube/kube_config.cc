@@ -6,18 +6,16 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+
+#include "core/file.h"
 
 namespace gpuheal::kube {
 namespace {
 
 Result<std::string> ReadFile(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{fmt::format("{}: cannot read {}", path, what)};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  auto text = ReadWholeFile(path);
+  if (!text) return Error{fmt::format("{}: cannot read {}", path, what)};
+  return std::move(*text);
 }
 
 // Minimal base64 decoder for *-data fields (standard alphabet, padding optional).

@@ -20,29 +20,66 @@ Error JsonError(std::string_view what, error_code e) {
   return Error{fmt::format("decoding {}: {}", what, simdjson::error_message(e))};
 }
 
+// Calls fn(key, value) for each field of an object; stops at the first error.
+template <typename Fn>
+error_code Fields(od::object o, Fn&& fn) {
+  for (auto f : o) {
+    std::string_view k;
+    od::value v;
+    if (auto e = f.unescaped_key().get(k)) return e;
+    if (auto e = f.value().get(v)) return e;
+    if (auto e = fn(k, v)) return e;
+  }
+  return simdjson::SUCCESS;
+}
+template <typename Fn>
+error_code Fields(od::value v, Fn&& fn) {
+  od::object o;
+  if (auto e = v.get_object().get(o)) return e;
+  return Fields(o, std::forward<Fn>(fn));
+}
+// Calls fn(value) for each element of an array.
+template <typename Fn>
+error_code Items(od::value v, Fn&& fn) {
+  od::array arr;
+  if (auto e = v.get_array().get(arr)) return e;
+  for (auto item : arr) {
+    od::value iv;
+    if (auto e = item.get(iv)) return e;
+    if (auto e = fn(iv)) return e;
+  }
+  return simdjson::SUCCESS;
+}
+
+constexpr error_code kOk = simdjson::SUCCESS;
+
+// Parses `padded` with this thread's parser and opens its top-level object.
+error_code Root(simdjson::padded_string& padded, od::document& doc, od::object& o) {
+  if (auto e = t_parser.iterate(padded).get(doc)) return e;
+  return doc.get_object().get(o);
+}
+
 error_code Str(od::value v, std::string& out) {
-  std::string_view sv;
   if (v.type() == od::json_type::null) {
     out.clear();
-    return simdjson::SUCCESS;
+    return kOk;
   }
+  std::string_view sv;
   auto e = v.get_string().get(sv);
   if (!e) out.assign(sv);
   return e;
 }
 
+error_code Int(od::value v, int64_t& out) { return v.get_int64().get(out); }
+
 error_code StrMap(od::value v, std::map<std::string, std::string>& out, std::string_view prefix) {
-  od::object o;
-  if (auto e = v.get_object().get(o)) return e;
-  for (auto f : o) {
-    std::string_view k;
-    if (auto e = f.unescaped_key().get(k)) return e;
-    if (!prefix.empty() && !k.starts_with(prefix)) continue;
-    std::string val;
-    if (auto e = Str(f.value(), val)) return e;
-    out.emplace(std::string(k), std::move(val));
-  }
-  return simdjson::SUCCESS;
+  return Fields(v, [&](std::string_view k, od::value val) {
+    if (!prefix.empty() && !k.starts_with(prefix)) return kOk;
+    std::string s;
+    auto e = Str(val, s);
+    if (!e) out.emplace(std::string(k), std::move(s));
+    return e;
+  });
 }
 
 int64_t CountOf(od::value v) {
@@ -52,236 +89,153 @@ int64_t CountOf(od::value v) {
 }
 
 error_code Meta(od::value v, ObjectMeta& m) {
-  od::object o;
-  if (auto e = v.get_object().get(o)) return e;
-  for (auto f : o) {
-    std::string_view k;
-    if (auto e = f.unescaped_key().get(k)) return e;
-    error_code e = simdjson::SUCCESS;
-    if (k == "name") e = Str(f.value(), m.name);
-    else if (k == "namespace") e = Str(f.value(), m.namespace_);
-    else if (k == "uid") e = Str(f.value(), m.uid);
-    else if (k == "resourceVersion") e = Str(f.value(), m.resource_version);
-    else if (k == "labels") e = StrMap(f.value(), m.labels, "");
-    else if (k == "annotations") e = StrMap(f.value(), m.annotations, kOurPrefix);
-    else if (k == "deletionTimestamp") m.deleting = f.value().type() != od::json_type::null;
-    else if (k == "ownerReferences") {
-      od::array refs;
-      if ((e = f.value().get_array().get(refs))) return e;
-      for (auto r : refs) {
-        od::object ro;
-        if ((e = r.get_object().get(ro))) return e;
+  return Fields(v, [&](std::string_view k, od::value val) -> error_code {
+    if (k == "name") return Str(val, m.name);
+    if (k == "namespace") return Str(val, m.namespace_);
+    if (k == "uid") return Str(val, m.uid);
+    if (k == "resourceVersion") return Str(val, m.resource_version);
+    if (k == "labels") return StrMap(val, m.labels, "");
+    if (k == "annotations") return StrMap(val, m.annotations, kOurPrefix);
+    if (k == "deletionTimestamp") {
+      m.deleting = val.type() != od::json_type::null;
+      return kOk;
+    }
+    if (k == "ownerReferences") {
+      return Items(val, [&](od::value ref) {
         std::string kind;
         bool controller = false;
-        for (auto rf : ro) {
-          std::string_view rk;
-          if ((e = rf.unescaped_key().get(rk))) return e;
-          if (rk == "kind") e = Str(rf.value(), kind);
-          else if (rk == "controller") e = rf.value().get_bool().get(controller);
-          if (e) return e;
-        }
-        if (controller || m.controller_kind.empty()) m.controller_kind = kind;
-      }
+        auto e = Fields(ref, [&](std::string_view rk, od::value rv) -> error_code {
+          if (rk == "kind") return Str(rv, kind);
+          if (rk == "controller") return rv.get_bool().get(controller);
+          return kOk;
+        });
+        if (!e && (controller || m.controller_kind.empty())) m.controller_kind = kind;
+        return e;
+      });
     }
-    if (e) return e;
-  }
-  return simdjson::SUCCESS;
+    return kOk;
+  });
 }
 
 error_code NodeObj(od::object o, Node& n) {
-  for (auto f : o) {
-    std::string_view k;
-    if (auto e = f.unescaped_key().get(k)) return e;
-    if (k == "metadata") {
-      if (auto e = Meta(f.value(), n.meta)) return e;
-    } else if (k == "spec") {
-      od::object spec;
-      if (auto e = f.value().get_object().get(spec)) return e;
-      for (auto sf : spec) {
-        std::string_view sk;
-        if (auto e = sf.unescaped_key().get(sk)) return e;
-        if (sk == "unschedulable") {
-          if (auto e = sf.value().get_bool().get(n.unschedulable)) return e;
-        } else if (sk == "taints") {
-          od::array arr;
-          if (auto e = sf.value().get_array().get(arr)) return e;
-          for (auto t : arr) {
-            od::object to;
-            if (auto e = t.get_object().get(to)) return e;
-            Taint taint;
-            for (auto tf : to) {
-              std::string_view tk;
-              if (auto e = tf.unescaped_key().get(tk)) return e;
-              error_code e = simdjson::SUCCESS;
-              if (tk == "key") e = Str(tf.value(), taint.key);
-              else if (tk == "value") e = Str(tf.value(), taint.value);
-              else if (tk == "effect") e = Str(tf.value(), taint.effect);
-              if (e) return e;
-            }
-            n.taints.push_back(std::move(taint));
-          }
-        }
-      }
-    } else if (k == "status") {
-      od::object st;
-      if (auto e = f.value().get_object().get(st)) return e;
-      for (auto sf : st) {
-        std::string_view sk;
-        if (auto e = sf.unescaped_key().get(sk)) return e;
-        if (sk == "capacity") {
-          od::object cap;
-          if (auto e = sf.value().get_object().get(cap)) return e;
-          for (auto cf : cap) {
-            std::string_view ck;
-            if (auto e = cf.unescaped_key().get(ck)) return e;
-            if (ck == kGpu) n.gpu_capacity = CountOf(cf.value());
-          }
-        } else if (sk == "conditions") {
-          od::array arr;
-          if (auto e = sf.value().get_array().get(arr)) return e;
-          for (auto c : arr) {
-            od::object co;
-            if (auto e = c.get_object().get(co)) return e;
-            NodeCondition cond;
-            for (auto cf : co) {
-              std::string_view ck;
-              if (auto e = cf.unescaped_key().get(ck)) return e;
-              error_code e = simdjson::SUCCESS;
-              if (ck == "type") e = Str(cf.value(), cond.type);
-              else if (ck == "status") e = Str(cf.value(), cond.status);
-              else if (ck == "reason") e = Str(cf.value(), cond.reason);
-              else if (ck == "message") e = Str(cf.value(), cond.message);
-              else if (ck == "lastTransitionTime") e = Str(cf.value(), cond.last_transition_time);
-              if (e) return e;
-            }
-            n.conditions.push_back(std::move(cond));
-          }
-        }
-      }
+  return Fields(o, [&](std::string_view k, od::value v) -> error_code {
+    if (k == "metadata") return Meta(v, n.meta);
+    if (k == "spec") {
+      return Fields(v, [&](std::string_view sk, od::value sv) -> error_code {
+        if (sk == "unschedulable") return sv.get_bool().get(n.unschedulable);
+        if (sk != "taints") return kOk;
+        return Items(sv, [&](od::value t) {
+          Taint taint;
+          auto e = Fields(t, [&](std::string_view tk, od::value tv) -> error_code {
+            if (tk == "key") return Str(tv, taint.key);
+            if (tk == "value") return Str(tv, taint.value);
+            if (tk == "effect") return Str(tv, taint.effect);
+            return kOk;
+          });
+          if (!e) n.taints.push_back(std::move(taint));
+          return e;
+        });
+      });
     }
-  }
-  return simdjson::SUCCESS;
+    if (k == "status") {
+      return Fields(v, [&](std::string_view sk, od::value sv) -> error_code {
+        if (sk == "capacity") {
+          return Fields(sv, [&](std::string_view ck, od::value cv) {
+            if (ck == kGpu) n.gpu_capacity = CountOf(cv);
+            return kOk;
+          });
+        }
+        if (sk != "conditions") return kOk;
+        return Items(sv, [&](od::value c) {
+          NodeCondition cond;
+          auto e = Fields(c, [&](std::string_view ck, od::value cv) -> error_code {
+            if (ck == "type") return Str(cv, cond.type);
+            if (ck == "status") return Str(cv, cond.status);
+            if (ck == "reason") return Str(cv, cond.reason);
+            if (ck == "message") return Str(cv, cond.message);
+            if (ck == "lastTransitionTime") return Str(cv, cond.last_transition_time);
+            return kOk;
+          });
+          if (!e) n.conditions.push_back(std::move(cond));
+          return e;
+        });
+      });
+    }
+    return kOk;
+  });
 }
 
+// resources: {requests: {...}, limits: {...}}: requests win; for extended resources they are equal.
 int64_t ResourceGpus(od::value v) {
-  // resources: {requests: {...}, limits: {...}}: requests win; extended resources must be equal.
   int64_t req = 0, lim = 0;
-  od::object o;
-  if (v.get_object().get(o)) return 0;
-  for (auto f : o) {
-    std::string_view k;
-    if (f.unescaped_key().get(k)) return 0;
-    if (k != "requests" && k != "limits") continue;
-    od::object m;
-    if (f.value().get_object().get(m)) continue;
-    for (auto mf : m) {
-      std::string_view mk;
-      if (mf.unescaped_key().get(mk)) break;
-      if (mk == kGpu) (k == "requests" ? req : lim) = CountOf(mf.value());
-    }
-  }
+  auto e = Fields(v, [&](std::string_view k, od::value m) -> error_code {
+    if (k != "requests" && k != "limits") return kOk;
+    return Fields(m, [&](std::string_view mk, od::value q) {
+      if (mk == kGpu) (k == "requests" ? req : lim) = CountOf(q);
+      return kOk;
+    });
+  });
+  if (e) return 0;
   return req ? req : lim;
 }
 
 error_code PodObj(od::object o, Pod& p) {
-  for (auto f : o) {
-    std::string_view k;
-    if (auto e = f.unescaped_key().get(k)) return e;
-    if (k == "metadata") {
-      if (auto e = Meta(f.value(), p.meta)) return e;
-    } else if (k == "spec") {
-      od::object spec;
-      if (auto e = f.value().get_object().get(spec)) return e;
-      for (auto sf : spec) {
-        std::string_view sk;
-        if (auto e = sf.unescaped_key().get(sk)) return e;
-        if (sk == "nodeName") {
-          if (auto e = Str(sf.value(), p.node_name)) return e;
-        } else if (sk == "containers") {
-          od::array arr;
-          if (auto e = sf.value().get_array().get(arr)) return e;
-          for (auto c : arr) {
-            od::object co;
-            if (auto e = c.get_object().get(co)) return e;
-            for (auto cf : co) {
-              std::string_view ck;
-              if (auto e = cf.unescaped_key().get(ck)) return e;
-              if (ck == "resources") p.gpu_requests += ResourceGpus(cf.value());
-            }
-          }
-        }
-      }
-    } else if (k == "status") {
-      od::object st;
-      if (auto e = f.value().get_object().get(st)) return e;
-      for (auto sf : st) {
-        std::string_view sk;
-        if (auto e = sf.unescaped_key().get(sk)) return e;
-        if (sk == "phase") {
-          if (auto e = Str(sf.value(), p.phase)) return e;
-        }
-      }
+  return Fields(o, [&](std::string_view k, od::value v) -> error_code {
+    if (k == "metadata") return Meta(v, p.meta);
+    if (k == "spec") {
+      return Fields(v, [&](std::string_view sk, od::value sv) -> error_code {
+        if (sk == "nodeName") return Str(sv, p.node_name);
+        if (sk != "containers") return kOk;
+        return Items(sv, [&](od::value c) {
+          return Fields(c, [&](std::string_view ck, od::value cv) {
+            if (ck == "resources") p.gpu_requests += ResourceGpus(cv);
+            return kOk;
+          });
+        });
+      });
     }
-  }
-  return simdjson::SUCCESS;
+    if (k == "status") {
+      return Fields(v, [&](std::string_view sk, od::value sv) -> error_code {
+        return sk == "phase" ? Str(sv, p.phase) : kOk;
+      });
+    }
+    return kOk;
+  });
 }
 
-error_code Int(od::value v, int64_t& out) { return v.get_int64().get(out); }
-
 error_code PdbObj(od::object o, PodDisruptionBudget& p) {
-  for (auto f : o) {
-    std::string_view k;
-    if (auto e = f.unescaped_key().get(k)) return e;
-    if (k == "metadata") {
-      if (auto e = Meta(f.value(), p.meta)) return e;
-    } else if (k == "status") {
-      od::object st;
-      if (auto e = f.value().get_object().get(st)) return e;
-      for (auto sf : st) {
-        std::string_view sk;
-        if (auto e = sf.unescaped_key().get(sk)) return e;
-        error_code e = simdjson::SUCCESS;
-        if (sk == "disruptionsAllowed") e = Int(sf.value(), p.disruptions_allowed);
-        else if (sk == "currentHealthy") e = Int(sf.value(), p.current_healthy);
-        else if (sk == "desiredHealthy") e = Int(sf.value(), p.desired_healthy);
-        if (e) return e;
-      }
-    }
-  }
-  return simdjson::SUCCESS;
+  return Fields(o, [&](std::string_view k, od::value v) -> error_code {
+    if (k == "metadata") return Meta(v, p.meta);
+    if (k != "status") return kOk;
+    return Fields(v, [&](std::string_view sk, od::value sv) -> error_code {
+      if (sk == "disruptionsAllowed") return Int(sv, p.disruptions_allowed);
+      if (sk == "currentHealthy") return Int(sv, p.current_healthy);
+      if (sk == "desiredHealthy") return Int(sv, p.desired_healthy);
+      return kOk;
+    });
+  });
 }
 
 error_code LeaseObj(od::object o, Lease& l) {
-  for (auto f : o) {
-    std::string_view k;
-    if (auto e = f.unescaped_key().get(k)) return e;
-    if (k == "metadata") {
-      if (auto e = Meta(f.value(), l.meta)) return e;
-    } else if (k == "spec") {
-      od::object sp;
-      if (auto e = f.value().get_object().get(sp)) return e;
-      for (auto sf : sp) {
-        std::string_view sk;
-        if (auto e = sf.unescaped_key().get(sk)) return e;
-        error_code e = simdjson::SUCCESS;
-        if (sk == "holderIdentity") e = Str(sf.value(), l.holder);
-        else if (sk == "leaseDurationSeconds") e = Int(sf.value(), l.lease_duration_seconds);
-        else if (sk == "renewTime") e = Str(sf.value(), l.renew_time);
-        else if (sk == "leaseTransitions") e = Int(sf.value(), l.transitions);
-        if (e) return e;
-      }
-    }
-  }
-  return simdjson::SUCCESS;
+  return Fields(o, [&](std::string_view k, od::value v) -> error_code {
+    if (k == "metadata") return Meta(v, l.meta);
+    if (k != "spec") return kOk;
+    return Fields(v, [&](std::string_view sk, od::value sv) -> error_code {
+      if (sk == "holderIdentity") return Str(sv, l.holder);
+      if (sk == "leaseDurationSeconds") return Int(sv, l.lease_duration_seconds);
+      if (sk == "renewTime") return Str(sv, l.renew_time);
+      if (sk == "leaseTransitions") return Int(sv, l.transitions);
+      return kOk;
+    });
+  });
 }
 
 template <typename T, error_code (*Obj)(od::object, T&)>
 Result<T> DecodeOne(std::string_view json, std::string_view what) {
   simdjson::padded_string padded(json);
   od::document doc;
-  if (auto e = t_parser.iterate(padded).get(doc)) return JsonError(what, e);
   od::object o;
-  if (auto e = doc.get_object().get(o)) return JsonError(what, e);
+  if (auto e = Root(padded, doc, o)) return JsonError(what, e);
   T out;
   if (auto e = Obj(o, out)) return JsonError(what, e);
   return out;
@@ -291,47 +245,33 @@ template <typename T, error_code (*Obj)(od::object, T&)>
 Result<List<T>> DecodeListOf(std::string_view json, std::string_view what) {
   simdjson::padded_string padded(json);
   od::document doc;
-  if (auto e = t_parser.iterate(padded).get(doc)) return JsonError(what, e);
   od::object o;
-  if (auto e = doc.get_object().get(o)) return JsonError(what, e);
+  if (auto e = Root(padded, doc, o)) return JsonError(what, e);
   List<T> list;
-  for (auto f : o) {
-    std::string_view k;
-    if (auto e = f.unescaped_key().get(k)) return JsonError(what, e);
+  auto e = Fields(o, [&](std::string_view k, od::value v) -> error_code {
     if (k == "metadata") {
-      od::object m;
-      if (auto e = f.value().get_object().get(m)) return JsonError(what, e);
-      for (auto mf : m) {
-        std::string_view mk;
-        if (auto e = mf.unescaped_key().get(mk)) return JsonError(what, e);
-        error_code e = simdjson::SUCCESS;
-        if (mk == "resourceVersion") e = Str(mf.value(), list.resource_version);
-        else if (mk == "continue") e = Str(mf.value(), list.continue_token);
-        if (e) return JsonError(what, e);
-      }
-    } else if (k == "items") {
-      if (f.value().type() == od::json_type::null) continue;
-      od::array arr;
-      if (auto e = f.value().get_array().get(arr)) return JsonError(what, e);
-      for (auto item : arr) {
-        od::object io;
-        if (auto e = item.get_object().get(io)) return JsonError(what, e);
-        T t;
-        if (auto e = Obj(io, t)) return JsonError(what, e);
-        list.items.push_back(std::move(t));
-      }
+      return Fields(v, [&](std::string_view mk, od::value mv) -> error_code {
+        if (mk == "resourceVersion") return Str(mv, list.resource_version);
+        if (mk == "continue") return Str(mv, list.continue_token);
+        return kOk;
+      });
     }
-  }
+    if (k != "items" || v.type() == od::json_type::null) return kOk;
+    return Items(v, [&](od::value item) {
+      od::object io;
+      T t;
+      if (auto ie = item.get_object().get(io)) return ie;
+      auto ie = Obj(io, t);
+      if (!ie) list.items.push_back(std::move(t));
+      return ie;
+    });
+  });
+  if (e) return JsonError(what, e);
   return list;
 }
 
 error_code MetaOnlyObj(od::object o, ObjectMeta& m) {
-  for (auto f : o) {
-    std::string_view k;
-    if (auto e = f.unescaped_key().get(k)) return e;
-    if (k == "metadata") return Meta(f.value(), m);
-  }
-  return simdjson::SUCCESS;
+  return Fields(o, [&](std::string_view k, od::value v) { return k == "metadata" ? Meta(v, m) : kOk; });
 }
 
 }  // namespace
@@ -367,23 +307,22 @@ Result<List<Lease>> DecodeLeaseList(std::string_view j) {
 Result<WatchEventRaw> DecodeWatchEvent(std::string_view line) {
   simdjson::padded_string padded(line);
   od::document doc;
-  if (auto e = t_parser.iterate(padded).get(doc)) return JsonError("watch event", e);
   od::object o;
-  if (auto e = doc.get_object().get(o)) return JsonError("watch event", e);
   WatchEventRaw ev;
-  for (auto f : o) {
-    std::string_view k;
-    if (auto e = f.unescaped_key().get(k)) return JsonError("watch event", e);
-    if (k == "type") {
-      if (auto e = Str(f.value(), ev.type)) return JsonError("watch event type", e);
-    } else if (k == "object") {
+  auto e = Root(padded, doc, o);
+  if (!e) {
+    e = Fields(o, [&](std::string_view k, od::value v) -> error_code {
+      if (k == "type") return Str(v, ev.type);
+      if (k != "object") return kOk;
       od::object obj;
-      if (auto e = f.value().get_object().get(obj)) return JsonError("watch event object", e);
       std::string_view raw;
-      if (auto e = obj.raw_json().get(raw)) return JsonError("watch event object", e);
+      if (auto oe = v.get_object().get(obj)) return oe;
+      if (auto oe = obj.raw_json().get(raw)) return oe;
       ev.object.assign(raw);
-    }
+      return kOk;
+    });
   }
+  if (e) return JsonError("watch event", e);
   if (ev.type.empty()) return Error{"decoding watch event: no \"type\""};
   if (ev.type == "ERROR") {
     ev.error_code = DecodeStatus(ev.object).code;
@@ -399,21 +338,20 @@ ApiStatus DecodeStatus(std::string_view json) {
   ApiStatus s;
   simdjson::padded_string padded(json);
   od::document doc;
-  if (t_parser.iterate(padded).get(doc)) return s;
   od::object o;
-  if (doc.get_object().get(o)) return s;
-  for (auto f : o) {
-    std::string_view k;
-    if (f.unescaped_key().get(k)) return s;
+  if (Root(padded, doc, o)) return s;
+  // A partly decoded Status is still worth its message: errors just end the walk.
+  (void)Fields(o, [&](std::string_view k, od::value v) -> error_code {
     if (k == "code") {
       int64_t c = 0;
-      if (!f.value().get_int64().get(c)) s.code = static_cast<long>(c);
-    } else if (k == "reason") {
-      if (Str(f.value(), s.reason)) return s;
-    } else if (k == "message") {
-      if (Str(f.value(), s.message)) return s;
+      auto e = Int(v, c);
+      if (!e) s.code = static_cast<long>(c);
+      return e;
     }
-  }
+    if (k == "reason") return Str(v, s.reason);
+    if (k == "message") return Str(v, s.message);
+    return kOk;
+  });
   return s;
 }
 

@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
+
+#include "core/file.h"
 
 namespace gpuheal {
 namespace {
@@ -104,11 +104,9 @@ Result<NpdConfig> ParseNpdConfig(std::string_view text, const std::string& sourc
 }
 
 Result<NpdConfig> LoadNpdConfig(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error{fmt::format("{}: cannot open NPD rules file", path)};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseNpdConfig(ss.str(), path);
+  auto text = ReadWholeFile(path);
+  if (!text) return Error{fmt::format("{}: cannot open NPD rules file", path)};
+  return ParseNpdConfig(*text, path);
 }
 
 bool NpdPatternMaySpanLines(const std::string& pattern) {

@@ -7,30 +7,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "run_binary.h"
+
 namespace gpuheal {
 namespace {
 
-struct Run {
-  int code;
-  std::string out;
-};
+using Run = testing::RunResult;
 
-Run Exec(const std::string& args) {
-  std::string cmd = std::string(GPUHEAL_BIN) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+Run Exec(const std::string& args) { return testing::RunGpuheal(args); }
 
 std::string TempFile(const std::string& content) {
   char tmpl[] = "/tmp/gpuheal-cli-XXXXXX";

@@ -4,12 +4,11 @@
 
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "core/reasons.h"
+#include "run_binary.h"
 
 namespace gpuheal {
 namespace {
@@ -21,16 +20,7 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-std::string RunBin(const std::string& args) {
-  std::string cmd = std::string(GPUHEAL_BIN) + " " + args;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  pclose(p);
-  return out;
-}
+std::string RunBin(const std::string& args) { return testing::RunGpuheal(args, false).out; }
 
 const std::string kSrc = GPUHEAL_SOURCE_DIR;
 
