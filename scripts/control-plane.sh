@@ -4,8 +4,10 @@
 # scripts/build-control-plane.sh. TLS everywhere except etcd on loopback; RBAC; a service-account
 # issuer and signing key so TokenRequest works; an admin kubeconfig with client certificates.
 #
-#   control-plane.sh up [--with-controllers] [--dir DIR]   prints KUBECONFIG=<path> last
-#   control-plane.sh down [--dir DIR]                      stops exactly what `up` started
+#   control-plane.sh up [--with-controllers] [--dir DIR] [--apiserver-arg ARG]...
+#                                       prints KUBECONFIG=<path> last; etcd's URL is in DIR/etcd.url
+#   control-plane.sh down [--dir DIR]   stops exactly what `up` started (by pid) and removes DIR;
+#                                       without --dir, the last one `up` started without --dir
 #
 # Several control planes can run at once in different directories.
 set -euo pipefail
@@ -14,10 +16,14 @@ cmd=${1:-}
 shift || true
 dir=""
 with_controllers=0
+apiserver_args=()
+last_file=${XDG_CACHE_HOME:-$HOME/.cache}/gpuheal/control-plane.last
 while [[ $# -gt 0 ]]; do
   case $1 in
     --dir) dir=$2; shift 2 ;;
     --with-controllers) with_controllers=1; shift ;;
+    --apiserver-arg) apiserver_args+=("$2"); shift 2 ;;
+    --apiserver-arg=*) apiserver_args+=("${1#*=}"); shift ;;
     *) echo "control-plane.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -114,7 +120,10 @@ client_cert() {  # client_cert NAME CN [O]
 case $cmd in
   up)
     bin=$(bash "$root/scripts/build-control-plane.sh")
-    if [[ -z $dir ]]; then dir=$(mktemp -d /tmp/gpuheal-cp-XXXXXX); fi
+    if [[ -z $dir ]]; then
+      dir=$(mktemp -d /tmp/gpuheal-cp-XXXXXX)
+      mkdir -p "$(dirname "$last_file")" && echo "$dir" > "$last_file"
+    fi
     mkdir -p "$dir/pki" "$dir/etcd"
     dir=$(cd "$dir" && pwd)
     : > "$dir/ports"
@@ -143,6 +152,7 @@ case $cmd in
       --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
       --initial-cluster "default=http://127.0.0.1:$peer_port" --unsafe-no-fsync --log-level warn
     wait_for etcd 60 curl -sf "http://127.0.0.1:$etcd_port/health"
+    echo "http://127.0.0.1:$etcd_port" > "$dir/etcd.url"
 
     admission=()
     # Without controller-manager no default ServiceAccount exists, so that admission plugin would
@@ -156,7 +166,7 @@ case $cmd in
       --service-account-issuer "https://127.0.0.1:$api_port" \
       --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
       --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true --profiling=false \
-      --endpoint-reconciler-type none "${admission[@]}"
+      --endpoint-reconciler-type none "${admission[@]}" "${apiserver_args[@]}"
     kubeconfig "$dir/admin.kubeconfig" admin "$dir/pki/admin.crt" "$dir/pki/admin.key"
     curl_api=(curl -sf --cacert "$dir/pki/ca.crt" --cert "$dir/pki/admin.crt" --key "$dir/pki/admin.key")
     wait_for kube-apiserver 120 "${curl_api[@]}" "https://127.0.0.1:$api_port/readyz"
@@ -189,12 +199,17 @@ case $cmd in
     echo "KUBECONFIG=$dir/admin.kubeconfig"
     ;;
   down)
-    [[ -n $dir ]] || { echo "control-plane.sh down: --dir DIR is required" >&2; exit 2; }
+    if [[ -z $dir ]]; then
+      [[ -f $last_file ]] || { echo "control-plane.sh down: no --dir and no control plane started without one" >&2; exit 2; }
+      dir=$(cat "$last_file")
+      rm -f "$last_file"
+    fi
+    [[ -d $dir ]] || { echo "control-plane.sh down: $dir does not exist" >&2; exit 2; }
     stop_all "$dir"
     rm -rf "$dir"
     ;;
   *)
-    echo "usage: control-plane.sh up [--with-controllers] [--dir DIR] | down --dir DIR" >&2
+    echo "usage: control-plane.sh up [--with-controllers] [--dir DIR] [--apiserver-arg ARG]... | down [--dir DIR]" >&2
     exit 2
     ;;
 esac

@@ -149,7 +149,7 @@ Result<Response> Client::Update(const std::string& path,
 
 Result<Response> Client::Watch(const std::string& collection_path, const std::string& resource_version,
                                const std::function<bool(const WatchEventRaw&)>& on_event,
-                               std::chrono::seconds timeout) {
+                               std::chrono::seconds timeout, const std::atomic<bool>* cancel) {
   limiter_.Wait();
   auto conn = HttpConnection::Create(cfg_);  // a stream holds its connection for its lifetime
   if (!conn) return conn.error();
@@ -182,7 +182,7 @@ Result<Response> Client::Watch(const std::string& collection_path, const std::st
         }
         return true;
       },
-      timeout + std::chrono::seconds(5));
+      timeout + std::chrono::seconds(5), cancel);
   if (!decode_error.message.empty()) return Error{"watch " + collection_path + ": " + decode_error.message};
   if (!r) return r.error();
   // A stream cut mid-line leaves a partial event behind: it is dropped, and the caller resumes

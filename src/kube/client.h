@@ -5,6 +5,7 @@
 // Optimistic concurrency: Update() re-reads and re-applies the caller's intent on 409, never
 // overwriting another writer.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -84,10 +85,14 @@ class Client {
                           int page_size = 500, int* pages = nullptr);
 
   // Watches `collection_path` from `resource_version`; calls `on_event` for each event line until
-  // it returns false, the server closes the stream, or `timeout` passes. Bookmarks are requested.
+  // it returns false, the server closes the stream, `timeout` passes or `*cancel` becomes true.
+  // Bookmarks are requested. A watch the server refuses (e.g. 410 for a too-old resourceVersion
+  // on a non-cached resource) comes back as its status; a 410 inside the stream arrives as an
+  // ERROR event.
   Result<Response> Watch(const std::string& collection_path, const std::string& resource_version,
                          const std::function<bool(const WatchEventRaw&)>& on_event,
-                         std::chrono::seconds timeout = std::chrono::seconds(300));
+                         std::chrono::seconds timeout = std::chrono::seconds(300),
+                         const std::atomic<bool>* cancel = nullptr);
 
  private:
   Client(Config cfg, RetryPolicy retry);

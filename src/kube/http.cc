@@ -13,8 +13,18 @@ std::once_flag g_curl_init;
 struct Sink {
   HttpResponse* resp;
   const std::function<bool(std::string_view)>* on_data;
+  const std::atomic<bool>* cancel = nullptr;
   bool aborted = false;
 };
+
+int ProgressCb(void* userdata, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* s = static_cast<Sink*>(userdata);
+  if (s->cancel && s->cancel->load(std::memory_order_relaxed)) {
+    s->aborted = true;
+    return 1;  // CURLE_ABORTED_BY_CALLBACK
+  }
+  return 0;
+}
 
 size_t WriteCb(char* ptr, size_t size, size_t n, void* userdata) {
   auto* s = static_cast<Sink*>(userdata);
@@ -94,21 +104,22 @@ HttpConnection::~HttpConnection() {
 }
 
 Result<HttpResponse> HttpConnection::Do(const HttpRequest& req) {
-  return Perform(req, nullptr, cfg_->timeout);
+  return Perform(req, nullptr, cfg_->timeout, nullptr);
 }
 
 Result<HttpResponse> HttpConnection::Stream(const HttpRequest& req,
                                             const std::function<bool(std::string_view)>& on_data,
-                                            std::chrono::seconds timeout) {
-  return Perform(req, &on_data, timeout);
+                                            std::chrono::seconds timeout, const std::atomic<bool>* cancel) {
+  return Perform(req, &on_data, timeout, cancel);
 }
 
 Result<HttpResponse> HttpConnection::Perform(const HttpRequest& req,
                                              const std::function<bool(std::string_view)>* on_data,
-                                             std::chrono::milliseconds timeout) {
+                                             std::chrono::milliseconds timeout,
+                                             const std::atomic<bool>* cancel) {
   CURL* h = static_cast<CURL*>(curl_);
   HttpResponse resp;
-  Sink sink{&resp, on_data};
+  Sink sink{&resp, on_data, cancel};
   const std::string url = cfg_->server + req.path;
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
   curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
@@ -125,6 +136,9 @@ Result<HttpResponse> HttpConnection::Perform(const HttpRequest& req,
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, HeaderCb);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &sink);
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, cancel ? 0L : 1L);
+  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, ProgressCb);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, &sink);
   curl_slist* headers = nullptr;
   headers = curl_slist_append(headers, "Accept: application/json");
   if (!req.body.empty() || req.method != "GET") {
@@ -142,7 +156,8 @@ Result<HttpResponse> HttpConnection::Perform(const HttpRequest& req,
   const CURLcode rc = curl_easy_perform(h);
   curl_slist_free_all(headers);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
-  if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && sink.aborted)) {
+  const bool stopped = sink.aborted && (rc == CURLE_WRITE_ERROR || rc == CURLE_ABORTED_BY_CALLBACK);
+  if (rc != CURLE_OK && !stopped) {
     // A stream that ran for its whole timeout ended normally from the caller's point of view.
     if (on_data && rc == CURLE_OPERATION_TIMEDOUT && resp.status == 200) return resp;
     return Error{fmt::format("{} {}: {}", req.method, url, curl_easy_strerror(rc))};

@@ -3,6 +3,7 @@
 // when the server offers it, TLS verification always on, client certificates or bearer tokens.
 // A connection is used by one thread at a time; Client keeps a pool.
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -38,14 +39,15 @@ class HttpConnection {
   Result<HttpResponse> Do(const HttpRequest& req);
 
   // Streams the response body to `on_data` until the server ends it, `on_data` returns false,
-  // or `timeout` passes. The status is known once the first byte arrives.
+  // or `timeout` passes, or `*cancel` becomes true (checked about once a second while idle).
+  // The status is known once the first byte arrives.
   Result<HttpResponse> Stream(const HttpRequest& req, const std::function<bool(std::string_view)>& on_data,
-                              std::chrono::seconds timeout);
+                              std::chrono::seconds timeout, const std::atomic<bool>* cancel = nullptr);
 
  private:
   HttpConnection() = default;
   Result<HttpResponse> Perform(const HttpRequest& req, const std::function<bool(std::string_view)>* on_data,
-                               std::chrono::milliseconds timeout);
+                               std::chrono::milliseconds timeout, const std::atomic<bool>* cancel);
   const Config* cfg_ = nullptr;
   void* curl_ = nullptr;  // CURL*
 };

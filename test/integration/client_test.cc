@@ -5,7 +5,7 @@
 #include <atomic>
 #include <thread>
 
-#include "control_plane_env.h"
+#include "kube_test_util.h"
 #include "kube/client.h"
 
 namespace gpuheal::kube {
@@ -13,16 +13,7 @@ namespace {
 
 using gpuheal::testing::ControlPlaneEnv;
 
-std::unique_ptr<Client> NewClient() {
-  auto cfg = LoadKubeconfig(ControlPlaneEnv::kubeconfig());
-  EXPECT_TRUE(cfg.ok()) << cfg.error().message;
-  cfg->qps = 500;
-  cfg->burst = 1000;
-  auto c = Client::Create(std::move(*cfg));
-  EXPECT_TRUE(c.ok());
-  return std::move(*c);
-}
-
+std::unique_ptr<Client> NewClient() { return gpuheal::testing::AdminClient(); }
 nlohmann::json NodeObject(const std::string& name) {
   return {{"apiVersion", "v1"},
           {"kind", "Node"},

@@ -1,0 +1,56 @@
+#pragma once
+// Helpers shared by the integration tests: an admin client for the test's control plane,
+// object builders, and waiting for a condition.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "control_plane_env.h"
+#include "kube/client.h"
+
+namespace gpuheal::testing {
+
+inline std::unique_ptr<kube::Client> AdminClient() {
+  auto cfg = kube::LoadKubeconfig(ControlPlaneEnv::kubeconfig());
+  EXPECT_TRUE(cfg.ok()) << cfg.error().message;
+  cfg->qps = 500;
+  cfg->burst = 1000;
+  auto c = kube::Client::Create(std::move(*cfg));
+  EXPECT_TRUE(c.ok());
+  return std::move(*c);
+}
+
+inline nlohmann::json NodeJson(const std::string& name) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata", {{"name", name}, {"labels", {{"gpuheal.io/pool", "test"}}}}}};
+}
+
+inline nlohmann::json PodJson(const std::string& ns, const std::string& name, const std::string& node,
+                              const nlohmann::json& labels = nlohmann::json::object()) {
+  nlohmann::json pod = {{"apiVersion", "v1"},
+                        {"kind", "Pod"},
+                        {"metadata", {{"name", name}, {"namespace", ns}, {"labels", labels}}},
+                        {"spec",
+                         {{"containers", {{{"name", "main"}, {"image", "registry.invalid/app:1"}}}},
+                          {"terminationGracePeriodSeconds", 0}}}};
+  if (!node.empty()) pod["spec"]["nodeName"] = node;
+  return pod;
+}
+
+// Polls `cond` every 20 ms until it holds or `timeout` passes.
+inline bool Eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return cond();
+}
+
+}  // namespace gpuheal::testing
