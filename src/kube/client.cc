@@ -68,7 +68,8 @@ void Client::Give(std::unique_ptr<HttpConnection> c) {
 std::chrono::milliseconds Client::Backoff(int attempt, const std::string& retry_after) {
   if (!retry_after.empty()) {
     const long secs = std::strtol(retry_after.c_str(), nullptr, 10);
-    if (secs > 0) return std::min<std::chrono::milliseconds>(std::chrono::seconds(secs), retry_.max_backoff * 6);
+    // The server knows best how long to wait; capped so a bogus value cannot stall us for hours.
+    if (secs > 0) return std::min<std::chrono::milliseconds>(std::chrono::seconds(secs), std::chrono::seconds(60));
   }
   const std::chrono::milliseconds grown(retry_.initial_backoff.count() << std::min(attempt, 16));
   const std::chrono::milliseconds base = std::min(retry_.max_backoff, grown);

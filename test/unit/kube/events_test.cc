@@ -1,0 +1,33 @@
+#include <gtest/gtest.h>
+
+#include "kube/events.h"
+#include "kube/leader_election.h"
+
+namespace gpuheal::kube {
+namespace {
+
+TEST(KubeTime, RfcAndMicroTime) {
+  const auto t = std::chrono::system_clock::time_point(std::chrono::microseconds(1796017320123456LL));
+  EXPECT_EQ(RfcTime(t), "2026-11-30T05:42:00Z");
+  EXPECT_EQ(MicroTime(t), "2026-11-30T05:42:00.123456Z");
+  EXPECT_EQ(MicroTime(std::chrono::system_clock::time_point(std::chrono::seconds(1796017320))),
+            "2026-11-30T05:42:00.000000Z");
+}
+
+TEST(LeaderElection, ValidationNamesTheProblem) {
+  LeaderElectionConfig c;
+  c.lease_name = "gpuheal-controller";
+  c.identity = "a";
+  EXPECT_TRUE(ValidateLeaderElection(c).ok());
+  c.renew_deadline = c.lease_duration;
+  auto r = ValidateLeaderElection(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("lease duration (15000 ms) > renew deadline (15000 ms)"), std::string::npos)
+      << r.error().message;
+  c = LeaderElectionConfig{};
+  c.lease_name = "x";
+  EXPECT_NE(ValidateLeaderElection(c).error().message.find("identity"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuheal::kube
