@@ -1,6 +1,6 @@
 # gpuheal front door. Every target works on a fresh Debian 12 machine by itself.
 #   make run    the main job: the standalone agent on this host's kernel log
-#   make test   setup + build + every test tier (unit, kernel, fuzz corpora)
+#   make test   setup + build (incl. the test control plane, cached) + every test tier
 
 SHELL := /bin/bash
 BUILD := build
@@ -19,10 +19,9 @@ build: setup
 test: build
 	@bash scripts/run-tests.sh $(BUILD)
 
-# Builds the control plane from Go modules (cached in ~/.cache/gpuheal) and runs the integration tier.
+# Only the integration tier (a real control plane built from Go modules, cached in ~/.cache/gpuheal).
 integration: build
-	@bash scripts/build-control-plane.sh >/dev/null
-	@ctest --test-dir $(BUILD) --output-on-failure -L integration
+	@LABELS=integration bash scripts/run-tests.sh $(BUILD)
 
 run: build
 	$(BUILD)/gpuheal agent --standalone --state-dir $(STATE_DIR)

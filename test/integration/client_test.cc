@@ -282,7 +282,7 @@ TEST(KubeClient, LeaderElectionBetweenTwoProcesses) {
   auto led = b->WaitEvent(is("leading"), std::chrono::milliseconds(kLeaseMs * 3));
   ASSERT_TRUE(led);
   const auto handover = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed);
-  EXPECT_LE(handover.count(), kLeaseMs + 2 * kRetryMs + 500) << "handover took " << handover.count() << " ms";
+  EXPECT_LE(handover.count(), kLeaseMs + 1500) << "handover took " << handover.count() << " ms";
   EXPECT_GE(handover.count(), kLeaseMs - kRenewMs) << "took over a lease that had not expired";
   EXPECT_EQ(holder(), "cand-b");
   std::fprintf(stderr, "leader handover after SIGKILL: %lld ms (lease %d ms)\n",
