@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
+#include <ctime>
 #include <random>
 
 #include "agent/boot_id.h"
@@ -50,11 +52,16 @@ StandaloneAgent::StandaloneAgent(AgentConfig config, int out_fd)
 
 StandaloneAgent::~StandaloneAgent() {
   http_.reset();
+  if (reporter_) reporter_->Stop();
   if (signal_fd_ >= 0) close(signal_fd_);
 }
 
-Result<std::unique_ptr<StandaloneAgent>> StandaloneAgent::Create(AgentConfig config, int out_fd) {
+Result<std::unique_ptr<StandaloneAgent>> StandaloneAgent::Create(AgentConfig config, int out_fd,
+                                                                 std::unique_ptr<kube::Client> client,
+                                                                 KubeReporterOptions reporter_options) {
   std::unique_ptr<StandaloneAgent> a(new StandaloneAgent(std::move(config), out_fd));
+  a->kube_client_ = std::move(client);
+  a->reporter_options_ = std::move(reporter_options);
   if (auto s = a->Init(); !s) return s.error();
   return a;
 }
@@ -85,6 +92,19 @@ Status StandaloneAgent::Init() {
   const Cursor& saved = state_->cursor();
   if (saved.valid && saved.boot_id == boot_id_) resume_after_ = saved.last_seq;
 
+  // Active faults survive restarts; a reboot clears those whose recovery rule says so.
+  active_path_ = config_.state_dir + "/active-faults.json";
+  auto active = ActiveFaults::Load(active_path_);
+  if (active) {
+    active_ = std::move(*active);
+  } else {
+    Log("warn", "active faults unreadable; starting with none", {{"error", active.error().message}});
+  }
+  for (const ActiveFault& a : active_.ClearAfterReboot(boot_id_, [](const std::string& pci) { return GpuPresent(pci); })) {
+    Log("info", "fault cleared by reboot", {{"reason", a.fault.reason}, {"key", a.key}});
+  }
+  if (auto s = active_.Save(active_path_); !s) return s.error();
+
   records_ = &metrics_.GetCounter("gpuheal_kmsg_records_total", "Kernel log records read");
   lost_ = &metrics_.GetCounter("gpuheal_kmsg_records_lost_total",
                                "Kernel log records overwritten before they were read");
@@ -97,9 +117,12 @@ Status StandaloneAgent::Init() {
   latency_ = &metrics_.GetHistogram(
       "gpuheal_detection_latency_seconds",
       "Kernel record timestamp to fault event emitted", kLatencyBuckets);
+  if (kube_client_) reporter_ = std::make_unique<KubeReporter>(std::move(kube_client_), reporter_options_, metrics_);
   metrics_.GetGauge("gpuheal_agent_info", "Agent build and mode",
-                    {{"version", GPUHEAL_VERSION}, {"mode", "standalone"}})
+                    {{"version", GPUHEAL_VERSION}, {"mode", reporter_ ? "kubernetes" : "standalone"}})
       .Set(1);
+  metrics_.GetGauge("gpuheal_active_faults", "Faults holding a node condition False").Set(
+      static_cast<double>(active_.all().size()));
 
   auto loop = EventLoop::Create();
   if (!loop) return loop.error();
@@ -151,6 +174,17 @@ Status StandaloneAgent::Init() {
         up.Set(reader_ok_ ? 1 : 0);
       }));
 
+  // Transient faults clear after the quiet period; checked at a tenth of it (at most every 30 s).
+  monitors_->Add(std::make_unique<FunctionMonitor>(
+      "recovery-quiet-period",
+      std::clamp<std::chrono::milliseconds>(config_.quiet_period / 10, std::chrono::seconds(1), std::chrono::seconds(30)),
+      [this](ProcCache&) { CheckQuietFaults(); }));
+
+  if (reporter_) {
+    reporter_->SetConditions(active_.Conditions(config_.monitors));
+    reporter_->Start();
+  }
+
   if (!config_.listen.empty()) {
     auto http = HttpServer::Start(config_.listen, metrics_, [this] { return Health(); });
     if (!http) return http.error();
@@ -161,6 +195,8 @@ Status StandaloneAgent::Init() {
   f["boot_id"] = boot_id_;
   f["resume_after_seq"] = resume_after_ ? nlohmann::ordered_json(*resume_after_) : nullptr;
   f["accept_injected"] = config_.accept_injected;
+  f["active_faults"] = active_.all().size();
+  if (reporter_) f["node"] = reporter_options_.node_name;
   if (http_) f["listen"] = fmt::format("{}:{}", http_->host(), http_->port());
   Log("info", "agent started", f);
   return Status::Ok();
@@ -169,6 +205,10 @@ Status StandaloneAgent::Init() {
 std::string StandaloneAgent::Health() const {
   if (!reader_ok_) {
     return fmt::format("kernel log reader failed: {}", std::strerror(reader_errno_.load()));
+  }
+  if (reporter_ && !reporter_->api_ok()) {
+    const std::string err = reporter_->last_error();
+    return "Kubernetes API not reachable" + (err.empty() ? std::string(" yet") : ": " + err);
   }
   return {};
 }
@@ -267,7 +307,37 @@ void StandaloneAgent::ProcessRecord(std::string_view raw) {
       continue;
     }
     Emit(*reported, detected);
+    if (reported->severity >= Severity::kFatal) {
+      active_.Observe(*reported, std::time(nullptr), boot_id_);
+      ActiveFaultsChanged(static_cast<int64_t>(detected));
+    } else if (reported->severity >= Severity::kWarn && reporter_) {
+      std::string where = reported->pci.empty() ? reported->device : "GPU " + reported->pci;
+      if (!reported->uuid.empty()) where += " (" + reported->uuid + ")";
+      reporter_->RecordEvent("Warning", reported->reason,
+                             fmt::format("{}{}{} [{}]", where, where.empty() ? "" : ": ", reported->message,
+                                         ToString(reported->severity)));
+    }
   }
+}
+
+void StandaloneAgent::ActiveFaultsChanged(int64_t detected_usec) {
+  // Persisted before reported: a restarted agent re-asserts what it reported.
+  if (auto s = active_.Save(active_path_); !s) {
+    Log("error", "cannot save active faults", {{"error", s.error().message}});
+  }
+  metrics_.GetGauge("gpuheal_active_faults", "Faults holding a node condition False")
+      .Set(static_cast<double>(active_.all().size()));
+  if (reporter_) reporter_->SetConditions(active_.Conditions(config_.monitors), detected_usec);
+}
+
+void StandaloneAgent::CheckQuietFaults() {
+  const auto quiet = std::chrono::duration_cast<std::chrono::seconds>(config_.quiet_period);
+  auto cleared = active_.ClearQuiet(std::time(nullptr), quiet);
+  if (cleared.empty()) return;
+  for (const ActiveFault& a : cleared) {
+    Log("info", "fault cleared after its quiet period", {{"reason", a.fault.reason}, {"key", a.key}});
+  }
+  ActiveFaultsChanged(0);
 }
 
 void StandaloneAgent::Emit(const Fault& f, uint64_t detected_usec) {

@@ -1,14 +1,18 @@
 #pragma once
-// `gpuheal agent --standalone`: kernel log -> classifier -> node state -> JSON lines on stdout,
-// with /metrics and /healthz. Event-driven: the loop sleeps in epoll until the kernel has a record.
+// `gpuheal agent`: kernel log -> classifier -> node state -> reporters: JSON lines on stdout,
+// /metrics and /healthz, and (without --standalone) the Kubernetes reporter: the node's domain
+// conditions from the active faults, warn/critical faults as Events. Event-driven: the loop
+// sleeps in epoll until the kernel has a record.
 
 #include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "agent/active_faults.h"
 #include "agent/event_loop.h"
 #include "agent/http_server.h"
+#include "agent/kube_reporter.h"
 #include "agent/metrics.h"
 #include "agent/monitor_queue.h"
 #include "agent/node_state.h"
@@ -23,7 +27,10 @@ class StandaloneAgent {
  public:
   // Config errors (bad NPD rules, unusable state dir, kernel log that cannot be opened) come back
   // as errors; the caller exits 2 for them.
-  static Result<std::unique_ptr<StandaloneAgent>> Create(AgentConfig config, int out_fd);
+  // With a Kubernetes client, the agent also reports to Kubernetes through a KubeReporter.
+  static Result<std::unique_ptr<StandaloneAgent>> Create(AgentConfig config, int out_fd,
+                                                         std::unique_ptr<kube::Client> client = nullptr,
+                                                         KubeReporterOptions reporter_options = {});
   ~StandaloneAgent();
 
   // Runs until SIGINT/SIGTERM or Stop(). Returns the process exit code.
@@ -40,6 +47,9 @@ class StandaloneAgent {
   void Emit(const Fault& f, uint64_t detected_usec);
   void SaveCursor();
   std::string Health() const;
+  // Active faults changed (observed or cleared): persist them, then hand the conditions over.
+  void ActiveFaultsChanged(int64_t detected_usec);
+  void CheckQuietFaults();
 
   AgentConfig config_;
   int out_fd_;
@@ -60,6 +70,11 @@ class StandaloneAgent {
   bool cursor_dirty_ = false;
   int64_t last_save_usec_ = 0;
   std::vector<Fault> faults_;
+  ActiveFaults active_;
+  std::string active_path_;
+  std::unique_ptr<kube::Client> kube_client_;  // handed to reporter_ in Init()
+  KubeReporterOptions reporter_options_;
+  std::unique_ptr<KubeReporter> reporter_;
 
   std::atomic<bool> reader_ok_{true};
   std::atomic<int> reader_errno_{0};

@@ -1,13 +1,16 @@
-// gpuheal agent --standalone: the node daemon without Kubernetes.
+// gpuheal agent: the node daemon. --standalone: without Kubernetes; otherwise it also reports the
+// node's domain conditions and Events to the API server.
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 
 #include "agent/standalone_agent.h"
 #include "cli/commands.h"
 #include "core/config.h"
+#include "kube/client.h"
 
 namespace gpuheal::cli {
 namespace {
@@ -18,6 +21,8 @@ struct AgentArgs {
   std::string state_dir;
   std::string listen;
   bool accept_injected = false;
+  std::string node_name;
+  std::string kubeconfig;
 };
 }  // namespace
 
@@ -36,10 +41,25 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
                   "'' disables)");
   cmd->add_flag("--accept-injected", args->accept_injected,
                 "Act on records written from user space (drills); events say \"injected\": true");
+  cmd->add_option("--node-name", args->node_name,
+                  "The Node this agent reports for (default $NODE_NAME, set from the downward API)");
+  cmd->add_option("--kubeconfig", args->kubeconfig,
+                  "Kubeconfig for out-of-cluster use (default: in-cluster service account)");
   cmd->callback([args, cmd, &exit_code] {
+    std::unique_ptr<kube::Client> kube_client;
+    KubeReporterOptions ro;
+    std::string node_name = args->node_name;
     if (!args->standalone) {
-      std::cerr << "gpuheal agent: reporting to Kubernetes is not available in this version; run "
-                   "`gpuheal agent --standalone`\n";
+      if (node_name.empty() && std::getenv("NODE_NAME")) node_name = std::getenv("NODE_NAME");
+      if (node_name.empty()) {
+        std::cerr << "gpuheal agent: no node name: give --node-name or set NODE_NAME (in a DaemonSet, "
+                     "from fieldRef spec.nodeName), or run --standalone without Kubernetes\n";
+        exit_code = kExitUsage;
+        return;
+      }
+    } else if (!args->node_name.empty() || !args->kubeconfig.empty()) {
+      std::cerr << "gpuheal agent: --node-name and --kubeconfig are for reporting to Kubernetes; "
+                   "drop them or drop --standalone\n";
       exit_code = kExitUsage;
       return;
     }
@@ -58,7 +78,26 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
     if (!args->state_dir.empty()) cfg.state_dir = args->state_dir;
     if (cmd->count("--listen")) cfg.listen = args->listen;
     if (args->accept_injected) cfg.accept_injected = true;
-    auto agent = StandaloneAgent::Create(std::move(cfg), STDOUT_FILENO);
+    if (!args->standalone) {
+      auto kcfg = args->kubeconfig.empty() ? kube::InClusterConfig() : kube::LoadKubeconfig(args->kubeconfig);
+      if (!kcfg) {
+        std::cerr << "gpuheal agent: " << kcfg.error().message << "\n";
+        exit_code = kExitUsage;
+        return;
+      }
+      kcfg->user_agent = "gpuheal-agent/" GPUHEAL_VERSION;
+      kcfg->timeout = std::chrono::seconds(10);
+      auto client = kube::Client::Create(std::move(*kcfg));
+      if (!client) {
+        std::cerr << "gpuheal agent: " << client.error().message << "\n";
+        exit_code = kExitUsage;
+        return;
+      }
+      ro.node_name = node_name;
+      ro.heartbeat = cfg.heartbeat_period;
+      kube_client = std::move(*client);
+    }
+    auto agent = StandaloneAgent::Create(std::move(cfg), STDOUT_FILENO, std::move(kube_client), ro);
     if (!agent) {
       std::cerr << "gpuheal agent: " << agent.error().message << "\n";
       exit_code = kExitUsage;

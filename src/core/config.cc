@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <set>
+#include <tuple>
 
 #include "core/file.h"
 
@@ -104,7 +105,7 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
   if (!root.IsMap()) return err.At(root, "the config must be a mapping of keys to values");
   if (auto e = CheckKeys(err, root,
                          {"kmsg", "state_dir", "accept_injected", "listen", "xids", "escalation",
-                          "npd_rules", "monitors", "self_check_period"},
+                          "npd_rules", "monitors", "self_check_period", "recovery", "kubernetes"},
                          "")) {
     return *e;
   }
@@ -203,6 +204,19 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
                                {"runtime", &cfg.monitors.runtime}}) {
       if (auto s = set(name, *field); !s) return s.error();
     }
+  }
+  // One-key sections holding a duration.
+  for (auto [section, key, field] :
+       {std::tuple<const char*, const char*, std::chrono::milliseconds*>{"recovery", "quiet_period", &cfg.quiet_period},
+        {"kubernetes", "heartbeat_period", &cfg.heartbeat_period}}) {
+    const YAML::Node n = root[section];
+    if (!n) continue;
+    if (!n.IsMap()) return err.At(n, fmt::format("\"{}\" must be a mapping", section));
+    if (auto ce = CheckKeys(err, n, {key}, section)) return *ce;
+    if (!n[key]) continue;
+    GPUHEAL_TRY(v, AsDuration(err, n[key], fmt::format("{}.{}", section, key)));
+    if (v.count() < 1000) return err.At(n[key], fmt::format("\"{}.{}\" must be at least 1s", section, key));
+    *field = v;
   }
   return cfg;
 }

@@ -43,6 +43,10 @@ struct AgentConfig {
   std::vector<std::string> npd_rule_files;
   MonitorSwitches monitors;
   std::chrono::milliseconds self_check_period = std::chrono::seconds(60);
+  // A transient fault (docs/recovery.md) clears after this long without a repeat.
+  std::chrono::milliseconds quiet_period = std::chrono::minutes(10);
+  // Kubernetes mode: lastHeartbeatTime of the agent's conditions is refreshed this often.
+  std::chrono::milliseconds heartbeat_period = std::chrono::minutes(5);
 };
 
 Result<AgentConfig> LoadAgentConfig(const std::string& path);

@@ -31,6 +31,10 @@ escalation:
 npd_rules: [a.json, b.json]
 monitors:
   network: false
+recovery:
+  quiet_period: 30m
+kubernetes:
+  heartbeat_period: 1m
 )",
                             "a.yaml");
   ASSERT_TRUE(c.ok()) << c.error().message;
@@ -46,6 +50,8 @@ monitors:
   EXPECT_EQ(c->npd_rule_files.size(), 2u);
   EXPECT_FALSE(c->monitors.network);
   EXPECT_TRUE(c->monitors.nvidia);
+  EXPECT_EQ(c->quiet_period, std::chrono::minutes(30));
+  EXPECT_EQ(c->heartbeat_period, std::chrono::minutes(1));
 }
 
 struct BadCase {
@@ -78,7 +84,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"npd_rules: a.json\n", "must be a list"},
         BadCase{"- a\n- b\n", "must be a mapping"},
         BadCase{"kmsg: [unclosed\n", "not valid YAML"},
-        BadCase{"self_check_period: 0s\n", "positive duration"}),
+        BadCase{"self_check_period: 0s\n", "positive duration"},
+        BadCase{"recovery:\n  quiet: 5m\n", "unknown key \"quiet\" in recovery"},
+        BadCase{"recovery:\n  quiet_period: 500ms\n", "agent.yaml:2:17: \"recovery.quiet_period\" must be at least 1s"},
+        BadCase{"kubernetes: 5m\n", "\"kubernetes\" must be a mapping"}),
     [](const ::testing::TestParamInfo<BadCase>& param_info) {
       return "Case" + std::to_string(param_info.index);
     });

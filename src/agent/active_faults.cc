@@ -1,0 +1,296 @@
+#include "agent/active_faults.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+
+#include "agent/node_state.h"
+#include "core/file.h"
+#include "core/reasons.h"
+#include "core/xid_catalog.h"
+
+namespace gpuheal {
+namespace {
+
+bool IsGpuFault(const Fault& f) {
+  return f.kind == FaultKind::kXid || f.kind == FaultKind::kGpuFallenOffBus || f.kind == FaultKind::kSxid;
+}
+
+std::string Rfc3339(int64_t unix) {
+  const std::time_t t = unix;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string Describe(const ActiveFault& a) {
+  const Fault& f = a.fault;
+  std::string what;
+  if (f.xid) {
+    what = fmt::format("Xid {}", *f.xid);
+    if (const XidInfo* info = FindXid(*f.xid)) what += fmt::format(" ({})", info->description);
+  } else if (f.sxid) {
+    what = fmt::format("SXid {}", *f.sxid);
+  } else {
+    what = f.reason;
+  }
+  std::string where;
+  if (!f.pci.empty()) {
+    where = "GPU " + f.pci;
+    if (!f.uuid.empty()) where += " (" + f.uuid + ")";
+  } else if (!f.device.empty()) {
+    where = f.device;
+  }
+  std::string s = where.empty() ? what : where + ": " + what;
+  s += fmt::format(", {}{}, seen {} time{} since {}", f.reason, f.escalated ? " (escalated by repetition)" : "",
+                   a.count, a.count == 1 ? "" : "s", Rfc3339(a.first_seen_unix));
+  return s;
+}
+
+}  // namespace
+
+RecoveryRule RecoveryRuleOf(const Fault& f) {
+  if (f.escalated) return RecoveryRule::kQuietPeriod;  // a repeating warning: it stops, it clears
+  if (IsGpuFault(f)) return f.pci.empty() ? RecoveryRule::kReboot : RecoveryRule::kRebootWithGpuPresent;
+  const std::string& r = f.reason;
+  if (r == reason::kKernelHungTask || r == reason::kKernelSoftLockup || r == reason::kKernelRcuStall ||
+      r == reason::kNetworkLinkDown || r == reason::kNetworkTxTimeout) {
+    return RecoveryRule::kQuietPeriod;
+  }
+  return RecoveryRule::kReboot;
+}
+
+std::string_view ToString(RecoveryRule r) {
+  switch (r) {
+    case RecoveryRule::kRebootWithGpuPresent:
+      return "reboot-with-gpu-present";
+    case RecoveryRule::kReboot:
+      return "reboot";
+    case RecoveryRule::kQuietPeriod:
+      return "quiet-period";
+  }
+  return "reboot";
+}
+
+bool ActiveFaults::Observe(const Fault& f, int64_t now_unix, const std::string& boot_id) {
+  if (f.severity < Severity::kFatal) return false;
+  const std::string key = NodeState::KeyOf(f);
+  auto [it, inserted] = faults_.try_emplace(key);
+  ActiveFault& a = it->second;
+  const bool worse = inserted || f.severity > a.fault.severity;
+  if (inserted) {
+    a.key = key;
+    a.first_seen_unix = now_unix;
+  }
+  if (worse) a.fault = f;
+  if (a.fault.uuid.empty() && !f.uuid.empty()) a.fault.uuid = f.uuid;
+  a.count = std::max<int64_t>(a.count + 1, f.count.value_or(0));
+  a.last_seen_unix = now_unix;
+  a.boot_id = boot_id;
+  return true;  // the count is in the message
+}
+
+std::vector<ActiveFault> ActiveFaults::ClearAfterReboot(const std::string& boot_id,
+                                                        const std::function<bool(const std::string&)>& gpu_present) {
+  std::vector<ActiveFault> cleared;
+  for (auto it = faults_.begin(); it != faults_.end();) {
+    const ActiveFault& a = it->second;
+    const bool older_boot = a.boot_id != boot_id;
+    const bool clears = older_boot && (RecoveryRuleOf(a.fault) != RecoveryRule::kRebootWithGpuPresent ||
+                                       gpu_present(a.fault.pci));
+    if (clears) {
+      cleared.push_back(a);
+      it = faults_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return cleared;
+}
+
+std::vector<ActiveFault> ActiveFaults::ClearQuiet(int64_t now_unix, std::chrono::seconds quiet_period) {
+  std::vector<ActiveFault> cleared;
+  for (auto it = faults_.begin(); it != faults_.end();) {
+    const ActiveFault& a = it->second;
+    if (RecoveryRuleOf(a.fault) == RecoveryRule::kQuietPeriod && now_unix - a.last_seen_unix >= quiet_period.count()) {
+      cleared.push_back(a);
+      it = faults_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return cleared;
+}
+
+std::vector<ActiveFault> ActiveFaults::ClearGpu(const std::string& pci) {
+  std::vector<ActiveFault> cleared;
+  for (auto it = faults_.begin(); it != faults_.end();) {
+    if (IsGpuFault(it->second.fault) && it->second.fault.pci == pci) {
+      cleared.push_back(it->second);
+      it = faults_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return cleared;
+}
+
+std::vector<DesiredCondition> ActiveFaults::Conditions(const MonitorSwitches& enabled) const {
+  std::vector<DesiredCondition> out;
+  for (Condition c : kAllConditions) {
+    const bool on = c == Condition::kAcceleratedHardwareReady ? enabled.nvidia
+                    : c == Condition::kKernelReady            ? enabled.kernel
+                    : c == Condition::kNetworkingReady        ? enabled.network
+                    : c == Condition::kStorageReady           ? enabled.storage
+                                                              : enabled.runtime;
+    if (!on) continue;
+    const std::string type(ToString(c));
+    std::vector<const ActiveFault*> mine;
+    for (const auto& [k, a] : faults_) {
+      if (a.fault.condition == type) mine.push_back(&a);
+    }
+    if (mine.empty()) {
+      out.push_back({type, "True", std::string(reason::HealthyReason(c)), ""});
+      continue;
+    }
+    // Worst first; among equals, the earliest.
+    std::sort(mine.begin(), mine.end(), [](const ActiveFault* a, const ActiveFault* b) {
+      if (a->fault.severity != b->fault.severity) return a->fault.severity > b->fault.severity;
+      if (a->first_seen_unix != b->first_seen_unix) return a->first_seen_unix < b->first_seen_unix;
+      return a->key < b->key;
+    });
+    std::string msg = Describe(*mine[0]);
+    if (mine.size() > 1) {
+      msg += "; also: ";
+      for (size_t i = 1; i < mine.size(); ++i) {
+        if (i > 1) msg += "; ";
+        std::string next = Describe(*mine[i]);
+        if (msg.size() + next.size() > 1000) {
+          msg += fmt::format("and {} more", mine.size() - i);
+          break;
+        }
+        msg += next;
+      }
+    }
+    out.push_back({type, "False", mine[0]->fault.reason, msg});
+  }
+  return out;
+}
+
+nlohmann::json ActiveFaults::ToJson() const {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& [k, a] : faults_) {
+    const Fault& f = a.fault;
+    nlohmann::json j = {{"key", a.key},
+                        {"kind", std::string(ToString(f.kind))},
+                        {"severity", std::string(ToString(f.severity))},
+                        {"condition", f.condition},
+                        {"reason", f.reason},
+                        {"message", f.message},
+                        {"count", a.count},
+                        {"first_seen_unix", a.first_seen_unix},
+                        {"last_seen_unix", a.last_seen_unix},
+                        {"boot_id", a.boot_id}};
+    if (f.xid) j["xid"] = *f.xid;
+    if (f.sxid) j["sxid"] = *f.sxid;
+    if (!f.pci.empty()) j["pci"] = f.pci;
+    if (!f.uuid.empty()) j["uuid"] = f.uuid;
+    if (!f.device.empty()) j["device"] = f.device;
+    if (f.escalated) j["escalated"] = true;
+    arr.push_back(std::move(j));
+  }
+  return {{"version", 1}, {"active_faults", arr}};
+}
+
+Result<ActiveFaults> ActiveFaults::FromJson(const nlohmann::json& j) {
+  ActiveFaults out;
+  try {
+    if (j.value("version", 0) != 1) return Error{"unknown version"};
+    for (const auto& e : j.at("active_faults")) {
+      ActiveFault a;
+      a.key = e.at("key").get<std::string>();
+      Fault& f = a.fault;
+      const std::string kind = e.at("kind").get<std::string>();
+      bool kind_ok = false;
+      for (FaultKind k : {FaultKind::kXid, FaultKind::kGpuFallenOffBus, FaultKind::kSxid, FaultKind::kKernel,
+                          FaultKind::kStorage, FaultKind::kNetwork, FaultKind::kRule}) {
+        if (ToString(k) == kind) {
+          f.kind = k;
+          kind_ok = true;
+        }
+      }
+      auto sev = ParseSeverity(e.at("severity").get<std::string>());
+      if (!kind_ok || !sev) return Error{"active fault " + a.key + ": bad kind or severity"};
+      f.severity = *sev;
+      f.condition = e.at("condition").get<std::string>();
+      f.reason = e.at("reason").get<std::string>();
+      f.message = e.value("message", "");
+      if (e.contains("xid")) f.xid = e["xid"].get<int>();
+      if (e.contains("sxid")) f.sxid = e["sxid"].get<int>();
+      f.pci = e.value("pci", "");
+      f.uuid = e.value("uuid", "");
+      f.device = e.value("device", "");
+      f.escalated = e.value("escalated", false);
+      a.count = e.at("count").get<int64_t>();
+      a.first_seen_unix = e.at("first_seen_unix").get<int64_t>();
+      a.last_seen_unix = e.at("last_seen_unix").get<int64_t>();
+      a.boot_id = e.at("boot_id").get<std::string>();
+      out.faults_[a.key] = std::move(a);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Error{std::string("malformed: ") + e.what()};
+  }
+  return out;
+}
+
+Status ActiveFaults::Save(const std::string& path) const {
+  const std::string tmp = path + ".tmp";
+  const std::string text = ToJson().dump() + "\n";
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Error{fmt::format("{}: {}", tmp, std::strerror(errno))};
+  size_t off = 0;
+  while (off < text.size()) {
+    const ssize_t n = write(fd, text.data() + off, text.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      close(fd);
+      return Error{fmt::format("{}: {}", tmp, std::strerror(err))};
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0 || close(fd) != 0) return Error{fmt::format("{}: {}", tmp, std::strerror(errno))};
+  if (rename(tmp.c_str(), path.c_str()) != 0) return Error{fmt::format("{}: {}", path, std::strerror(errno))};
+  return Status::Ok();
+}
+
+Result<ActiveFaults> ActiveFaults::Load(const std::string& path) {
+  if (!std::filesystem::exists(path)) return ActiveFaults{};
+  auto text = ReadWholeFile(path);
+  if (!text) return Error{path + ": cannot read"};
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded()) return Error{path + ": not JSON"};
+  auto r = FromJson(j);
+  if (!r) return Error{path + ": " + r.error().message};
+  return r;
+}
+
+bool GpuPresent(const std::string& pci, const std::string& sysfs_pci_devices) {
+  if (pci.empty()) return false;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(sysfs_pci_devices, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() > pci.size() && name.compare(0, pci.size(), pci) == 0 && name[pci.size()] == '.') return true;
+  }
+  return false;
+}
+
+}  // namespace gpuheal

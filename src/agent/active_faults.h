@@ -1,0 +1,78 @@
+#pragma once
+// The faults that hold a NodeCondition False: every fatal-or-worse fault the agent has acted on
+// and not yet seen cleared, keyed like escalation (Xid and GPU, or reason and device). From them
+// come the five domain conditions the agent owns. Persisted before they are reported, so a
+// restarted agent re-asserts them; cleared by the recovery rules of docs/recovery.md.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/config.h"
+#include "core/fault.h"
+#include "core/result.h"
+
+namespace gpuheal {
+
+struct ActiveFault {
+  std::string key;
+  Fault fault;  // the worst occurrence seen (its severity, reason and message)
+  int64_t count = 0;
+  int64_t first_seen_unix = 0;
+  int64_t last_seen_unix = 0;
+  std::string boot_id;  // the boot it was last seen in
+};
+
+// How an active fault clears (docs/recovery.md).
+enum class RecoveryRule {
+  kRebootWithGpuPresent,  // a new boot id and the GPU back on the PCI bus, or a successful GPU reset
+  kReboot,                // a new boot id
+  kQuietPeriod,           // transient: no repeat for the quiet period (or a reboot)
+};
+RecoveryRule RecoveryRuleOf(const Fault& f);
+std::string_view ToString(RecoveryRule r);
+
+struct DesiredCondition {
+  std::string type, status, reason, message;
+  bool operator==(const DesiredCondition&) const = default;
+};
+
+class ActiveFaults {
+ public:
+  // Records a fatal-or-worse fault. Returns true when the conditions it implies changed.
+  bool Observe(const Fault& f, int64_t now_unix, const std::string& boot_id);
+
+  // Recovery. Each returns the faults it cleared.
+  std::vector<ActiveFault> ClearAfterReboot(const std::string& boot_id,
+                                            const std::function<bool(const std::string& pci)>& gpu_present);
+  std::vector<ActiveFault> ClearQuiet(int64_t now_unix, std::chrono::seconds quiet_period);
+  std::vector<ActiveFault> ClearGpu(const std::string& pci);  // after a successful GPU reset
+
+  // One condition per enabled domain: True with the healthy reason, or False with the worst
+  // fault's reason and a message naming every active fault of the domain.
+  std::vector<DesiredCondition> Conditions(const MonitorSwitches& enabled) const;
+
+  const std::map<std::string, ActiveFault>& all() const { return faults_; }
+  bool empty() const { return faults_.empty(); }
+
+  nlohmann::json ToJson() const;
+  static Result<ActiveFaults> FromJson(const nlohmann::json& j);
+  // Written to a temporary file, fsync'd and renamed over `path`: the old or the new set, never
+  // a torn one.
+  Status Save(const std::string& path) const;
+  // A missing file is an empty set; a corrupt one is an error (the caller warns and starts empty).
+  static Result<ActiveFaults> Load(const std::string& path);
+
+ private:
+  std::map<std::string, ActiveFault> faults_;
+};
+
+// True when a PCI function of `pci` ("dddd:bb:dd") exists under `sysfs_pci_devices`.
+bool GpuPresent(const std::string& pci, const std::string& sysfs_pci_devices = "/sys/bus/pci/devices");
+
+}  // namespace gpuheal

@@ -1,0 +1,230 @@
+#include "agent/kube_reporter.h"
+
+#include <fmt/format.h>
+#include <time.h>
+
+#include <random>
+
+namespace gpuheal {
+namespace {
+
+int64_t MonotonicUsec() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
+}
+
+const std::vector<double> kWriteBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30};
+
+}  // namespace
+
+KubeReporter::KubeReporter(std::unique_ptr<kube::Client> client, KubeReporterOptions opts, Metrics& metrics)
+    : client_(std::move(client)),
+      opts_(std::move(opts)),
+      writes_(metrics.GetCounter("gpuheal_api_writes_total", "Node status writes to the API server")),
+      write_failures_(metrics.GetCounter("gpuheal_api_write_failures_total",
+                                         "Node status writes that failed (retried with backoff)")),
+      events_written_(metrics.GetCounter("gpuheal_events_total", "Events recorded on the Node")),
+      events_dropped_(metrics.GetCounter("gpuheal_events_rate_limited_total",
+                                         "Events not written because their reason exceeded its rate")),
+      write_latency_(metrics.GetHistogram("gpuheal_detection_to_write_seconds",
+                                          "Fault detected to its node condition written", kWriteBuckets)),
+      api_up_(metrics.GetGauge("gpuheal_api_up", "1 when the last API write succeeded")) {
+  kube::EventRecorderOptions eo;
+  eo.component = "gpuheal-agent";
+  eo.host = opts_.node_name;
+  eo.instance = opts_.node_name;
+  eo.patch_interval = opts_.event_patch_interval;
+  events_ = std::make_unique<kube::EventRecorder>(*client_, eo);
+  node_ref_ = {"Node", "v1", "", opts_.node_name, opts_.node_name};
+}
+
+KubeReporter::~KubeReporter() { Stop(); }
+
+void KubeReporter::Start() { thread_ = std::thread([this] { Run(); }); }
+
+void KubeReporter::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void KubeReporter::SetConditions(std::vector<DesiredCondition> desired, int64_t detected_mono_usec) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (desired == desired_ && desired_gen_ > 0) return;
+    desired_ = std::move(desired);
+    ++desired_gen_;
+    if (detected_mono_usec && !detected_usec_) detected_usec_ = detected_mono_usec;
+  }
+  cv_.notify_all();
+}
+
+void KubeReporter::RecordEvent(std::string type, std::string reason, std::string message) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pending_events_.size() >= 1024) {
+      events_dropped_.Inc();
+      return;
+    }
+    pending_events_.push_back({std::move(type), std::move(reason), std::move(message)});
+  }
+  cv_.notify_all();
+}
+
+bool KubeReporter::api_ok() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return api_ok_;
+}
+
+std::string KubeReporter::last_error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_error_;
+}
+
+bool KubeReporter::WaitWritten(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [this] { return written_gen_ == desired_gen_; });
+}
+
+void KubeReporter::Fail(const std::string& what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  api_ok_ = false;
+  last_error_ = what;
+  api_up_.Set(0);
+}
+
+bool KubeReporter::Init() {
+  auto r = client_->Get(kube::NodePath(opts_.node_name));
+  if (!r) {
+    Fail(r.error().message);
+    return false;
+  }
+  if (!r->ok()) {
+    Fail("get node " + opts_.node_name + ": " + r->Describe());
+    return false;
+  }
+  auto node = kube::DecodeNode(r->body);
+  if (!node) {
+    Fail(node.error().message);
+    return false;
+  }
+  node_ref_.uid = node->meta.uid;
+  for (const auto& c : node->conditions) server_status_[c.type] = c.status;
+  return true;
+}
+
+bool KubeReporter::WriteConditions(const std::vector<DesiredCondition>& desired) {
+  const std::string now = kube::RfcTime(std::chrono::system_clock::now());
+  nlohmann::json conds = nlohmann::json::array();
+  for (const auto& d : desired) {
+    nlohmann::json c = {{"type", d.type},
+                        {"status", d.status},
+                        {"reason", d.reason},
+                        {"message", d.message},
+                        {"lastHeartbeatTime", now}};
+    auto it = server_status_.find(d.type);
+    if (it == server_status_.end() || it->second != d.status) c["lastTransitionTime"] = now;
+    conds.push_back(std::move(c));
+  }
+  auto r = client_->Patch(kube::NodePath(opts_.node_name) + "/status", kube::PatchType::kStrategicMerge,
+                          {{"status", {{"conditions", conds}}}});
+  if (!r || !r->ok()) {
+    write_failures_.Inc();
+    Fail(r ? "patch node " + opts_.node_name + "/status: " + r->Describe() : r.error().message);
+    return false;
+  }
+  writes_.Inc();
+  for (const auto& d : desired) server_status_[d.type] = d.status;
+  return true;
+}
+
+bool KubeReporter::AllowEvent(const std::string& reason) {
+  const auto now = std::chrono::steady_clock::now();
+  auto [it, inserted] = event_buckets_.try_emplace(reason, Bucket{static_cast<double>(opts_.event_burst), now});
+  Bucket& b = it->second;
+  const double refill = std::chrono::duration<double>(now - b.last) /
+                        std::chrono::duration<double>(opts_.event_refill);
+  b.tokens = std::min<double>(opts_.event_burst, b.tokens + refill);
+  b.last = now;
+  if (b.tokens < 1) return false;
+  b.tokens -= 1;
+  return true;
+}
+
+void KubeReporter::Run() {
+  std::mt19937_64 rng(std::random_device{}());
+  int failures = 0;
+  auto backoff = [&] {
+    const auto grown = opts_.initial_backoff * (int64_t{1} << std::min(failures, 16));
+    const auto base = std::min<std::chrono::milliseconds>(opts_.max_backoff, grown);
+    ++failures;
+    return std::chrono::milliseconds(std::uniform_int_distribution<int64_t>(base.count() / 2, base.count())(rng));
+  };
+  bool initialized = false;
+  auto next_heartbeat = std::chrono::steady_clock::now();
+  auto retry_at = std::chrono::steady_clock::time_point{};
+  for (;;) {
+    std::vector<DesiredCondition> desired;
+    std::deque<PendingEvent> events;
+    uint64_t gen = 0;
+    int64_t detected = 0;
+    bool stopping = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      auto wake = std::max(retry_at, std::min(next_heartbeat, std::chrono::steady_clock::now() + opts_.event_patch_interval));
+      cv_.wait_until(lock, wake, [&] {
+        if (stop_) return true;
+        if (std::chrono::steady_clock::now() < retry_at) return false;
+        return desired_gen_ != written_gen_ || !pending_events_.empty();
+      });
+      stopping = stop_;
+      desired = desired_;
+      gen = desired_gen_;
+      detected = detected_usec_;
+      events.swap(pending_events_);
+    }
+    const auto now = std::chrono::steady_clock::now();
+    bool ok = true;
+    if (!initialized) initialized = ok = Init();
+    if (ok && gen > 0 && (gen != written_gen_ || now >= next_heartbeat)) {
+      ok = WriteConditions(desired);
+      if (ok) {
+        if (detected) write_latency_.Observe(static_cast<double>(MonotonicUsec() - detected) / 1e6);
+        next_heartbeat = std::chrono::steady_clock::now() + opts_.heartbeat;
+        std::lock_guard<std::mutex> lock(mu_);
+        written_gen_ = gen;
+        if (detected_usec_ == detected) detected_usec_ = 0;
+      }
+    }
+    if (ok) {
+      for (const auto& ev : events) {
+        if (!AllowEvent(ev.reason)) {
+          events_dropped_.Inc();
+          continue;
+        }
+        auto r = events_->Record(node_ref_, ev.type, ev.reason, ev.message);
+        if (r.ok()) events_written_.Inc();
+      }
+      events_->Flush(stopping);
+      failures = 0;
+      retry_at = {};
+      std::lock_guard<std::mutex> lock(mu_);
+      api_ok_ = true;
+      last_error_.clear();
+      api_up_.Set(1);
+    } else {
+      // Keep the events for the next attempt (newest first is not needed: order is kept).
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = events.rbegin(); it != events.rend(); ++it) pending_events_.push_front(*it);
+      retry_at = std::chrono::steady_clock::now() + backoff();
+    }
+    cv_.notify_all();
+    if (stopping) return;
+  }
+}
+
+}  // namespace gpuheal

@@ -1,0 +1,102 @@
+#pragma once
+// The agent's Kubernetes reporter: writes the node's five domain conditions to nodes/status and
+// warn/critical faults as Events, on a thread of its own so that the kernel-log loop never waits
+// for the API server. The loop hands it the latest desired conditions; the reporter writes them
+// at once (no batching), refreshes lastHeartbeatTime every heartbeat period, and while the API
+// server is unreachable keeps only the latest desired state and retries with backoff, so what
+// arrives when the server returns is the current truth, once.
+//
+// Writes are strategic-merge patches of nodes/status keyed by condition type: only the agent's
+// own condition types are in them, so kubelet's and other writers' conditions are never touched.
+// lastTransitionTime is sent only when a condition's status changes, so it stays at the first
+// transition while a domain is unhealthy.
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/active_faults.h"
+#include "agent/metrics.h"
+#include "kube/client.h"
+#include "kube/events.h"
+
+namespace gpuheal {
+
+struct KubeReporterOptions {
+  std::string node_name;
+  std::chrono::milliseconds heartbeat{std::chrono::minutes(5)};
+  std::chrono::milliseconds initial_backoff{200};
+  std::chrono::milliseconds max_backoff{std::chrono::seconds(30)};
+  // Events: at most `event_burst` per reason at once, then one per `event_refill`.
+  int event_burst = 10;
+  std::chrono::milliseconds event_refill{std::chrono::minutes(1)};
+  std::chrono::milliseconds event_patch_interval{std::chrono::seconds(10)};
+};
+
+class KubeReporter {
+ public:
+  KubeReporter(std::unique_ptr<kube::Client> client, KubeReporterOptions opts, Metrics& metrics);
+  ~KubeReporter();
+  void Start();
+  void Stop();  // writes what is pending (bounded by one attempt), then returns
+
+  // Called by the agent's loop; never block on the API. `detected_mono_usec` (CLOCK_MONOTONIC)
+  // is when the fault that changed them was detected, for the detection->write histogram.
+  void SetConditions(std::vector<DesiredCondition> desired, int64_t detected_mono_usec = 0);
+  void RecordEvent(std::string type, std::string reason, std::string message);
+
+  bool api_ok() const;
+  std::string last_error() const;
+  // Waits until every condition set so far has been written (tests, shutdown).
+  bool WaitWritten(std::chrono::milliseconds timeout);
+
+ private:
+  struct PendingEvent {
+    std::string type, reason, message;
+  };
+  struct Bucket {
+    double tokens;
+    std::chrono::steady_clock::time_point last;
+  };
+  void Run();
+  bool Init();  // reads the Node: its uid and the current status of our condition types
+  bool WriteConditions(const std::vector<DesiredCondition>& desired);
+  bool AllowEvent(const std::string& reason);
+  void Fail(const std::string& what);
+
+  std::unique_ptr<kube::Client> client_;
+  KubeReporterOptions opts_;
+  std::unique_ptr<kube::EventRecorder> events_;
+  kube::ObjectReference node_ref_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::vector<DesiredCondition> desired_;
+  uint64_t desired_gen_ = 0;
+  uint64_t written_gen_ = 0;
+  int64_t detected_usec_ = 0;
+  std::deque<PendingEvent> pending_events_;
+  bool api_ok_ = false;
+  std::string last_error_;
+
+  // Reporter thread only.
+  std::map<std::string, std::string> server_status_;  // condition type -> status on the server
+  std::map<std::string, Bucket> event_buckets_;
+  std::thread thread_;
+
+  Counter& writes_;
+  Counter& write_failures_;
+  Counter& events_written_;
+  Counter& events_dropped_;
+  Histogram& write_latency_;
+  Gauge& api_up_;
+};
+
+}  // namespace gpuheal

@@ -1,0 +1,165 @@
+#include "agent/active_faults.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/reasons.h"
+
+namespace gpuheal {
+namespace {
+
+Fault Xid(int xid, const std::string& pci, Severity s) {
+  Fault f;
+  f.kind = FaultKind::kXid;
+  f.xid = xid;
+  f.pci = pci;
+  f.severity = s;
+  f.condition = "AcceleratedHardwareReady";
+  f.reason = reason::XidReason(xid, s);
+  return f;
+}
+
+Fault Kernel(const std::string& r, Severity s, const std::string& device = "") {
+  Fault f;
+  f.kind = FaultKind::kKernel;
+  f.severity = s;
+  f.condition = "KernelReady";
+  f.reason = r;
+  f.device = device;
+  return f;
+}
+
+const DesiredCondition& Find(const std::vector<DesiredCondition>& v, const std::string& type) {
+  for (const auto& c : v) {
+    if (c.type == type) return c;
+  }
+  static DesiredCondition none;
+  return none;
+}
+
+TEST(ActiveFaults, HealthyNodeHasEveryEnabledDomainTrue) {
+  ActiveFaults a;
+  MonitorSwitches m;
+  m.runtime = false;
+  auto c = a.Conditions(m);
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_EQ(Find(c, "AcceleratedHardwareReady").status, "True");
+  EXPECT_EQ(Find(c, "AcceleratedHardwareReady").reason, "NvidiaGPUIsReady");
+  EXPECT_EQ(Find(c, "KernelReady").reason, "KernelIsReady");
+  EXPECT_EQ(Find(c, "ContainerRuntimeReady").type, "") << "disabled monitors own no condition";
+}
+
+TEST(ActiveFaults, OnlyFatalOrWorseHoldsAConditionFalse) {
+  ActiveFaults a;
+  EXPECT_FALSE(a.Observe(Xid(13, "0000:3b:00", Severity::kWarn), 100, "boot"));
+  EXPECT_FALSE(a.Observe(Xid(43, "0000:3b:00", Severity::kCritical), 100, "boot"));
+  EXPECT_TRUE(a.empty());
+  EXPECT_TRUE(a.Observe(Xid(48, "0000:3b:00", Severity::kFatal), 100, "boot"));
+  auto c = Find(a.Conditions({}), "AcceleratedHardwareReady");
+  EXPECT_EQ(c.status, "False");
+  EXPECT_EQ(c.reason, "NvidiaXID48Error");
+  EXPECT_NE(c.message.find("GPU 0000:3b:00: Xid 48"), std::string::npos) << c.message;
+  EXPECT_NE(c.message.find("seen 1 time since 1970-01-01T00:01:40Z"), std::string::npos) << c.message;
+}
+
+TEST(ActiveFaults, TheWorstDecidesTheReasonAndTheMessageListsTheOthers) {
+  ActiveFaults a;
+  Fault f48 = Xid(48, "0000:3b:00", Severity::kFatal);
+  Fault f79 = Xid(79, "0000:86:00", Severity::kCatastrophic);
+  f79.uuid = "GPU-1234";
+  a.Observe(f48, 100, "boot");
+  a.Observe(f48, 105, "boot");
+  a.Observe(f79, 200, "boot");
+  auto c = Find(a.Conditions({}), "AcceleratedHardwareReady");
+  EXPECT_EQ(c.reason, "NvidiaXID79Error");
+  EXPECT_EQ(c.message.find("GPU 0000:86:00 (GPU-1234): Xid 79 (GPU has fallen off the bus)"), 0u) << c.message;
+  EXPECT_NE(c.message.find("; also: GPU 0000:3b:00: Xid 48"), std::string::npos) << c.message;
+  EXPECT_NE(c.message.find("seen 2 times"), std::string::npos) << c.message;
+  // Other domains are untouched.
+  EXPECT_EQ(Find(a.Conditions({}), "KernelReady").status, "True");
+}
+
+TEST(ActiveFaults, RecoveryRulesPerReason) {
+  EXPECT_EQ(RecoveryRuleOf(Xid(79, "0000:3b:00", Severity::kCatastrophic)), RecoveryRule::kRebootWithGpuPresent);
+  EXPECT_EQ(RecoveryRuleOf(Kernel("KernelPanic", Severity::kFatal)), RecoveryRule::kReboot);
+  EXPECT_EQ(RecoveryRuleOf(Kernel("KernelHungTask", Severity::kFatal)), RecoveryRule::kQuietPeriod);
+  Fault escalated = Xid(13, "0000:3b:00", Severity::kFatal);
+  escalated.escalated = true;
+  EXPECT_EQ(RecoveryRuleOf(escalated), RecoveryRule::kQuietPeriod);
+}
+
+TEST(ActiveFaults, RebootClearsGpuFaultsOnlyWhenTheGpuIsBack) {
+  ActiveFaults a;
+  a.Observe(Xid(79, "0000:3b:00", Severity::kCatastrophic), 100, "boot-1");
+  a.Observe(Xid(79, "0000:86:00", Severity::kCatastrophic), 100, "boot-1");
+  a.Observe(Kernel("KernelPanic", Severity::kFatal), 100, "boot-1");
+  // Same boot (an agent restart): nothing clears.
+  EXPECT_TRUE(a.ClearAfterReboot("boot-1", [](const std::string&) { return true; }).empty());
+  // New boot: the kernel fault clears; of the GPUs only the one present again.
+  auto cleared = a.ClearAfterReboot("boot-2", [](const std::string& pci) { return pci == "0000:3b:00"; });
+  EXPECT_EQ(cleared.size(), 2u);
+  ASSERT_EQ(a.all().size(), 1u);
+  EXPECT_EQ(a.all().begin()->second.fault.pci, "0000:86:00");
+}
+
+TEST(ActiveFaults, QuietPeriodClearsOnlyTransientFaults) {
+  ActiveFaults a;
+  a.Observe(Kernel("KernelHungTask", Severity::kFatal, "kworker"), 100, "b");
+  a.Observe(Kernel("KernelPanic", Severity::kFatal), 100, "b");
+  EXPECT_TRUE(a.ClearQuiet(100 + 599, std::chrono::seconds(600)).empty());
+  a.Observe(Kernel("KernelHungTask", Severity::kFatal, "kworker"), 650, "b");  // a repeat restarts the clock
+  EXPECT_TRUE(a.ClearQuiet(100 + 700, std::chrono::seconds(600)).empty());
+  auto cleared = a.ClearQuiet(650 + 600, std::chrono::seconds(600));
+  ASSERT_EQ(cleared.size(), 1u);
+  EXPECT_EQ(cleared[0].fault.reason, "KernelHungTask");
+  EXPECT_EQ(a.all().size(), 1u);
+}
+
+TEST(ActiveFaults, GpuResetClearsThatGpu) {
+  ActiveFaults a;
+  a.Observe(Xid(48, "0000:3b:00", Severity::kFatal), 1, "b");
+  a.Observe(Xid(48, "0000:86:00", Severity::kFatal), 1, "b");
+  EXPECT_EQ(a.ClearGpu("0000:3b:00").size(), 1u);
+  EXPECT_EQ(a.all().size(), 1u);
+}
+
+TEST(ActiveFaults, PersistRoundTripAndCorruptFile) {
+  const std::string dir = ::testing::TempDir() + "/active-faults-test";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/active-faults.json";
+  std::filesystem::remove(path);
+  auto empty = ActiveFaults::Load(path);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
+
+  ActiveFaults a;
+  Fault f = Xid(79, "0000:3b:00", Severity::kCatastrophic);
+  f.uuid = "GPU-abc";
+  a.Observe(f, 100, "boot-1");
+  a.Observe(Kernel("KernelHungTask", Severity::kFatal, "kworker/1"), 120, "boot-1");
+  ASSERT_TRUE(a.Save(path).ok());
+  auto b = ActiveFaults::Load(path);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(b->Conditions({}), a.Conditions({}));
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+
+  std::ofstream(path) << "{\"version\":1,\"active_faults\":[{\"key\":1}]}";
+  auto bad = ActiveFaults::Load(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find(path), std::string::npos);
+}
+
+TEST(ActiveFaults, GpuPresentLooksForAnyFunctionOfTheBusId) {
+  const std::string dir = ::testing::TempDir() + "/fake-sysfs-pci";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/0000:3b:00.0");
+  EXPECT_TRUE(GpuPresent("0000:3b:00", dir));
+  EXPECT_FALSE(GpuPresent("0000:3b:0", dir));
+  EXPECT_FALSE(GpuPresent("0000:86:00", dir));
+  EXPECT_FALSE(GpuPresent("", dir));
+}
+
+}  // namespace
+}  // namespace gpuheal
