@@ -8,6 +8,8 @@
 #                                       prints KUBECONFIG=<path> last; etcd's URL is in DIR/etcd.url
 #   control-plane.sh down [--dir DIR]   stops exactly what `up` started (by pid) and removes DIR;
 #                                       without --dir, the last one `up` started without --dir
+#   control-plane.sh stop-apiserver --dir DIR    an API server outage, for tests...
+#   control-plane.sh start-apiserver --dir DIR   ...and its end (same flags, same port; waits for /readyz)
 #
 # Several control planes can run at once in different directories.
 set -euo pipefail
@@ -158,7 +160,7 @@ case $cmd in
     # Without controller-manager no default ServiceAccount exists, so that admission plugin would
     # reject every pod.
     [[ $with_controllers == 0 ]] && admission=(--disable-admission-plugins=ServiceAccount)
-    start kube-apiserver "$bin/kube-apiserver" \
+    apiserver_cmd=("$bin/kube-apiserver" \
       --etcd-servers "http://127.0.0.1:$etcd_port" \
       --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
       --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
@@ -166,7 +168,9 @@ case $cmd in
       --service-account-issuer "https://127.0.0.1:$api_port" \
       --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
       --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true --profiling=false \
-      --endpoint-reconciler-type none "${admission[@]}" "${apiserver_args[@]}"
+      --endpoint-reconciler-type none "${admission[@]}" "${apiserver_args[@]}")
+    printf '%q ' "${apiserver_cmd[@]}" > "$dir/kube-apiserver.cmd"
+    start kube-apiserver "${apiserver_cmd[@]}"
     kubeconfig "$dir/admin.kubeconfig" admin "$dir/pki/admin.crt" "$dir/pki/admin.key"
     curl_api=(curl -sf --cacert "$dir/pki/ca.crt" --cert "$dir/pki/admin.crt" --key "$dir/pki/admin.key")
     wait_for kube-apiserver 120 "${curl_api[@]}" "https://127.0.0.1:$api_port/readyz"
@@ -208,8 +212,22 @@ case $cmd in
     stop_all "$dir"
     rm -rf "$dir"
     ;;
+  stop-apiserver)
+    [[ -n $dir && -f $dir/pids ]] || { echo "control-plane.sh stop-apiserver: --dir DIR of a running control plane is required" >&2; exit 2; }
+    pid=$(awk '$1 == "kube-apiserver" {print $2}' "$dir/pids" | tail -1)
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    ;;
+  start-apiserver)
+    [[ -n $dir && -f $dir/kube-apiserver.cmd ]] || { echo "control-plane.sh start-apiserver: --dir DIR of a control plane is required" >&2; exit 2; }
+    eval "start kube-apiserver $(cat "$dir/kube-apiserver.cmd")"
+    api_port=$(grep -o 'https://127.0.0.1:[0-9]*' "$dir/admin.kubeconfig" | head -1 | cut -d: -f3)
+    wait_for kube-apiserver 120 curl -sf --cacert "$dir/pki/ca.crt" --cert "$dir/pki/admin.crt" \
+      --key "$dir/pki/admin.key" "https://127.0.0.1:$api_port/readyz"
+    ;;
   *)
-    echo "usage: control-plane.sh up [--with-controllers] [--dir DIR] [--apiserver-arg ARG]... | down [--dir DIR]" >&2
+    echo "usage: control-plane.sh up [--with-controllers] [--dir DIR] [--apiserver-arg ARG]... | down [--dir DIR] | stop-apiserver --dir DIR | start-apiserver --dir DIR" >&2
     exit 2
     ;;
 esac
