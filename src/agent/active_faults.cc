@@ -267,8 +267,20 @@ Status ActiveFaults::Save(const std::string& path) const {
     }
     off += static_cast<size_t>(n);
   }
-  if (fsync(fd) != 0 || close(fd) != 0) return Error{fmt::format("{}: {}", tmp, std::strerror(errno))};
+  if (close(fd) != 0) return Error{fmt::format("{}: {}", tmp, std::strerror(errno))};
   if (rename(tmp.c_str(), path.c_str()) != 0) return Error{fmt::format("{}: {}", path, std::strerror(errno))};
+  return Status::Ok();
+}
+
+Status ActiveFaults::Sync(const std::string& path) {
+  for (const std::string& p : {path, std::filesystem::path(path).parent_path().string()}) {
+    const int fd = open(p.empty() ? "." : p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Error{fmt::format("{}: {}", p, std::strerror(errno))};
+    const int rc = fsync(fd);
+    const int err = errno;
+    close(fd);
+    if (rc != 0) return Error{fmt::format("fsync {}: {}", p, std::strerror(err))};
+  }
   return Status::Ok();
 }
 

@@ -62,9 +62,12 @@ class ActiveFaults {
 
   nlohmann::json ToJson() const;
   static Result<ActiveFaults> FromJson(const nlohmann::json& j);
-  // Written to a temporary file, fsync'd and renamed over `path`: the old or the new set, never
-  // a torn one.
+  // Written to a temporary file and renamed over `path`: the old or the new set, never a torn
+  // one, and it survives the agent's own crash at once. Sync() then makes it survive a power
+  // loss too (fsync of the file and its directory): the agent calls it after handing the
+  // conditions to the reporter, so the disk flush is not on the detection-to-report path.
   Status Save(const std::string& path) const;
+  static Status Sync(const std::string& path);
   // A missing file is an empty set; a corrupt one is an error (the caller warns and starts empty).
   static Result<ActiveFaults> Load(const std::string& path);
 

@@ -1,6 +1,7 @@
 #include "agent/standalone_agent.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -104,6 +105,7 @@ Status StandaloneAgent::Init() {
     Log("info", "fault cleared by reboot", {{"reason", a.fault.reason}, {"key", a.key}});
   }
   if (auto s = active_.Save(active_path_); !s) return s.error();
+  if (auto s = ActiveFaults::Sync(active_path_); !s) return s.error();
 
   records_ = &metrics_.GetCounter("gpuheal_kmsg_records_total", "Kernel log records read");
   lost_ = &metrics_.GetCounter("gpuheal_kmsg_records_lost_total",
@@ -112,6 +114,8 @@ Status StandaloneAgent::Init() {
                                    "Times the reader was overtaken by the kernel (EPIPE)");
   ignored_ = &metrics_.GetCounter("gpuheal_faults_ignored_untrusted_total",
                                   "Faults in user-space (injected) records not acted on");
+  output_dropped_ = &metrics_.GetCounter("gpuheal_output_lines_dropped_total",
+                                         "Fault lines not written because nobody reads the agent's stdout");
   duplicates_ = &metrics_.GetCounter("gpuheal_faults_merged_total",
                                      "Driver lines merged into a fault already reported");
   latency_ = &metrics_.GetHistogram(
@@ -322,12 +326,14 @@ void StandaloneAgent::ProcessRecord(std::string_view raw) {
 
 void StandaloneAgent::ActiveFaultsChanged(int64_t detected_usec) {
   // Persisted before reported: a restarted agent re-asserts what it reported.
-  if (auto s = active_.Save(active_path_); !s) {
-    Log("error", "cannot save active faults", {{"error", s.error().message}});
-  }
+  const Status saved = active_.Save(active_path_);
+  if (!saved) Log("error", "cannot save active faults", {{"error", saved.error().message}});
   metrics_.GetGauge("gpuheal_active_faults", "Faults holding a node condition False")
       .Set(static_cast<double>(active_.all().size()));
   if (reporter_) reporter_->SetConditions(active_.Conditions(config_.monitors), detected_usec);
+  if (saved) {
+    if (auto s = ActiveFaults::Sync(active_path_); !s) Log("error", "cannot sync active faults", {{"error", s.error().message}});
+  }
 }
 
 void StandaloneAgent::CheckQuietFaults() {
@@ -349,7 +355,15 @@ void StandaloneAgent::Emit(const Fault& f, uint64_t detected_usec) {
   if (!acted) j["ignored"] = true;
   std::string line = ToJsonLine(j);
   line.push_back('\n');
-  size_t off = 0;
+  // A reader that stopped reading must not stop detection. A full pipe gets up to a second to
+  // drain (a slow reader loses nothing); if it does not, the reader is taken as stalled and lines
+  // are dropped and counted, without waiting, until the pipe takes data again. Lines are far
+  // below PIPE_BUF, so a pipe that polls writable takes a whole line without blocking.
+  pollfd pfd{out_fd_, POLLOUT, 0};
+  const bool writable = poll(&pfd, 1, output_stalled_ ? 0 : 1000) == 1 && (pfd.revents & POLLOUT);
+  output_stalled_ = !writable;
+  if (!writable) output_dropped_->Inc();
+  size_t off = writable ? 0 : line.size();
   while (off < line.size()) {
     const ssize_t n = write(out_fd_, line.data() + off, line.size() - off);
     if (n < 0 && errno == EINTR) continue;

@@ -84,6 +84,8 @@ class StandaloneAgent {
   Counter* overruns_ = nullptr;
   Counter* ignored_ = nullptr;
   Counter* duplicates_ = nullptr;
+  Counter* output_dropped_ = nullptr;
+  bool output_stalled_ = false;  // stdout's reader stopped reading: drop lines without waiting
   Histogram* latency_ = nullptr;
 };
 

@@ -197,6 +197,72 @@ TEST_F(AgentKube, ATransientFaultClearsAfterItsQuietPeriod) {
 }
 
 
+// Reboot recovery through the binary: active faults saved in an earlier boot clear when the GPU is
+// back on the PCI bus, and stay when it is still missing. (The boot is simulated by the boot id
+// in the saved state; the GPU that is "back" is a PCI device this machine really has.)
+TEST_F(AgentKube, AfterARebootOnlyTheGpusStillMissingKeepTheirFault) {
+  std::string present;
+  for (const auto& e : std::filesystem::directory_iterator("/sys/bus/pci/devices")) {
+    present = e.path().filename().string().substr(0, 10);  // "dddd:bb:dd" of "dddd:bb:dd.f"
+    break;
+  }
+  ASSERT_FALSE(present.empty());
+  auto fault = [](const std::string& pci) {
+    return nlohmann::json{{"key", "xid/79/" + pci}, {"kind", "xid"}, {"severity", "catastrophic"},
+                          {"condition", "AcceleratedHardwareReady"}, {"reason", "NvidiaXID79Error"},
+                          {"message", "NVRM: Xid (PCI:" + pci + "): 79, GPU has fallen off the bus."},
+                          {"count", 1}, {"first_seen_unix", 1796000000}, {"last_seen_unix", 1796000000},
+                          {"boot_id", "an-earlier-boot"}, {"xid", 79}, {"pci", pci}};
+  };
+  std::ofstream(state_dir_ + "/active-faults.json")
+      << nlohmann::json{{"version", 1}, {"active_faults", {fault(present), fault(pci_)}}}.dump();
+  StartAgent();
+  ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "False", "NvidiaXID79Error"));
+  const auto c = *Condition("AcceleratedHardwareReady");
+  EXPECT_NE(c.message.find("GPU " + pci_), std::string::npos) << c.message;
+  EXPECT_EQ(c.message.find("GPU " + present), std::string::npos) << "present again: cleared\n" << c.message;
+  bool logged = false;
+  for (const auto& j : agent_->logs()) {
+    logged |= j.value("msg", "") == "fault cleared by reboot" && j.value("key", "") == "xid/79/" + present;
+  }
+  EXPECT_TRUE(logged) << "the clearing is logged";
+}
+
+// `gpuheal status` shows the node's domains and the GPU its fault names.
+TEST_F(AgentKube, StatusShowsTheFaultAndTheGpu) {
+  StartAgent();
+  Inject(79, pci_);
+  ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "False", "NvidiaXID79Error"));
+  const std::string cmd = std::string(GPUHEAL_BIN) + " status -o json --kubeconfig " + ControlPlaneEnv::kubeconfig();
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  ASSERT_EQ(pclose(p), 0);
+  auto j = nlohmann::json::parse(out);
+  bool found = false;
+  for (const auto& node : j) {
+    if (node["node"] != node_) continue;
+    found = true;
+    EXPECT_EQ(node["conditions"]["AcceleratedHardwareReady"]["status"], "False");
+    EXPECT_EQ(node["conditions"]["KernelReady"]["status"], "True");
+    EXPECT_EQ(node["gpus_affected"], nlohmann::json::array({pci_}));
+  }
+  EXPECT_TRUE(found) << out;
+  // The table names the same.
+  p = popen((std::string(GPUHEAL_BIN) + " status --kubeconfig " + ControlPlaneEnv::kubeconfig()).c_str(), "r");
+  out.clear();
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  const size_t row = out.find(node_);
+  ASSERT_NE(row, std::string::npos) << out;
+  const std::string line = out.substr(row, out.find('\n', row) - row);
+  EXPECT_NE(line.find("FAULT"), std::string::npos) << line;
+  EXPECT_NE(line.find(pci_), std::string::npos) << line;
+  EXPECT_NE(line.find("NvidiaXID79Error"), std::string::npos) << line;
+}
+
 // The shipped manifests, applied unchanged: the agent's service account with a token bound to a
 // pod on node A can write A's status, cannot write B's (the ValidatingAdmissionPolicy) and
 // cannot read secrets (RBAC).

@@ -59,6 +59,8 @@ class AgentProcess {
   }
   // Every stdout event read so far.
   const std::vector<nlohmann::json>& events() const { return events_; }
+  // Every stderr log line read so far.
+  const std::vector<nlohmann::json>& logs() const { return logs_; }
 
   // Sends `sig`, then reaps the child, draining its output meanwhile (a child blocked writing to
   // a full pipe could never act on the signal). SIGKILL after 10 s. Returns its exit status, or

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include "agent_process.h"
 #include "cli/inject.h"
@@ -152,6 +153,30 @@ TEST_F(KmsgAgentTest, ServesMetricsAndHealth) {
             std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("gpuheal_detection_latency_seconds_count"), std::string::npos);
+}
+
+// Nobody reads the agent's stdout (a stuck log shipper): detection goes on, lines are dropped
+// and counted instead of blocking the loop.
+TEST_F(KmsgAgentTest, AStalledStdoutReaderDoesNotStopDetection) {
+  auto agent = Start({"--accept-injected"});
+  auto metric = [&](const std::string& key) {
+    const std::string m = HttpGet(listen_, "/metrics");
+    const size_t at = m.find("\n" + key + " ");
+    return at == std::string::npos ? 0.0 : std::stod(m.substr(at + key.size() + 2));
+  };
+  const std::string faults = "gpuheal_faults_total{reason=\"NvidiaXID48Error\",severity=\"fatal\"}";
+  // Once this marker is out, the records already in the kernel buffer have been counted.
+  Inject(48, "marker");
+  ASSERT_TRUE(agent->WaitEvent(Mine(48, "marker"), 5s));
+  const double before = metric(faults);
+  constexpr int kFaults = 400;  // ~200 kB of JSON lines: far more than a pipe holds
+  for (int i = 0; i < kFaults; ++i) Inject(48, "stall");
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (metric(faults) < before + kFaults && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(metric(faults), before + kFaults);
+  EXPECT_GT(metric("gpuheal_output_lines_dropped_total"), 0) << "the pipe filled up: some lines were dropped";
 }
 
 TEST_F(KmsgAgentTest, SigtermStopsCleanly) {
