@@ -1,7 +1,6 @@
 #include "agent/standalone_agent.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -25,6 +24,8 @@ namespace {
 // Records handled per wake-up before the loop serves its other sources (timers, signals).
 constexpr int kMaxRecordsPerWake = 4096;
 constexpr int64_t kCursorSaveIntervalUsec = 1'000'000;
+// Fault lines queued for a slow stdout reader before lines are dropped (~8,000 lines).
+constexpr size_t kOutputQueueBytes = 4 << 20;
 
 int64_t MonotonicUsec() {
   timespec ts{};
@@ -141,6 +142,8 @@ Status StandaloneAgent::Init() {
   signal(SIGPIPE, SIG_IGN);
   signal_fd_ = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signal_fd_ < 0) return Error{fmt::format("signalfd: {}", std::strerror(errno))};
+  // Threads start only now, with the signals blocked: SIGTERM reaches the loop's signalfd.
+  output_ = std::make_unique<LineWriter>(out_fd_, kOutputQueueBytes, [this] { output_dropped_->Inc(); });
   if (auto s = loop_->Watch(signal_fd_, EPOLLIN, [this](uint32_t) { loop_->Stop(); }); !s) {
     return s;
   }
@@ -355,21 +358,7 @@ void StandaloneAgent::Emit(const Fault& f, uint64_t detected_usec) {
   if (!acted) j["ignored"] = true;
   std::string line = ToJsonLine(j);
   line.push_back('\n');
-  // A reader that stopped reading must not stop detection. A full pipe gets up to a second to
-  // drain (a slow reader loses nothing); if it does not, the reader is taken as stalled and lines
-  // are dropped and counted, without waiting, until the pipe takes data again. Lines are far
-  // below PIPE_BUF, so a pipe that polls writable takes a whole line without blocking.
-  pollfd pfd{out_fd_, POLLOUT, 0};
-  const bool writable = poll(&pfd, 1, output_stalled_ ? 0 : 1000) == 1 && (pfd.revents & POLLOUT);
-  output_stalled_ = !writable;
-  if (!writable) output_dropped_->Inc();
-  size_t off = writable ? 0 : line.size();
-  while (off < line.size()) {
-    const ssize_t n = write(out_fd_, line.data() + off, line.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // a closed stdout must not stop detection; metrics still count
-    off += static_cast<size_t>(n);
-  }
+  output_->Write(std::move(line));
   if (acted) {
     metrics_
         .GetCounter("gpuheal_faults_total", "Faults detected, by reason and severity",

@@ -13,6 +13,7 @@
 #include "agent/event_loop.h"
 #include "agent/http_server.h"
 #include "agent/kube_reporter.h"
+#include "agent/line_writer.h"
 #include "agent/metrics.h"
 #include "agent/monitor_queue.h"
 #include "agent/node_state.h"
@@ -85,7 +86,7 @@ class StandaloneAgent {
   Counter* ignored_ = nullptr;
   Counter* duplicates_ = nullptr;
   Counter* output_dropped_ = nullptr;
-  bool output_stalled_ = false;  // stdout's reader stopped reading: drop lines without waiting
+  std::unique_ptr<LineWriter> output_;  // stdout, through a bounded queue
   Histogram* latency_ = nullptr;
 };
 
