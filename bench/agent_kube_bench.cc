@@ -25,32 +25,17 @@
 
 #include "agent_process.h"
 #include "cli/inject.h"
+#include "bench_util.h"
 #include "kube/client.h"
 
 using namespace gpuheal;
 using clk = std::chrono::steady_clock;
 
+using gpuheal::bench::Report;
+using gpuheal::bench::Run;
+
 namespace {
 
-std::string Run(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  pclose(p);
-  return out;
-}
-
-void Report(const char* what, std::vector<double> us) {
-  if (us.empty()) {
-    std::printf("%-52s no samples\n", what);
-    return;
-  }
-  std::sort(us.begin(), us.end());
-  auto q = [&](double f) { return us[std::min(us.size() - 1, static_cast<size_t>(f * us.size()))] / 1000.0; };
-  std::printf("%-52s n=%zu  p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms\n", what, us.size(), q(0.5), q(0.9),
-              q(0.99), us.back() / 1000.0);
-}
 
 long ProcRssKb(pid_t pid) {
   std::ifstream f(fmt::format("/proc/{}/status", pid));

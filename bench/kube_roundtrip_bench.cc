@@ -15,29 +15,18 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "kube/client.h"
 #include "kube/objects.h"
 
 using namespace gpuheal::kube;
 using clk = std::chrono::steady_clock;
 
+using gpuheal::bench::Report;
+using gpuheal::bench::Run;
+
 namespace {
 
-std::string Run(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (fgets(buf.data(), buf.size(), p)) out += buf.data();
-  pclose(p);
-  return out;
-}
-
-void Report(const char* what, std::vector<double> us) {
-  std::sort(us.begin(), us.end());
-  auto q = [&](double f) { return us[std::min(us.size() - 1, static_cast<size_t>(f * us.size()))] / 1000.0; };
-  std::printf("%-48s n=%zu  p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms\n", what, us.size(), q(0.5), q(0.9),
-              q(0.99), us.back() / 1000.0);
-}
 
 nlohmann::json StatusPatch(int seq) {
   return {{"status",
