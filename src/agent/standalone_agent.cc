@@ -225,6 +225,7 @@ int StandaloneAgent::Run() {
   OnKmsgReadable();
   loop_->Run();
   SaveCursor();
+  SyncActiveFaults();
   Log("info", "agent stopped");
   return reader_ok_ ? 0 : 1;
 }
@@ -256,6 +257,7 @@ void StandaloneAgent::OnKmsgReadable() {
     }
   }
   if (cursor_dirty_ && MonotonicUsec() - last_save_usec_ >= kCursorSaveIntervalUsec) SaveCursor();
+  SyncActiveFaults();
 }
 
 bool StandaloneAgent::Enabled(const Fault& f) const {
@@ -334,8 +336,15 @@ void StandaloneAgent::ActiveFaultsChanged(int64_t detected_usec) {
   metrics_.GetGauge("gpuheal_active_faults", "Faults holding a node condition False")
       .Set(static_cast<double>(active_.all().size()));
   if (reporter_) reporter_->SetConditions(active_.Conditions(config_.monitors), detected_usec);
-  if (saved) {
-    if (auto s = ActiveFaults::Sync(active_path_); !s) Log("error", "cannot sync active faults", {{"error", s.error().message}});
+  // The fsync waits until the batch of records in hand is done: one per wake-up, not one per fault.
+  if (saved) active_unsynced_ = true;
+}
+
+void StandaloneAgent::SyncActiveFaults() {
+  if (!active_unsynced_) return;
+  active_unsynced_ = false;
+  if (auto s = ActiveFaults::Sync(active_path_); !s) {
+    Log("error", "cannot sync active faults", {{"error", s.error().message}});
   }
 }
 
@@ -347,6 +356,7 @@ void StandaloneAgent::CheckQuietFaults() {
     Log("info", "fault cleared after its quiet period", {{"reason", a.fault.reason}, {"key", a.key}});
   }
   ActiveFaultsChanged(0);
+  SyncActiveFaults();
 }
 
 void StandaloneAgent::Emit(const Fault& f, uint64_t detected_usec) {

@@ -51,6 +51,7 @@ class StandaloneAgent {
   // Active faults changed (observed or cleared): persist them, then hand the conditions over.
   void ActiveFaultsChanged(int64_t detected_usec);
   void CheckQuietFaults();
+  void SyncActiveFaults();  // fsync of what ActiveFaultsChanged saved, once per batch
 
   AgentConfig config_;
   int out_fd_;
@@ -73,6 +74,7 @@ class StandaloneAgent {
   std::vector<Fault> faults_;
   ActiveFaults active_;
   std::string active_path_;
+  bool active_unsynced_ = false;
   std::unique_ptr<kube::Client> kube_client_;  // handed to reporter_ in Init()
   KubeReporterOptions reporter_options_;
   std::unique_ptr<KubeReporter> reporter_;
