@@ -37,21 +37,6 @@ using gpuheal::bench::Run;
 namespace {
 
 
-long ProcRssKb(pid_t pid) {
-  std::ifstream f(fmt::format("/proc/{}/status", pid));
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
-}
-double ProcCpuSeconds(pid_t pid) {
-  std::ifstream f(fmt::format("/proc/{}/stat", pid));
-  std::string s((std::istreambuf_iterator<char>(f)), {});
-  unsigned long ut = 0, st = 0;
-  std::sscanf(s.c_str() + s.rfind(')') + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
-  return static_cast<double>(ut + st) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
 double Metric(const std::string& metrics, const std::string& name) {
   const size_t at = metrics.find("\n" + name + " ");
   return at == std::string::npos ? -1 : std::stod(metrics.substr(at + name.size() + 2));
@@ -193,12 +178,12 @@ int main(int argc, char** argv) {
 
     // Idle, connected: footprint and API traffic (heartbeat 10 s for this measurement).
     const std::string m0 = gpuheal::testing::HttpGet(listen, "/metrics");
-    const double cpu0 = ProcCpuSeconds(agent.pid());
+    const double cpu0 = gpuheal::bench::CpuSeconds(agent.pid());
     std::this_thread::sleep_for(std::chrono::seconds(idle_seconds));
     const std::string m1 = gpuheal::testing::HttpGet(listen, "/metrics");
-    const double cpu1 = ProcCpuSeconds(agent.pid());
+    const double cpu1 = gpuheal::bench::CpuSeconds(agent.pid());
     const double writes = Metric(m1, "gpuheal_api_writes_total") - Metric(m0, "gpuheal_api_writes_total");
-    std::printf("agent RSS after %d faults, connected: %ld kB\n", iterations, ProcRssKb(agent.pid()));
+    std::printf("agent RSS after %d faults, connected: %ld kB\n", iterations, gpuheal::bench::RssKb(agent.pid()));
     std::printf("idle %d s: CPU %.3f s (%.3f%% of a core); API writes %.0f (heartbeat 10 s) -> %.0f/hour at the "
                 "default 5 min heartbeat\n",
                 idle_seconds, cpu1 - cpu0, 100 * (cpu1 - cpu0) / idle_seconds, writes,

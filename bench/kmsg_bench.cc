@@ -23,6 +23,10 @@
 #include <thread>
 
 #include "agent_process.h"
+#include "bench_util.h"
+
+using gpuheal::bench::CpuSeconds;
+using gpuheal::bench::RssKb;
 
 namespace {
 
@@ -162,23 +166,6 @@ double MetricValue(const std::string& text, const std::string& name) {
   return -1;
 }
 
-long RssKb(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/status", pid));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
-}
-
-double CpuSeconds(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t close = stat.rfind(')');
-  unsigned long ut = 0, st = 0;
-  sscanf(stat.c_str() + close + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
-  return static_cast<double>(ut + st) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
 
 void PrintRow(const std::string& name, const Stats& s) {
   fmt::print("| {:<34} | {:>5} | {:>9.1f} | {:>9.1f} | {:>9.1f} |\n", name, s.n, s.p50, s.p99, s.max);
