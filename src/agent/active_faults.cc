@@ -7,28 +7,19 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 
 #include "agent/node_state.h"
 #include "core/file.h"
 #include "core/reasons.h"
 #include "core/xid_catalog.h"
+#include "kube/time.h"
 
 namespace gpuheal {
 namespace {
 
 bool IsGpuFault(const Fault& f) {
   return f.kind == FaultKind::kXid || f.kind == FaultKind::kGpuFallenOffBus || f.kind == FaultKind::kSxid;
-}
-
-std::string Rfc3339(int64_t unix) {
-  const std::time_t t = unix;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string Describe(const ActiveFault& a) {
@@ -51,7 +42,7 @@ std::string Describe(const ActiveFault& a) {
   }
   std::string s = where.empty() ? what : where + ": " + what;
   s += fmt::format(", {}{}, seen {} time{} since {}", f.reason, f.escalated ? " (escalated by repetition)" : "",
-                   a.count, a.count == 1 ? "" : "s", Rfc3339(a.first_seen_unix));
+                   a.count, a.count == 1 ? "" : "s", kube::RfcTime(std::chrono::system_clock::from_time_t(a.first_seen_unix)));
   return s;
 }
 

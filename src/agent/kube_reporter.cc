@@ -1,18 +1,14 @@
 #include "agent/kube_reporter.h"
 
 #include <fmt/format.h>
-#include <time.h>
 
 #include <random>
 
+#include "core/clock.h"
+#include "kube/backoff.h"
+
 namespace gpuheal {
 namespace {
-
-int64_t MonotonicUsec() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
-}
 
 const std::vector<double> kWriteBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30};
 
@@ -158,12 +154,7 @@ bool KubeReporter::AllowEvent(const std::string& reason) {
 void KubeReporter::Run() {
   std::mt19937_64 rng(std::random_device{}());
   int failures = 0;
-  auto backoff = [&] {
-    const auto grown = opts_.initial_backoff * (int64_t{1} << std::min(failures, 16));
-    const auto base = std::min<std::chrono::milliseconds>(opts_.max_backoff, grown);
-    ++failures;
-    return std::chrono::milliseconds(std::uniform_int_distribution<int64_t>(base.count() / 2, base.count())(rng));
-  };
+  auto backoff = [&] { return kube::JitteredBackoff(opts_.initial_backoff, opts_.max_backoff, failures++, rng); };
   bool initialized = false;
   auto next_heartbeat = std::chrono::steady_clock::now();
   auto retry_at = std::chrono::steady_clock::time_point{};

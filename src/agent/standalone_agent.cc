@@ -15,6 +15,7 @@
 #include <random>
 
 #include "agent/boot_id.h"
+#include "core/clock.h"
 #include "core/fault_json.h"
 #include "sources/line_format.h"
 
@@ -26,12 +27,6 @@ constexpr int kMaxRecordsPerWake = 4096;
 constexpr int64_t kCursorSaveIntervalUsec = 1'000'000;
 // Fault lines queued for a slow stdout reader before lines are dropped (~8,000 lines).
 constexpr size_t kOutputQueueBytes = 4 << 20;
-
-int64_t MonotonicUsec() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
-}
 
 void Log(std::string_view level, std::string_view msg, nlohmann::ordered_json fields = {}) {
   nlohmann::ordered_json j;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "core/pci.h"
 #include "core/severity.h"
 #include "kube/client.h"
 
@@ -26,10 +27,8 @@ std::vector<std::string> GpusIn(const std::string& msg) {
   std::vector<std::string> out;
   std::set<std::string> seen;
   for (size_t at = msg.find("GPU "); at != std::string::npos; at = msg.find("GPU ", at + 4)) {
-    const std::string id = msg.substr(at + 4, 10);
-    const bool bdf = id.size() == 10 && id[4] == ':' && id[7] == ':' &&
-                     std::all_of(id.begin(), id.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == ':'; });
-    if (bdf && seen.insert(id).second) out.push_back(id);
+    auto id = ParsePciPrefix(std::string_view(msg).substr(at + 4));
+    if (id && seen.insert(id->id).second) out.push_back(id->id);
   }
   return out;
 }

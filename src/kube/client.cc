@@ -4,6 +4,8 @@
 
 #include <thread>
 
+#include "kube/backoff.h"
+
 namespace gpuheal::kube {
 
 std::string Response::Describe() const {
@@ -71,11 +73,8 @@ std::chrono::milliseconds Client::Backoff(int attempt, const std::string& retry_
     // The server knows best how long to wait; capped so a bogus value cannot stall us for hours.
     if (secs > 0) return std::min<std::chrono::milliseconds>(std::chrono::seconds(secs), std::chrono::seconds(60));
   }
-  const std::chrono::milliseconds grown(retry_.initial_backoff.count() << std::min(attempt, 16));
-  const std::chrono::milliseconds base = std::min(retry_.max_backoff, grown);
   std::lock_guard<std::mutex> lock(rng_mu_);
-  std::uniform_int_distribution<int64_t> jitter(base.count() / 2, base.count());  // "equal jitter"
-  return std::chrono::milliseconds(jitter(rng_));
+  return JitteredBackoff(retry_.initial_backoff, retry_.max_backoff, attempt, rng_);
 }
 
 Result<Response> Client::Request(const std::string& method, const std::string& path,

@@ -15,6 +15,7 @@
 
 #include "core/result.h"
 #include "kube/client.h"
+#include "kube/time.h"
 
 namespace gpuheal::kube {
 
@@ -80,10 +81,5 @@ class EventRecorder {
   std::unordered_map<std::string, Lru::iterator> by_key_;
   EventRecorderStats stats_;
 };
-
-// Event timestamps: RFC 3339 in UTC, seconds ("2026-11-30T05:42:00Z"); MicroTime adds
-// microseconds ("2026-11-30T05:42:00.123456Z") as Lease and eventTime fields want.
-std::string RfcTime(std::chrono::system_clock::time_point t);
-std::string MicroTime(std::chrono::system_clock::time_point t);
 
 }  // namespace gpuheal::kube

@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kube/backoff.h"
 #include "kube/client.h"
 #include "kube/objects.h"
 
@@ -178,10 +179,7 @@ class Informer {
     }
   }
 
-  bool stopping() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stop_;
-  }
+  bool stopping() const { return stop_.load(); }
 
   void Fail(const std::string& what) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -191,12 +189,9 @@ class Informer {
 
   // Sleeps the next backoff; false when stopped meanwhile.
   bool Backoff(int& failures) {
-    const auto grown = opts_.initial_backoff * (int64_t{1} << std::min(failures, 16));
-    const auto base = std::min<std::chrono::milliseconds>(opts_.max_backoff, grown);
-    ++failures;
-    std::uniform_int_distribution<int64_t> jitter(base.count() / 2, base.count());
+    const auto wait = JitteredBackoff(opts_.initial_backoff, opts_.max_backoff, failures++, rng_);
     std::unique_lock<std::mutex> lock(mu_);
-    return !cv_.wait_for(lock, std::chrono::milliseconds(jitter(rng_)), [this] { return stop_.load(); });
+    return !cv_.wait_for(lock, wait, [this] { return stop_.load(); });
   }
 
   bool Relist() {

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "kube/events.h"
+#include "kube/time.h"
 
 namespace gpuheal::kube {
 

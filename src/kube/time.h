@@ -1,0 +1,13 @@
+#pragma once
+// Kubernetes timestamps: Time is RFC 3339 in UTC with seconds ("2026-11-30T05:42:00Z");
+// MicroTime adds microseconds ("2026-11-30T05:42:00.123456Z") as Lease fields want.
+
+#include <chrono>
+#include <string>
+
+namespace gpuheal::kube {
+
+std::string RfcTime(std::chrono::system_clock::time_point t);
+std::string MicroTime(std::chrono::system_clock::time_point t);
+
+}  // namespace gpuheal::kube
