@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <regex>
 #include <string>
@@ -26,13 +27,13 @@
 #include "agent_process.h"
 #include "cli/inject.h"
 #include "bench_util.h"
+#include "local_control_plane.h"
 #include "kube/client.h"
 
 using namespace gpuheal;
 using clk = std::chrono::steady_clock;
 
 using gpuheal::bench::Report;
-using gpuheal::bench::Run;
 
 namespace {
 
@@ -54,14 +55,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_agent_kube: needs root and a writable /dev/kmsg\n");
     return 2;
   }
-  char tmpl[] = "/tmp/gpuheal-bench-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
-  const std::string script = std::string(GPUHEAL_SOURCE_DIR) + "/scripts/control-plane.sh";
-  const std::string out = Run("bash " + script + " up --dir " + dir + " 2>/dev/null");
-  const size_t at = out.rfind("KUBECONFIG=");
-  if (at == std::string::npos) return 1;
-  std::string kubeconfig = out.substr(at + 11);
-  kubeconfig.erase(kubeconfig.find_last_not_of('\n') + 1);
+  std::string log;
+  auto cp = gpuheal::testing::LocalControlPlane::Up(false, {}, &log);  // stopped on every way out
+  if (!cp) {
+    std::fprintf(stderr, "control plane did not come up:\n%s", log.c_str());
+    return 1;
+  }
+  const std::string& dir = cp->dir();
+  const std::string& kubeconfig = cp->kubeconfig();
   int rc = 0;
   {
     auto cfg = kube::LoadKubeconfig(kubeconfig);
@@ -123,6 +124,19 @@ int main(int argc, char** argv) {
       }
     });
     std::this_thread::sleep_for(std::chrono::seconds(1));
+    // Microseconds from `t0` until the watcher noted `i` in `seen`; nullopt after 5 s.
+    auto WaitSeen = [&](const std::map<int, clk::time_point>& seen, int i,
+                        clk::time_point t0) -> std::optional<double> {
+      while (clk::now() < t0 + std::chrono::seconds(5)) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          auto it = seen.find(i);
+          if (it != seen.end()) return std::chrono::duration<double, std::micro>(it->second - t0).count();
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      return std::nullopt;
+    };
 
     // Baseline, same run: a bare status PATCH round trip of another condition on the same node.
     std::vector<double> patch_us, patch_watch_us, agent_us;
@@ -133,18 +147,7 @@ int main(int argc, char** argv) {
                                                            {"reason", "R"}, {"message", std::to_string(i)}}}}}}});
       patch_us.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
       if (!r || !r->ok()) rc = 1;
-      const auto deadline = t0 + std::chrono::seconds(5);
-      for (bool got = false; !got && clk::now() < deadline;) {
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          auto it = baseline_seen_at.find(i);
-          if (it != baseline_seen_at.end()) {
-            patch_watch_us.push_back(std::chrono::duration<double, std::micro>(it->second - t0).count());
-            got = true;
-          }
-        }
-        if (!got) std::this_thread::sleep_for(std::chrono::microseconds(200));
-      }
+      if (auto us = WaitSeen(baseline_seen_at, i, t0)) patch_watch_us.push_back(*us);
       std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the same pace as the agent's faults
     }
 
@@ -155,20 +158,11 @@ int main(int argc, char** argv) {
       const auto msgs = InjectMessages(InjectSpec{48, pci, "4242", "bench"});
       const auto t0 = clk::now();
       if (!WriteKmsg("/dev/kmsg", msgs).ok()) rc = 1;
-      const auto deadline = t0 + std::chrono::seconds(5);
-      bool got = false;
-      while (!got && clk::now() < deadline) {
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          auto it = seen_at.find(i);
-          if (it != seen_at.end()) {
-            agent_us.push_back(std::chrono::duration<double, std::micro>(it->second - t0).count());
-            got = true;
-          }
-        }
-        if (!got) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (auto us = WaitSeen(seen_at, i, t0)) {
+        agent_us.push_back(*us);
+      } else {
+        std::fprintf(stderr, "occurrence %d not seen by the watcher\n", i);
       }
-      if (!got) std::fprintf(stderr, "occurrence %d not seen by the watcher\n", i);
       // Faults ~10/s: below the client's 50 writes/s limit, which a burst meets (and coalesces).
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -194,6 +188,5 @@ int main(int argc, char** argv) {
     drain.join();
     agent.Kill(SIGTERM);
   }
-  Run("bash " + script + " down --dir " + dir);
   return rc;
 }

@@ -1,5 +1,5 @@
 #pragma once
-// Shared by the Kubernetes benchmarks: run a setup command, print a latency distribution.
+// Shared by the benchmarks: latency distributions and a process's footprint.
 
 #include <unistd.h>
 
@@ -11,16 +11,6 @@
 #include <vector>
 
 namespace gpuheal::bench {
-
-// Runs `cmd` through the shell and returns its stdout.
-inline std::string Run(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  pclose(p);
-  return out;
-}
 
 // One line: n, p50/p90/p99/max in milliseconds of samples given in microseconds.
 inline void Report(const char* what, std::vector<double> us) {

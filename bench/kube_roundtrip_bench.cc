@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "local_control_plane.h"
 #include "kube/client.h"
 #include "kube/objects.h"
 
@@ -23,7 +24,6 @@ using namespace gpuheal::kube;
 using clk = std::chrono::steady_clock;
 
 using gpuheal::bench::Report;
-using gpuheal::bench::Run;
 
 namespace {
 
@@ -46,20 +46,15 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--iterations")) iterations = std::stoi(argv[i + 1]);
   }
-  char tmpl[] = "/tmp/gpuheal-bench-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
-  const std::string script = std::string(GPUHEAL_SOURCE_DIR) + "/scripts/control-plane.sh";
-  const std::string out = Run("bash " + script + " up --dir " + dir + " 2>/dev/null");
-  const size_t at = out.rfind("KUBECONFIG=");
-  if (at == std::string::npos) {
-    std::fprintf(stderr, "control plane did not come up\n");
+  std::string log;
+  auto cp = gpuheal::testing::LocalControlPlane::Up(false, {}, &log);
+  if (!cp) {
+    std::fprintf(stderr, "control plane did not come up:\n%s", log.c_str());
     return 1;
   }
-  std::string kubeconfig = out.substr(at + 11);
-  kubeconfig.erase(kubeconfig.find_last_not_of('\n') + 1);
   int rc = 0;
   {
-    auto cfg = LoadKubeconfig(kubeconfig);
+    auto cfg = LoadKubeconfig(cp->kubeconfig());
     cfg->qps = 0;  // no client-side limit: measure the server
     auto client = Client::Create(std::move(*cfg));
     Client& c = **client;
@@ -119,6 +114,5 @@ int main(int argc, char** argv) {
       rc = 1;
     }
   }
-  Run("bash " + script + " down --dir " + dir);
   return rc;
 }

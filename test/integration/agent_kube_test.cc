@@ -14,6 +14,7 @@
 #include "core/config.h"
 #include "cli/inject.h"
 #include "kube_test_util.h"
+#include "run_binary.h"
 
 namespace gpuheal {
 namespace {
@@ -233,13 +234,10 @@ TEST_F(AgentKube, StatusShowsTheFaultAndTheGpu) {
   StartAgent();
   Inject(79, pci_);
   ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "False", "NvidiaXID79Error"));
-  const std::string cmd = std::string(GPUHEAL_BIN) + " status -o json --kubeconfig " + ControlPlaneEnv::kubeconfig();
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  ASSERT_EQ(pclose(p), 0);
+  const auto json_run = gpuheal::testing::RunGpuheal("status -o json --kubeconfig " + ControlPlaneEnv::kubeconfig(),
+                                                     /*with_stderr=*/false);
+  ASSERT_EQ(json_run.code, 0);
+  const std::string& out = json_run.out;
   auto j = nlohmann::json::parse(out);
   bool found = false;
   for (const auto& node : j) {
@@ -251,13 +249,11 @@ TEST_F(AgentKube, StatusShowsTheFaultAndTheGpu) {
   }
   EXPECT_TRUE(found) << out;
   // The table names the same.
-  p = popen((std::string(GPUHEAL_BIN) + " status --kubeconfig " + ControlPlaneEnv::kubeconfig()).c_str(), "r");
-  out.clear();
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  pclose(p);
-  const size_t row = out.find(node_);
-  ASSERT_NE(row, std::string::npos) << out;
-  const std::string line = out.substr(row, out.find('\n', row) - row);
+  const auto table = gpuheal::testing::RunGpuheal("status --kubeconfig " + ControlPlaneEnv::kubeconfig());
+  ASSERT_EQ(table.code, 0) << table.out;
+  const size_t row = table.out.find(node_);
+  ASSERT_NE(row, std::string::npos) << table.out;
+  const std::string line = table.out.substr(row, table.out.find('\n', row) - row);
   EXPECT_NE(line.find("FAULT"), std::string::npos) << line;
   EXPECT_NE(line.find(pci_), std::string::npos) << line;
   EXPECT_NE(line.find("NvidiaXID79Error"), std::string::npos) << line;
