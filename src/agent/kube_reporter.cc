@@ -81,11 +81,6 @@ std::string KubeReporter::last_error() const {
   return last_error_;
 }
 
-bool KubeReporter::WaitWritten(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout, [this] { return written_gen_ == desired_gen_; });
-}
-
 void KubeReporter::Fail(const std::string& what) {
   std::lock_guard<std::mutex> lock(mu_);
   api_ok_ = false;

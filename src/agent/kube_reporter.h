@@ -53,8 +53,6 @@ class KubeReporter {
 
   bool api_ok() const;
   std::string last_error() const;
-  // Waits until every condition set so far has been written (tests, shutdown).
-  bool WaitWritten(std::chrono::milliseconds timeout);
 
  private:
   struct PendingEvent {

@@ -98,7 +98,8 @@ Status StandaloneAgent::Init() {
     Log("warn", "active faults unreadable; starting with none", {{"error", active.error().message}});
   }
   for (const ActiveFault& a : active_.ClearAfterReboot(boot_id_, [](const std::string& pci) { return GpuPresent(pci); })) {
-    Log("info", "fault cleared by reboot", {{"reason", a.fault.reason}, {"key", a.key}});
+    Log("info", "fault cleared by reboot",
+        {{"reason", a.fault.reason}, {"key", a.key}, {"rule", ToString(RecoveryRuleOf(a.fault))}});
   }
   if (auto s = active_.Save(active_path_); !s) return s.error();
   if (auto s = ActiveFaults::Sync(active_path_); !s) return s.error();
@@ -348,7 +349,8 @@ void StandaloneAgent::CheckQuietFaults() {
   auto cleared = active_.ClearQuiet(std::time(nullptr), quiet);
   if (cleared.empty()) return;
   for (const ActiveFault& a : cleared) {
-    Log("info", "fault cleared after its quiet period", {{"reason", a.fault.reason}, {"key", a.key}});
+    Log("info", "fault cleared after its quiet period",
+        {{"reason", a.fault.reason}, {"key", a.key}, {"rule", ToString(RecoveryRuleOf(a.fault))}});
   }
   ActiveFaultsChanged(0);
   SyncActiveFaults();

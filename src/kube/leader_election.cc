@@ -31,11 +31,6 @@ void LeaderElector::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::string LeaderElector::ObservedHolder() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return observed_holder_;
-}
-
 bool LeaderElector::Sleep(std::chrono::milliseconds d) {
   std::unique_lock<std::mutex> lock(mu_);
   return !cv_.wait_for(lock, d, [this] { return stop_; });

@@ -42,7 +42,6 @@ class LeaderElector {
   // Stops campaigning; a leader releases the Lease and calls on_stopped_leading.
   void Stop();
   bool IsLeader() const { return leader_.load(); }
-  std::string ObservedHolder() const;
 
  private:
   void Run();

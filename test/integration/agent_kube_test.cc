@@ -224,7 +224,8 @@ TEST_F(AgentKube, AfterARebootOnlyTheGpusStillMissingKeepTheirFault) {
   EXPECT_EQ(c.message.find("GPU " + present), std::string::npos) << "present again: cleared\n" << c.message;
   bool logged = false;
   for (const auto& j : agent_->logs()) {
-    logged |= j.value("msg", "") == "fault cleared by reboot" && j.value("key", "") == "xid/79/" + present;
+    logged |= j.value("msg", "") == "fault cleared by reboot" && j.value("key", "") == "xid/79/" + present &&
+              j.value("rule", "") == "reboot-with-gpu-present";
   }
   EXPECT_TRUE(logged) << "the clearing is logged";
 }
