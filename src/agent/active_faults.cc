@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,10 +20,11 @@ namespace gpuheal {
 namespace {
 
 bool IsGpuFault(const Fault& f) {
-  return f.kind == FaultKind::kXid || f.kind == FaultKind::kGpuFallenOffBus || f.kind == FaultKind::kSxid;
+  return f.kind == FaultKind::kXid || f.kind == FaultKind::kGpuFallenOffBus || f.kind == FaultKind::kSxid ||
+         f.kind == FaultKind::kGpuHealth;
 }
 
-std::string Describe(const ActiveFault& a) {
+std::string Describe(const ActiveFault& a, const std::map<std::string, std::string>& gpu_notes) {
   const Fault& f = a.fault;
   std::string what;
   if (f.xid) {
@@ -37,12 +39,14 @@ std::string Describe(const ActiveFault& a) {
   if (!f.pci.empty()) {
     where = "GPU " + f.pci;
     if (!f.uuid.empty()) where += " (" + f.uuid + ")";
+    if (auto n = gpu_notes.find(f.pci); n != gpu_notes.end()) where += " [" + n->second + "]";
   } else if (!f.device.empty()) {
     where = f.device;
   }
   std::string s = where.empty() ? what : where + ": " + what;
   s += fmt::format(", {}{}, seen {} time{} since {}", f.reason, f.escalated ? " (escalated by repetition)" : "",
                    a.count, a.count == 1 ? "" : "s", kube::RfcTime(std::chrono::system_clock::from_time_t(a.first_seen_unix)));
+  if (a.sources.size() > 1) s += fmt::format(" (reported by {})", fmt::join(a.sources, " and "));
   return s;
 }
 
@@ -81,12 +85,34 @@ bool ActiveFaults::Observe(const Fault& f, int64_t now_unix, const std::string& 
     a.key = key;
     a.first_seen_unix = now_unix;
   }
+  if (std::find(a.sources.begin(), a.sources.end(), f.source) == a.sources.end()) a.sources.push_back(f.source);
   if (worse) a.fault = f;
   if (a.fault.uuid.empty() && !f.uuid.empty()) a.fault.uuid = f.uuid;
   a.count = std::max<int64_t>(a.count + 1, f.count.value_or(0));
   a.last_seen_unix = now_unix;
   a.boot_id = boot_id;
   return true;  // the count is in the message
+}
+
+bool ActiveFaults::AddSource(const std::string& key, const std::string& source) {
+  auto it = faults_.find(key);
+  if (it == faults_.end()) return false;
+  auto& v = it->second.sources;
+  if (std::find(v.begin(), v.end(), source) != v.end()) return false;
+  v.push_back(source);
+  return true;
+}
+
+bool ActiveFaults::SetGpuNote(const std::string& pci, const std::string& note) {
+  auto it = gpu_notes_.find(pci);
+  if (note.empty()) {
+    if (it == gpu_notes_.end()) return false;
+    gpu_notes_.erase(it);
+    return true;
+  }
+  if (it != gpu_notes_.end() && it->second == note) return false;
+  gpu_notes_[pci] = note;
+  return true;
 }
 
 std::vector<ActiveFault> ActiveFaults::ClearAfterReboot(const std::string& boot_id,
@@ -158,12 +184,12 @@ std::vector<DesiredCondition> ActiveFaults::Conditions(const MonitorSwitches& en
       if (a->first_seen_unix != b->first_seen_unix) return a->first_seen_unix < b->first_seen_unix;
       return a->key < b->key;
     });
-    std::string msg = Describe(*mine[0]);
+    std::string msg = Describe(*mine[0], gpu_notes_);
     if (mine.size() > 1) {
       msg += "; also: ";
       for (size_t i = 1; i < mine.size(); ++i) {
         if (i > 1) msg += "; ";
-        std::string next = Describe(*mine[i]);
+        std::string next = Describe(*mine[i], gpu_notes_);
         if (msg.size() + next.size() > 1000) {
           msg += fmt::format("and {} more", mine.size() - i);
           break;
@@ -196,6 +222,7 @@ nlohmann::json ActiveFaults::ToJson() const {
     if (!f.uuid.empty()) j["uuid"] = f.uuid;
     if (!f.device.empty()) j["device"] = f.device;
     if (f.escalated) j["escalated"] = true;
+    if (!a.sources.empty()) j["sources"] = a.sources;
     arr.push_back(std::move(j));
   }
   return {{"version", 1}, {"active_faults", arr}};
@@ -212,7 +239,7 @@ Result<ActiveFaults> ActiveFaults::FromJson(const nlohmann::json& j) {
       const std::string kind = e.at("kind").get<std::string>();
       bool kind_ok = false;
       for (FaultKind k : {FaultKind::kXid, FaultKind::kGpuFallenOffBus, FaultKind::kSxid, FaultKind::kKernel,
-                          FaultKind::kStorage, FaultKind::kNetwork, FaultKind::kRule}) {
+                          FaultKind::kStorage, FaultKind::kNetwork, FaultKind::kRule, FaultKind::kGpuHealth}) {
         if (ToString(k) == kind) {
           f.kind = k;
           kind_ok = true;
@@ -230,6 +257,8 @@ Result<ActiveFaults> ActiveFaults::FromJson(const nlohmann::json& j) {
       f.uuid = e.value("uuid", "");
       f.device = e.value("device", "");
       f.escalated = e.value("escalated", false);
+      if (e.contains("sources")) a.sources = e["sources"].get<std::vector<std::string>>();
+      if (!a.sources.empty()) f.source = a.sources.front();
       a.count = e.at("count").get<int64_t>();
       a.first_seen_unix = e.at("first_seen_unix").get<int64_t>();
       a.last_seen_unix = e.at("last_seen_unix").get<int64_t>();

@@ -26,6 +26,7 @@ struct ActiveFault {
   int64_t first_seen_unix = 0;
   int64_t last_seen_unix = 0;
   std::string boot_id;  // the boot it was last seen in
+  std::vector<std::string> sources;  // channels that reported it: kmsg, nvml, sysfs
 };
 
 // How an active fault clears (docs/recovery.md).
@@ -53,6 +54,12 @@ class ActiveFaults {
   std::vector<ActiveFault> ClearQuiet(int64_t now_unix, std::chrono::seconds quiet_period);
   std::vector<ActiveFault> ClearGpu(const std::string& pci);  // after a successful GPU reset
 
+  // A second channel reported the fault `key`. True when that is news.
+  bool AddSource(const std::string& key, const std::string& source);
+  // What is known of a GPU's state beyond its faults (NVML's drain state): shown in condition
+  // messages next to the GPU; "" removes it. True when the note changed. Not persisted (re-read).
+  bool SetGpuNote(const std::string& pci, const std::string& note);
+
   // One condition per enabled domain: True with the healthy reason, or False with the worst
   // fault's reason and a message naming every active fault of the domain.
   std::vector<DesiredCondition> Conditions(const MonitorSwitches& enabled) const;
@@ -74,6 +81,7 @@ class ActiveFaults {
 
  private:
   std::map<std::string, ActiveFault> faults_;
+  std::map<std::string, std::string> gpu_notes_;
 };
 
 // True when a PCI function of `pci` ("dddd:bb:dd") exists under `sysfs_pci_devices`.

@@ -20,6 +20,8 @@ std::string NodeState::KeyOf(const Fault& f) {
       return fmt::format("xid/{}/{}", f.xid.value_or(0), f.pci);
     case FaultKind::kSxid:
       return fmt::format("sxid/{}/{}", f.sxid.value_or(0), f.pci);
+    case FaultKind::kGpuHealth:
+      return fmt::format("gpu/{}/{}/{}", f.reason, f.pci, f.device);
     default:
       return fmt::format("{}/{}/{}", f.condition, f.reason, f.device);
   }
@@ -33,21 +35,35 @@ void NodeState::Prune(Clock::time_point now) {
     while (!q.empty() && now - q.front() > policy_.window) q.pop_front();
     it = q.empty() ? history_.erase(it) : std::next(it);
   }
-  for (auto it = lost_.begin(); it != lost_.end();) {
-    it = now - it->second > kSameEventWindow ? lost_.erase(it) : std::next(it);
+  for (auto* m : {&lost_, &recent_}) {
+    for (auto it = m->begin(); it != m->end();) {
+      it = now - it->second.at > kSameEventWindow ? m->erase(it) : std::next(it);
+    }
   }
+  if (recent_.size() >= kMaxKeys) recent_.clear();
   if (history_.size() >= kMaxKeys) history_.clear();  // degrade to no escalation, never to OOM
 }
 
-std::optional<Fault> NodeState::Observe(Fault f, Clock::time_point now) {
+std::optional<Fault> NodeState::Observe(Fault f, Clock::time_point now, Merge* merge) {
   Prune(now);
+  const std::string key = KeyOf(f);
   if (f.xid == 79 && !f.pci.empty() &&
       (f.kind == FaultKind::kXid || f.kind == FaultKind::kGpuFallenOffBus)) {
     auto it = lost_.find(f.pci);
-    if (it != lost_.end() && now - it->second <= kSameEventWindow) return std::nullopt;
-    lost_[f.pci] = now;
+    if (it != lost_.end() && now - it->second.at <= kSameEventWindow) {
+      if (merge && it->second.source != f.source) *merge = {key, it->second.source};
+      return std::nullopt;
+    }
+    lost_[f.pci] = {now, f.source};
   }
-  auto& q = history_[KeyOf(f)];
+  // One fault seen through two channels; repeats within one channel still count (escalation).
+  if (auto it = recent_.find(key); it != recent_.end() && now - it->second.at <= kSameEventWindow &&
+                                   it->second.source != f.source) {
+    if (merge) *merge = {key, it->second.source};
+    return std::nullopt;
+  }
+  recent_[key] = {now, f.source};
+  auto& q = history_[key];
   q.push_back(now);
   while (!q.empty() && now - q.front() > policy_.window) q.pop_front();
   // Bounded per key: the count saturates rather than the deque growing under a flood.

@@ -22,7 +22,13 @@ class NodeState {
   // Records `f` seen at `now`. Returns the fault to report (with count, and severity, reason and
   // action raised when escalation applies), or nullopt when it repeats a fault just reported
   // through another line of the same driver message (Xid 79 and "fallen off the bus").
-  std::optional<Fault> Observe(Fault f, Clock::time_point now);
+  // The same fault from a second source (kernel log and NVML) within seconds is one fault: nullopt,
+  // and `merge` (when given) says which fault it joined.
+  struct Merge {
+    std::string key;
+    std::string first_source;
+  };
+  std::optional<Fault> Observe(Fault f, Clock::time_point now, Merge* merge = nullptr);
 
   size_t tracked_keys() const { return history_.size(); }
 
@@ -34,8 +40,14 @@ class NodeState {
 
   EscalationPolicy policy_;
   std::map<std::string, std::deque<Clock::time_point>> history_;
-  // Bus id -> when its GPU was last reported lost (Xid 79 or a fallen-off line).
-  std::map<std::string, Clock::time_point> lost_;
+  struct Seen {
+    Clock::time_point at;
+    std::string source;
+  };
+  // Bus id -> when its GPU was last reported lost (Xid 79 or a fallen-off line), and by what.
+  std::map<std::string, Seen> lost_;
+  // Key -> when and by which source it was last reported (cross-source de-duplication).
+  std::map<std::string, Seen> recent_;
   Clock::time_point last_prune_{};
 };
 

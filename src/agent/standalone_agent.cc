@@ -17,6 +17,7 @@
 #include "agent/boot_id.h"
 #include "core/clock.h"
 #include "core/fault_json.h"
+#include "core/reasons.h"
 #include "sources/line_format.h"
 
 namespace gpuheal {
@@ -48,6 +49,7 @@ StandaloneAgent::StandaloneAgent(AgentConfig config, int out_fd)
     : config_(std::move(config)), out_fd_(out_fd), node_state_(config_.escalation) {}
 
 StandaloneAgent::~StandaloneAgent() {
+  nvml_.reset();  // its threads post to the loop: stop them first
   http_.reset();
   if (reporter_) reporter_->Stop();
   if (signal_fd_ >= 0) close(signal_fd_);
@@ -183,6 +185,22 @@ Status StandaloneAgent::Init() {
       std::clamp<std::chrono::milliseconds>(config_.quiet_period / 10, std::chrono::seconds(1), std::chrono::seconds(30)),
       [this](ProcCache&) { CheckQuietFaults(); }));
 
+  if (config_.monitors.nvidia) {
+    NvmlMonitor::Sink sink;
+    sink.fault = [this](Fault f, int64_t detected) {
+      HandleFault(std::move(f), static_cast<uint64_t>(detected));
+      SyncActiveFaults();
+    };
+    sink.log = [](std::string_view level, std::string msg, nlohmann::ordered_json fields) {
+      Log(level, msg, std::move(fields));
+    };
+    sink.step = [this](const GpuActionStep& st) { OnGpuActionStep(st); };
+    sink.gpu_state = [this](const std::string& pci, const std::string& note) {
+      if (active_.SetGpuNote(pci, note)) ActiveFaultsChanged(0);
+    };
+    nvml_ = NvmlMonitor::Start(config_.nvidia, *loop_, *monitors_, *classifier_, metrics_, std::move(sink));
+  }
+
   if (reporter_) {
     reporter_->SetConditions(active_.Conditions(config_.monitors));
     reporter_->Start();
@@ -262,6 +280,7 @@ bool StandaloneAgent::Enabled(const Fault& f) const {
     case FaultKind::kXid:
     case FaultKind::kGpuFallenOffBus:
     case FaultKind::kSxid:
+    case FaultKind::kGpuHealth:
       return m.nvidia;
     case FaultKind::kStorage:
       return m.storage;
@@ -296,32 +315,81 @@ void StandaloneAgent::ProcessRecord(std::string_view raw) {
   if (faults_.empty()) return;
   // Save the cursor before reporting, so a restart never reports these faults again.
   SaveCursor();
-  const auto now = NodeState::Clock::now();
   const uint64_t detected = static_cast<uint64_t>(MonotonicUsec());
-  for (Fault& f : faults_) {
-    if (!Enabled(f)) continue;
-    if (!f.trusted && !config_.accept_injected) {
-      ignored_->Inc();
-      Emit(f, detected);
-      continue;
+  for (Fault& f : faults_) HandleFault(std::move(f), detected);
+}
+
+void StandaloneAgent::HandleFault(Fault f, uint64_t detected) {
+  if (!Enabled(f)) return;
+  if (!f.trusted && !config_.accept_injected) {
+    ignored_->Inc();
+    Emit(f, detected);
+    return;
+  }
+  f.injected = !f.trusted;
+  const std::string source = f.source;
+  NodeState::Merge merge;
+  auto reported = node_state_.Observe(std::move(f), NodeState::Clock::now(), &merge);
+  if (!reported) {
+    duplicates_->Inc();
+    if (!merge.key.empty()) {
+      // The same fault through a second channel (kernel log and NVML): one fault, both noted.
+      metrics_.GetCounter("gpuheal_faults_merged_across_sources_total",
+                          "Faults reported by a second source (kmsg, nvml) and merged into the first",
+                          {{"source", source}}).Inc();
+      Log("info", "fault also reported by another source", {{"key", merge.key}, {"first", merge.first_source}, {"also", source}});
+      if (active_.AddSource(merge.key, source)) ActiveFaultsChanged(static_cast<int64_t>(detected));
     }
-    f.injected = !f.trusted;
-    auto reported = node_state_.Observe(std::move(f), now);
-    if (!reported) {
-      duplicates_->Inc();
-      continue;
+    return;
+  }
+  Emit(*reported, detected);
+  if (reported->severity >= Severity::kFatal) {
+    active_.Observe(*reported, std::time(nullptr), boot_id_);
+    ActiveFaultsChanged(static_cast<int64_t>(detected));
+  } else if (reported->severity >= Severity::kWarn && reporter_) {
+    std::string where = reported->pci.empty() ? reported->device : "GPU " + reported->pci;
+    if (!reported->uuid.empty()) where += " (" + reported->uuid + ")";
+    reporter_->RecordEvent("Warning", reported->reason,
+                           fmt::format("{}{}{} [{}]", where, where.empty() ? "" : ": ", reported->message,
+                                       ToString(reported->severity)));
+  }
+  // Policy: a critical GPU fault whose action is a GPU reset gets the agent's own recovery.
+  if (reported->action == Action::kResetGpu && !reported->pci.empty() && config_.nvidia.reset_on_critical && nvml_) {
+    nvml_->RequestReset(reported->pci, reported->reason);
+  }
+}
+
+void StandaloneAgent::OnGpuActionStep(const GpuActionStep& s) {
+  nlohmann::ordered_json j;
+  j["gpu_action"] = "recovery";
+  j["pci"] = s.pci;
+  j["bus_id"] = s.bus_id;
+  j["step"] = s.step;
+  j["ok"] = s.ok;
+  j["final"] = s.final;
+  j["message"] = s.message;
+  j["elapsed_ms"] = s.elapsed_ms;
+  std::string line = ToJsonLine(j);
+  line.push_back('\n');
+  output_->Write(std::move(line));
+  Log(s.ok ? "info" : "warn", "GPU recovery: " + s.step, {{"pci", s.pci}, {"ok", s.ok}, {"message", s.message}});
+  metrics_
+      .GetCounter("gpuheal_gpu_recovery_steps_total", "Steps of the agent's GPU recovery, by step and result",
+                  {{"step", s.step}, {"result", s.ok ? "ok" : "failed"}})
+      .Inc();
+  if (reporter_ && (s.final || !s.ok || s.step == "drain" || s.step == "reset")) {
+    const bool failed = !s.ok;
+    reporter_->RecordEvent(failed ? "Warning" : "Normal",
+                           std::string(failed ? reason::kGPURecoveryFailed : reason::kGPURecovery),
+                           fmt::format("GPU {}: {}: {}", s.pci, s.step, s.message));
+  }
+  if (s.final && s.ok) {
+    // A successful, verified reset clears the GPU's faults (docs/recovery.md).
+    for (const ActiveFault& a : active_.ClearGpu(s.pci)) {
+      Log("info", "fault cleared by GPU reset", {{"reason", a.fault.reason}, {"key", a.key}, {"rule", "gpu-reset"}});
     }
-    Emit(*reported, detected);
-    if (reported->severity >= Severity::kFatal) {
-      active_.Observe(*reported, std::time(nullptr), boot_id_);
-      ActiveFaultsChanged(static_cast<int64_t>(detected));
-    } else if (reported->severity >= Severity::kWarn && reporter_) {
-      std::string where = reported->pci.empty() ? reported->device : "GPU " + reported->pci;
-      if (!reported->uuid.empty()) where += " (" + reported->uuid + ")";
-      reporter_->RecordEvent("Warning", reported->reason,
-                             fmt::format("{}{}{} [{}]", where, where.empty() ? "" : ": ", reported->message,
-                                         ToString(reported->severity)));
-    }
+    ActiveFaultsChanged(0);
+    SyncActiveFaults();
   }
 }
 

@@ -17,6 +17,7 @@
 #include "agent/metrics.h"
 #include "agent/monitor_queue.h"
 #include "agent/node_state.h"
+#include "agent/nvml_monitor.h"
 #include "agent/state_file.h"
 #include "core/classifier.h"
 #include "core/config.h"
@@ -44,6 +45,10 @@ class StandaloneAgent {
   Status Init();
   void OnKmsgReadable();
   void ProcessRecord(std::string_view raw);
+  // One fault from any source (kernel log, NVML, sysfs): escalation and de-duplication, output,
+  // active faults, Events, and the GPU recovery policy.
+  void HandleFault(Fault f, uint64_t detected_usec);
+  void OnGpuActionStep(const GpuActionStep& s);
   bool Enabled(const Fault& f) const;
   void Emit(const Fault& f, uint64_t detected_usec);
   void SaveCursor();
@@ -57,6 +62,7 @@ class StandaloneAgent {
   int out_fd_;
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<MonitorQueue> monitors_;
+  std::unique_ptr<NvmlMonitor> nvml_;  // null when NVML is off or absent
   std::unique_ptr<Classifier> classifier_;
   std::unique_ptr<KmsgReader> reader_;
   std::unique_ptr<StateFile> state_;

@@ -23,6 +23,7 @@ struct AgentArgs {
   bool accept_injected = false;
   std::string node_name;
   std::string kubeconfig;
+  std::string nvml_library;
 };
 }  // namespace
 
@@ -45,6 +46,9 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
                   "The Node this agent reports for (default $NODE_NAME, set from the downward API)");
   cmd->add_option("--kubeconfig", args->kubeconfig,
                   "Kubeconfig for out-of-cluster use (default: in-cluster service account)");
+  cmd->add_option("--nvml-library", args->nvml_library,
+                  "NVML library to load (default $GPUHEAL_NVML_LIBRARY, else nvidia.nvml_library, "
+                  "libnvidia-ml.so.1)");
   cmd->callback([args, cmd, &exit_code] {
     std::unique_ptr<kube::Client> kube_client;
     KubeReporterOptions ro;
@@ -78,6 +82,13 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
     if (!args->state_dir.empty()) cfg.state_dir = args->state_dir;
     if (cmd->count("--listen")) cfg.listen = args->listen;
     if (args->accept_injected) cfg.accept_injected = true;
+    if (!args->nvml_library.empty()) {
+      cfg.nvidia.nvml_library = args->nvml_library;
+      cfg.nvidia.nvml = NvidiaConfig::Use::kOn;
+    } else if (const char* lib = std::getenv("GPUHEAL_NVML_LIBRARY"); lib && *lib) {
+      cfg.nvidia.nvml_library = lib;
+      cfg.nvidia.nvml = NvidiaConfig::Use::kOn;
+    }
     if (!args->standalone) {
       auto kcfg = args->kubeconfig.empty() ? kube::InClusterConfig() : kube::LoadKubeconfig(args->kubeconfig);
       if (!kcfg) {

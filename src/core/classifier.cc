@@ -64,6 +64,20 @@ Fault Classifier::MakeXidFault(int xid, const Record& rec) const {
   return f;
 }
 
+Fault Classifier::DriverXid(int xid, std::optional<int> recovery_action) const {
+  Fault f = MakeXidFault(xid, Record{});
+  f.kind = FaultKind::kXid;
+  f.recovery_action = recovery_action;
+  const auto ov = options_.xid_overrides.find(xid);
+  const bool overridden = ov != options_.xid_overrides.end() && ov->second.severity;
+  if (!overridden && xid == 154 && recovery_action) {
+    f.severity = RecoveryActionSeverity(*recovery_action);
+    f.action = XidAction(xid, f.severity);
+  }
+  f.reason = reason::XidReason(xid, f.severity);
+  return f;
+}
+
 void Classifier::ClassifyNvidia(const Record& rec, std::vector<Fault>& out) {
   NvidiaSignal sig;
   if (!ParseNvidia(rec.message, sig)) return;

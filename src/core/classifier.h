@@ -51,6 +51,10 @@ class Classifier {
   // The GPU UUID the driver announced for a bus id, if seen.
   std::string UuidFor(const std::string& pci) const;
 
+  // An Xid reported by the driver API (NVML/DCGM) rather than the kernel log: the same catalog,
+  // overrides and Xid 154 recovery-action rule as a kernel line, without provenance.
+  Fault DriverXid(int xid, std::optional<int> recovery_action = std::nullopt) const;
+
  private:
   explicit Classifier(ClassifierOptions options);
   void ClassifyNvidia(const Record& rec, std::vector<Fault>& out);

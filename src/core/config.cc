@@ -99,13 +99,108 @@ Result<Action> AsAction(const ConfigError& err, const YAML::Node& n, std::string
   if (!var##_r) return var##_r.error(); \
   auto var = std::move(*var##_r)
 
+Status ParseNvidia(const ConfigError& err, const YAML::Node& n, NvidiaConfig& out) {
+  if (!n.IsMap()) return err.At(n, "\"nvidia\" must be a mapping");
+  if (auto e = CheckKeys(err, n,
+                         {"nvml", "nvml_library", "poll_period", "expected_gpus", "sysfs_pci_devices",
+                          "temperature_limit", "nvlink_errors_per_poll", "corrected_ecc_per_poll", "reset", "dcgm"},
+                         "nvidia")) {
+    return *e;
+  }
+  if (const YAML::Node v = n["nvml"]) {
+    const std::string s = v.IsScalar() ? v.as<std::string>() : "";
+    if (s == "auto") out.nvml = NvidiaConfig::Use::kAuto;
+    else if (s == "true" || s == "on") out.nvml = NvidiaConfig::Use::kOn;
+    else if (s == "false" || s == "off") out.nvml = NvidiaConfig::Use::kOff;
+    else return err.At(v, "\"nvidia.nvml\" must be auto, true or false");
+  }
+  if (n["nvml_library"]) {
+    GPUHEAL_TRY(v, AsString(err, n["nvml_library"], "nvidia.nvml_library"));
+    out.nvml_library = v;
+  }
+  if (n["poll_period"]) {
+    GPUHEAL_TRY(v, AsDuration(err, n["poll_period"], "nvidia.poll_period"));
+    if (v.count() < 100) return err.At(n["poll_period"], "\"nvidia.poll_period\" must be at least 100ms");
+    out.poll_period = v;
+  }
+  if (n["expected_gpus"]) {
+    GPUHEAL_TRY(v, AsInt(err, n["expected_gpus"], "nvidia.expected_gpus", 0, 1024));
+    out.expected_gpus = v;
+  }
+  if (n["sysfs_pci_devices"]) {
+    GPUHEAL_TRY(v, AsString(err, n["sysfs_pci_devices"], "nvidia.sysfs_pci_devices"));
+    out.sysfs_pci_devices = v;
+  }
+  if (n["temperature_limit"]) {
+    GPUHEAL_TRY(v, AsInt(err, n["temperature_limit"], "nvidia.temperature_limit", 0, 200));
+    out.temperature_limit = static_cast<unsigned>(v);
+  }
+  if (n["nvlink_errors_per_poll"]) {
+    GPUHEAL_TRY(v, AsInt(err, n["nvlink_errors_per_poll"], "nvidia.nvlink_errors_per_poll", 1, 1000000000));
+    out.nvlink_errors_per_poll = static_cast<unsigned long long>(v);
+  }
+  if (n["corrected_ecc_per_poll"]) {
+    GPUHEAL_TRY(v, AsInt(err, n["corrected_ecc_per_poll"], "nvidia.corrected_ecc_per_poll", 1, 1000000000));
+    out.corrected_ecc_per_poll = static_cast<unsigned long long>(v);
+  }
+  if (const YAML::Node r = n["reset"]) {
+    if (!r.IsMap()) return err.At(r, "\"nvidia.reset\" must be a mapping");
+    if (auto e = CheckKeys(err, r, {"on_critical", "drain_timeout", "command", "timeout"}, "nvidia.reset")) return *e;
+    if (r["on_critical"]) {
+      GPUHEAL_TRY(v, AsBool(err, r["on_critical"], "nvidia.reset.on_critical"));
+      out.reset_on_critical = v;
+    }
+    if (r["drain_timeout"]) {
+      GPUHEAL_TRY(v, AsDuration(err, r["drain_timeout"], "nvidia.reset.drain_timeout"));
+      out.drain_timeout = v;
+    }
+    if (r["timeout"]) {
+      GPUHEAL_TRY(v, AsDuration(err, r["timeout"], "nvidia.reset.timeout"));
+      out.reset_timeout = v;
+    }
+    if (const YAML::Node c = r["command"]) {
+      if (!c.IsSequence() || c.size() == 0) {
+        return err.At(c, "\"nvidia.reset.command\" must be a non-empty list (argv, run without a shell; "
+                         "{bus_id} is replaced by the GPU's bus id)");
+      }
+      out.reset_command.clear();
+      for (const YAML::Node& a : c) {
+        GPUHEAL_TRY(v, AsString(err, a, "nvidia.reset.command[]"));
+        out.reset_command.push_back(v);
+      }
+      if (out.reset_command[0].empty()) return err.At(c, "\"nvidia.reset.command\" names no program");
+    }
+  }
+  if (const YAML::Node d = n["dcgm"]) {
+    if (!d.IsMap()) return err.At(d, "\"nvidia.dcgm\" must be a mapping");
+    if (auto e = CheckKeys(err, d, {"enabled", "library", "address", "health_period"}, "nvidia.dcgm")) return *e;
+    if (d["enabled"]) {
+      GPUHEAL_TRY(v, AsBool(err, d["enabled"], "nvidia.dcgm.enabled"));
+      out.dcgm = v;
+    }
+    if (d["library"]) {
+      GPUHEAL_TRY(v, AsString(err, d["library"], "nvidia.dcgm.library"));
+      out.dcgm_library = v;
+    }
+    if (d["address"]) {
+      GPUHEAL_TRY(v, AsString(err, d["address"], "nvidia.dcgm.address"));
+      out.dcgm_address = v;
+    }
+    if (d["health_period"]) {
+      GPUHEAL_TRY(v, AsDuration(err, d["health_period"], "nvidia.dcgm.health_period"));
+      out.dcgm_health_period = v;
+    }
+  }
+  return Status::Ok();
+}
+
 Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
   AgentConfig cfg;
   if (root.IsNull()) return cfg;  // an empty file means all defaults
   if (!root.IsMap()) return err.At(root, "the config must be a mapping of keys to values");
   if (auto e = CheckKeys(err, root,
                          {"kmsg", "state_dir", "accept_injected", "listen", "xids", "escalation",
-                          "npd_rules", "monitors", "self_check_period", "recovery", "kubernetes"},
+                          "npd_rules", "monitors", "self_check_period", "recovery", "kubernetes", "nvidia"},
                          "")) {
     return *e;
   }
@@ -204,6 +299,9 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
                                {"runtime", &cfg.monitors.runtime}}) {
       if (auto s = set(name, *field); !s) return s.error();
     }
+  }
+  if (const YAML::Node n = root["nvidia"]) {
+    if (auto s = ParseNvidia(err, n, cfg.nvidia); !s) return s.error();
   }
   // One-key sections holding a duration.
   for (auto [section, key, field] :

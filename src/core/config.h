@@ -33,6 +33,29 @@ struct MonitorSwitches {
   bool runtime = true;  // ContainerRuntimeReady (no kernel-log source yet)
 };
 
+// The NVIDIA driver API sources and the agent's GPU-level actions (docs/config.md, nvidia:).
+struct NvidiaConfig {
+  enum class Use { kAuto, kOn, kOff };
+  Use nvml = Use::kAuto;  // auto: use NVML when the library loads, say once when it does not
+  std::string nvml_library = "libnvidia-ml.so.1";
+  std::chrono::milliseconds poll_period = std::chrono::seconds(60);
+  std::optional<int> expected_gpus;  // NvidiaDeviceCountMismatch when fewer are visible
+  std::string sysfs_pci_devices = "/sys/bus/pci/devices";
+  unsigned temperature_limit = 0;           // degrees C; 0: each GPU's slowdown threshold
+  unsigned long long nvlink_errors_per_poll = 100;
+  unsigned long long corrected_ecc_per_poll = 100;
+  // Policy: drain and reset a GPU when a critical fault (action reset-gpu) names it.
+  bool reset_on_critical = false;
+  std::chrono::milliseconds drain_timeout = std::chrono::minutes(5);  // wait for compute processes to end
+  std::vector<std::string> reset_command = {"nvidia-smi", "--gpu-reset", "-i", "{bus_id}"};
+  std::chrono::milliseconds reset_timeout = std::chrono::minutes(2);
+  // DCGM (optional).
+  bool dcgm = false;
+  std::string dcgm_library = "libdcgm.so.4";
+  std::string dcgm_address;  // empty: embedded host engine
+  std::chrono::milliseconds dcgm_health_period = std::chrono::seconds(60);
+};
+
 struct AgentConfig {
   std::string kmsg_path = "/dev/kmsg";
   std::string state_dir = "/var/lib/gpuheal";
@@ -47,6 +70,7 @@ struct AgentConfig {
   std::chrono::milliseconds quiet_period = std::chrono::minutes(10);
   // Kubernetes mode: lastHeartbeatTime of the agent's conditions is refreshed this often.
   std::chrono::milliseconds heartbeat_period = std::chrono::minutes(5);
+  NvidiaConfig nvidia;
 };
 
 Result<AgentConfig> LoadAgentConfig(const std::string& path);

@@ -10,7 +10,8 @@
 
 namespace gpuheal {
 
-enum class FaultKind { kXid, kGpuFallenOffBus, kSxid, kKernel, kStorage, kNetwork, kRule };
+// kGpuHealth: a GPU state read through the driver API (remapped rows, NVLink, ...), not an Xid.
+enum class FaultKind { kXid, kGpuFallenOffBus, kSxid, kKernel, kStorage, kNetwork, kRule, kGpuHealth };
 std::string_view ToString(FaultKind k);
 
 struct Fault {
@@ -40,6 +41,7 @@ struct Fault {
   bool injected = false;     // a user-space record accepted with --accept-injected
 
   // Provenance.
+  std::string source = "kmsg";  // kmsg, nvml, sysfs, dcgm
   size_t line = 0;  // 1-based input line where the fault's (first) record starts
   std::optional<uint64_t> kmsg_seq;
   std::optional<uint64_t> kmsg_usec;

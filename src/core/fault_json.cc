@@ -18,6 +18,8 @@ std::string_view ToString(FaultKind k) {
       return "network";
     case FaultKind::kRule:
       return "rule";
+    case FaultKind::kGpuHealth:
+      return "gpu_health";
   }
   return "kernel";
 }
@@ -47,6 +49,7 @@ nlohmann::ordered_json ToJson(const Fault& f) {
   if (f.count) j["count"] = *f.count;
   if (f.escalated) j["escalated"] = true;
   if (f.injected) j["injected"] = true;
+  if (f.source != "kmsg") j["source"] = f.source;
   return j;
 }
 

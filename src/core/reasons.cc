@@ -24,6 +24,17 @@ constexpr ReasonInfo kFixed[] = {
      "The driver reports the GPU has fallen off the bus (treated as Xid 79)"},
     {kNvidiaGPULost, C::kAcceleratedHardwareReady, "The driver API reports the GPU is lost"},
     {kNvidiaRowRemapFailure, C::kAcceleratedHardwareReady, "GPU memory row remapping failed"},
+    {kNvidiaRowRemapPending, C::kAcceleratedHardwareReady,
+     "A GPU memory row remap is pending: the GPU needs a reset to apply it"},
+    {kNvidiaRetiredPagesPending, C::kAcceleratedHardwareReady,
+     "GPU memory pages are pending retirement: the GPU needs a reset to apply it"},
+    {kNvidiaNVLinkErrorRate, C::kAcceleratedHardwareReady, "NVLink error counters rising faster than the threshold"},
+    {kNvidiaClockSlowdown, C::kAcceleratedHardwareReady,
+     "The GPU's clocks are slowed by hardware (HW slowdown, thermal, power brake)"},
+    {kNvidiaPCIeLinkDegraded, C::kAcceleratedHardwareReady, "The GPU's PCIe link runs below its maximum width or generation"},
+    {kNvidiaTemperatureHigh, C::kAcceleratedHardwareReady, "GPU temperature at or above its slowdown threshold"},
+    {kNvidiaPersistenceModeDisabled, C::kAcceleratedHardwareReady, "NVIDIA persistence mode is off"},
+    {kNvidiaSingleBitErrorStorm, C::kAcceleratedHardwareReady, "Corrected (single-bit) ECC errors arriving as a storm"},
     {kKernelHungTask, C::kKernelReady, "A task was blocked for longer than the hung-task timeout"},
     {kKernelSoftLockup, C::kKernelReady, "A CPU was stuck in kernel mode (soft lockup)"},
     {kKernelRcuStall, C::kKernelReady, "RCU stall detected"},
@@ -86,6 +97,8 @@ std::string ContractListing() {
   }
   out += "# fixed reasons\n";
   for (const ReasonInfo& r : kFixed) out += fmt::format("{} {}\n", r.name, ToString(r.condition));
+  out += "# event reasons\n";
+  out += fmt::format("{}\n{}\n", kGPURecovery, kGPURecoveryFailed);
   out += "# reason patterns\n";
   out += "NvidiaXID<N>Error AcceleratedHardwareReady (fatal, catastrophic)\n";
   out += "NvidiaXID<N>Warning AcceleratedHardwareReady (info, warn, critical)\n";

@@ -24,6 +24,14 @@ inline constexpr std::string_view kNvidiaDeviceCountMismatch = "NvidiaDeviceCoun
 inline constexpr std::string_view kNvidiaGPUFallenOffBus = "NvidiaGPUFallenOffBus";
 inline constexpr std::string_view kNvidiaGPULost = "NvidiaGPULost";
 inline constexpr std::string_view kNvidiaRowRemapFailure = "NvidiaRowRemapFailure";
+inline constexpr std::string_view kNvidiaRowRemapPending = "NvidiaRowRemapPending";
+inline constexpr std::string_view kNvidiaRetiredPagesPending = "NvidiaRetiredPagesPending";
+inline constexpr std::string_view kNvidiaNVLinkErrorRate = "NvidiaNVLinkErrorRate";
+inline constexpr std::string_view kNvidiaClockSlowdown = "NvidiaClockSlowdown";
+inline constexpr std::string_view kNvidiaPCIeLinkDegraded = "NvidiaPCIeLinkDegraded";
+inline constexpr std::string_view kNvidiaTemperatureHigh = "NvidiaTemperatureHigh";
+inline constexpr std::string_view kNvidiaPersistenceModeDisabled = "NvidiaPersistenceModeDisabled";
+inline constexpr std::string_view kNvidiaSingleBitErrorStorm = "NvidiaSingleBitErrorStorm";
 inline constexpr std::string_view kKernelHungTask = "KernelHungTask";
 inline constexpr std::string_view kKernelSoftLockup = "KernelSoftLockup";
 inline constexpr std::string_view kKernelRcuStall = "KernelRcuStall";
@@ -36,6 +44,10 @@ inline constexpr std::string_view kStorageReadOnlyRemount = "StorageReadOnlyRemo
 inline constexpr std::string_view kNetworkLinkDown = "NetworkLinkDown";
 inline constexpr std::string_view kNetworkTxTimeout = "NetworkTxTimeout";
 inline constexpr std::string_view kNetworkDeviceRemoved = "NetworkDeviceRemoved";
+
+// Event reasons of the agent's GPU-level recovery (drain, wait, reset, verify, undrain).
+inline constexpr std::string_view kGPURecovery = "GPURecovery";
+inline constexpr std::string_view kGPURecoveryFailed = "GPURecoveryFailed";
 
 struct ReasonInfo {
   std::string_view name;
