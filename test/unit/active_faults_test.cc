@@ -125,6 +125,41 @@ TEST(ActiveFaults, GpuResetClearsThatGpu) {
   EXPECT_EQ(a.all().size(), 1u);
 }
 
+TEST(ActiveFaults, GpuHealthFaultsClearWithTheirGpu) {
+  ActiveFaults a;
+  Fault f;
+  f.kind = FaultKind::kGpuHealth;
+  f.pci = "0000:3b:00";
+  f.severity = Severity::kFatal;
+  f.condition = "AcceleratedHardwareReady";
+  f.reason = "NvidiaRowRemapFailure";
+  f.source = "nvml";
+  a.Observe(f, 1, "b");
+  EXPECT_EQ(RecoveryRuleOf(f), RecoveryRule::kRebootWithGpuPresent);
+  EXPECT_EQ(a.ClearGpu("0000:3b:00").size(), 1u);
+  EXPECT_TRUE(a.empty());
+}
+
+TEST(ActiveFaults, SourcesAndDrainStateShowInTheMessage) {
+  ActiveFaults a;
+  a.Observe(Xid(48, "0000:3b:00", Severity::kFatal), 1, "b");
+  const std::string key = a.all().begin()->first;
+  EXPECT_TRUE(a.AddSource(key, "nvml"));
+  EXPECT_FALSE(a.AddSource(key, "nvml")) << "not news the second time";
+  EXPECT_FALSE(a.AddSource("no/such/key", "nvml"));
+  EXPECT_TRUE(a.SetGpuNote("0000:3b:00", "drained"));
+  EXPECT_FALSE(a.SetGpuNote("0000:3b:00", "drained"));
+  const std::string msg = Find(a.Conditions({}), "AcceleratedHardwareReady").message;
+  EXPECT_NE(msg.find("GPU 0000:3b:00 [drained]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(reported by kmsg and nvml)"), std::string::npos) << msg;
+  EXPECT_TRUE(a.SetGpuNote("0000:3b:00", ""));
+  EXPECT_EQ(Find(a.Conditions({}), "AcceleratedHardwareReady").message.find("[drained]"), std::string::npos);
+  // Sources survive a restart.
+  auto back = ActiveFaults::FromJson(a.ToJson());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->all().begin()->second.sources, (std::vector<std::string>{"kmsg", "nvml"}));
+}
+
 TEST(ActiveFaults, PersistRoundTripAndCorruptFile) {
   const std::string dir = ::testing::TempDir() + "/active-faults-test";
   std::filesystem::create_directories(dir);

@@ -87,10 +87,68 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"self_check_period: 0s\n", "positive duration"},
         BadCase{"recovery:\n  quiet: 5m\n", "unknown key \"quiet\" in recovery"},
         BadCase{"recovery:\n  quiet_period: 500ms\n", "agent.yaml:2:17: \"recovery.quiet_period\" must be at least 1s"},
-        BadCase{"kubernetes: 5m\n", "\"kubernetes\" must be a mapping"}),
+        BadCase{"kubernetes: 5m\n", "\"kubernetes\" must be a mapping"},
+        BadCase{"nvidia:\n  nvml: maybe\n", "agent.yaml:2:9: \"nvidia.nvml\" must be auto, true or false"},
+        BadCase{"nvidia:\n  poll: 5s\n", "unknown key \"poll\" in nvidia"},
+        BadCase{"nvidia:\n  poll_period: 10ms\n", "\"nvidia.poll_period\" must be at least 100ms"},
+        BadCase{"nvidia:\n  expected_gpus: -1\n", "\"nvidia.expected_gpus\" must be an integer from 0"},
+        BadCase{"nvidia:\n  reset:\n    command: nvidia-smi --gpu-reset\n", "must be a non-empty list (argv, run without a shell"},
+        BadCase{"nvidia:\n  reset:\n    command: []\n", "must be a non-empty list"},
+        BadCase{"nvidia:\n  reset:\n    on_crit: true\n", "unknown key \"on_crit\" in nvidia.reset"},
+        BadCase{"nvidia:\n  dcgm:\n    enabled: yes please\n", "\"nvidia.dcgm.enabled\" must be true or false"}),
     [](const ::testing::TestParamInfo<BadCase>& param_info) {
       return "Case" + std::to_string(param_info.index);
     });
+
+TEST(Config, NvidiaSection) {
+  auto c = ParseAgentConfig(R"(
+nvidia:
+  nvml: true
+  nvml_library: /opt/nvidia/libnvidia-ml.so.1
+  poll_period: 30s
+  expected_gpus: 8
+  sysfs_pci_devices: /host/sys/bus/pci/devices
+  temperature_limit: 85
+  nvlink_errors_per_poll: 10
+  corrected_ecc_per_poll: 50
+  reset:
+    on_critical: true
+    drain_timeout: 2m
+    timeout: 90s
+    command: [/usr/bin/nvidia-smi, --gpu-reset, -i, "{bus_id}"]
+  dcgm:
+    enabled: true
+    library: libdcgm.so.3
+    address: 127.0.0.1:5555
+    health_period: 2m
+)",
+                            "a.yaml");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  const NvidiaConfig& n = c->nvidia;
+  EXPECT_EQ(n.nvml, NvidiaConfig::Use::kOn);
+  EXPECT_EQ(n.nvml_library, "/opt/nvidia/libnvidia-ml.so.1");
+  EXPECT_EQ(n.poll_period, std::chrono::seconds(30));
+  EXPECT_EQ(n.expected_gpus, 8);
+  EXPECT_EQ(n.sysfs_pci_devices, "/host/sys/bus/pci/devices");
+  EXPECT_EQ(n.temperature_limit, 85u);
+  EXPECT_EQ(n.nvlink_errors_per_poll, 10u);
+  EXPECT_EQ(n.corrected_ecc_per_poll, 50u);
+  EXPECT_TRUE(n.reset_on_critical);
+  EXPECT_EQ(n.drain_timeout, std::chrono::minutes(2));
+  EXPECT_EQ(n.reset_timeout, std::chrono::seconds(90));
+  EXPECT_EQ(n.reset_command, (std::vector<std::string>{"/usr/bin/nvidia-smi", "--gpu-reset", "-i", "{bus_id}"}));
+  EXPECT_TRUE(n.dcgm);
+  EXPECT_EQ(n.dcgm_library, "libdcgm.so.3");
+  EXPECT_EQ(n.dcgm_address, "127.0.0.1:5555");
+  EXPECT_EQ(n.dcgm_health_period, std::chrono::minutes(2));
+
+  auto d = ParseAgentConfig("", "a.yaml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->nvidia.nvml, NvidiaConfig::Use::kAuto) << "NVML when present, by default";
+  EXPECT_FALSE(d->nvidia.reset_on_critical) << "resetting GPUs is opt-in";
+  EXPECT_FALSE(d->nvidia.expected_gpus.has_value());
+  EXPECT_FALSE(d->nvidia.dcgm);
+}
 
 TEST(Config, Durations) {
   EXPECT_EQ(ParseDuration("500ms"), std::chrono::milliseconds(500));

@@ -85,5 +85,49 @@ TEST(NodeState, MemoryIsBoundedUnderAStormOfDistinctDevices) {
   EXPECT_LE(st.tracked_keys(), 4096u);
 }
 
+TEST(NodeState, OneFaultThroughTwoSourcesIsMerged) {
+  NodeState st(EscalationPolicy{});
+  const auto t0 = NodeState::Clock::time_point{} + 1000h;
+  Fault k = Xid(48, "0000:3b:00", Severity::kFatal);
+  Fault n = k;
+  n.source = "nvml";
+  ASSERT_TRUE(st.Observe(k, t0));
+  NodeState::Merge m;
+  EXPECT_FALSE(st.Observe(n, t0 + 2s, &m)) << "the driver API's report of the same error";
+  EXPECT_EQ(m.key, "xid/48/0000:3b:00");
+  EXPECT_EQ(m.first_source, "kmsg");
+  // The same source again is a repetition, counted for escalation.
+  auto again = st.Observe(k, t0 + 3s);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->count, 2);
+  // Another GPU, or long after: a fault of its own.
+  Fault other = n;
+  other.pci = "0000:5e:00";
+  EXPECT_TRUE(st.Observe(other, t0 + 4s));
+  EXPECT_TRUE(st.Observe(n, t0 + 60s));
+}
+
+TEST(NodeState, GpuLostFromNvmlMergesWithTheKernelsXid79) {
+  NodeState st(EscalationPolicy{});
+  const auto t0 = NodeState::Clock::time_point{} + 1000h;
+  Fault k = Xid(79, "0000:3b:00", Severity::kCatastrophic);
+  Fault n = k;
+  n.source = "nvml";
+  n.reason = "NvidiaGPULost";
+  ASSERT_TRUE(st.Observe(n, t0));
+  NodeState::Merge m;
+  EXPECT_FALSE(st.Observe(k, t0 + 1s, &m));
+  EXPECT_EQ(m.first_source, "nvml");
+}
+
+TEST(NodeState, GpuHealthFaultsAreKeyedByReasonGpuAndDevice) {
+  Fault f;
+  f.kind = FaultKind::kGpuHealth;
+  f.reason = "NvidiaNVLinkError";
+  f.pci = "0000:3b:00";
+  f.device = "nvlink5";
+  EXPECT_EQ(NodeState::KeyOf(f), "gpu/NvidiaNVLinkError/0000:3b:00/nvlink5");
+}
+
 }  // namespace
 }  // namespace gpuheal
