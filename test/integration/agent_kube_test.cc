@@ -14,6 +14,7 @@
 #include "core/config.h"
 #include "cli/inject.h"
 #include "kube_test_util.h"
+#include "nvml_scenario.h"
 #include "run_binary.h"
 
 namespace gpuheal {
@@ -228,6 +229,51 @@ TEST_F(AgentKube, AfterARebootOnlyTheGpusStillMissingKeepTheirFault) {
               j.value("rule", "") == "reboot-with-gpu-present";
   }
   EXPECT_TRUE(logged) << "the clearing is logged";
+}
+
+// The driver-API side (NVML test double): a double-bit error reported by NVML sets the condition
+// False; a critical fault on the same GPU makes the agent drain it (the drain state shows in the
+// condition message), wait for its work, reset and verify it; the verified reset returns the
+// condition to True and each step is an Event on the Node.
+TEST_F(AgentKube, AVerifiedGpuResetReturnsTheConditionToTrue) {
+  gpuheal::testing::Scenario sc;
+  gpuheal::testing::TestGpu gpu;
+  gpu.pci = pci_;
+  gpu.bus_id = "0000" + pci_ + ".0";
+  for (char& ch : gpu.bus_id) ch = static_cast<char>(toupper(static_cast<unsigned char>(ch)));
+  gpu.uuid = "GPU-12345678-aaaa-bbbb-cccc-ddddeeeeffff";
+  auto dev = gpuheal::testing::HealthyDevice(gpu);
+  dev["processes"] = {4242};
+  sc.Write({{"devices", {dev}}});
+  const std::string cfg = state_dir_ + "/nvml.yaml";
+  std::filesystem::create_directories(state_dir_ + "/sysfs");
+  std::ofstream(cfg) << fmt::format(
+      "nvidia:\n  poll_period: 200ms\n  sysfs_pci_devices: {}/sysfs\n  reset:\n    on_critical: true\n"
+      "    drain_timeout: 30s\n    command: [\"{}\", \"reset\", \"{}\", \"{{bus_id}}\"]\n",
+      state_dir_, NVML_DOUBLE_CTL, sc.path());
+  StartAgent({"--config", cfg, "--nvml-library", NVML_DOUBLE});
+  ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "True", "NvidiaGPUIsReady"));
+  sc.Write({{"devices", {dev}}, {"events", {{{"id", "dbe"}, {"type", "DoubleBitEccError"}}}}});
+  ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "False", "NvidiaDoubleBitError"));
+  EXPECT_NE(Condition("AcceleratedHardwareReady")->message.find(gpu.uuid), std::string::npos);
+
+  sc.Write({{"devices", {dev}}, {"events", {{{"id", "dbe"}, {"type", "DoubleBitEccError"}},
+                                            {{"id", "gsp"}, {"type", "XidCriticalError"}, {"data", 119}}}}});
+  ASSERT_TRUE(Eventually([&] {
+    auto c = Condition("AcceleratedHardwareReady");
+    return c && c->message.find("GPU " + pci_ + " (" + gpu.uuid + ") [drained]") != std::string::npos;
+  }, 10s)) << "the drain state is visible on the Node: " << Condition("AcceleratedHardwareReady")->message;
+  EXPECT_EQ(Condition("AcceleratedHardwareReady")->status, "False") << "still faulty until the reset";
+
+  auto s = sc.Read();
+  s["devices"][0]["processes"] = nlohmann::json::array();  // the workload finished
+  sc.Write(s);
+  ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "True", "NvidiaGPUIsReady", 20s));
+  EXPECT_EQ(sc.Read()["devices"][0]["resets"], 1);
+  ASSERT_TRUE(Eventually([&] { return EventCount("GPURecovery") >= 3; }, 10s))
+      << "drain, reset and done are Events on the Node";
+  EXPECT_EQ(EventCount("GPURecoveryFailed"), 0);
+  EXPECT_GE(EventCount("NvidiaXID119Warning"), 1) << "the critical fault itself is an Event";
 }
 
 // `gpuheal status` shows the node's domains and the GPU its fault names.
