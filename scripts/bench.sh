@@ -12,3 +12,4 @@ fi
 "$build/bench/bench_kube_decode"
 bash scripts/build-control-plane.sh >/dev/null
 "$build/bench/bench_kube_roundtrip"
+"$build/bench/bench_nvml"
