@@ -11,6 +11,7 @@ void RegisterExplain(CLI::App& app, int& exit_code);
 void RegisterInject(CLI::App& app, int& exit_code);
 void RegisterAgent(CLI::App& app, int& exit_code);
 void RegisterStatus(CLI::App& app, int& exit_code);
+void RegisterNvmlCheck(CLI::App& app, int& exit_code);
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;

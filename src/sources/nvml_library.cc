@@ -38,7 +38,7 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& path) 
   if (!lib->handle_) {
     const char* e = dlerror();
     return Error{fmt::format("cannot load NVML from {}: {} (no NVIDIA driver on this host, or its libraries "
-                             "are not mounted into the container; set nvidia.nvml.library or --nvml-library "
+                             "are not mounted into the container; set nvidia.nvml_library or --nvml-library "
                              "to the library's path)",
                              path, e ? e : "unknown error")};
   }

@@ -390,3 +390,36 @@ TEST_F(NvmlRecoveryTest, WorkThatOutlivesTheDrainTimeoutStopsTheReset) {
 
 }  // namespace
 }  // namespace gpuheal
+
+namespace gpuheal {
+namespace {
+
+// `gpuheal nvml-check` (what scripts/gpu-check.sh runs on a real GPU) against the double.
+TEST(NvmlCheck, PrintsDevicesHealthAndEventsReadOnly) {
+  testing::Scenario sc;
+  auto g = testing::UniqueGpu();
+  auto d = testing::HealthyDevice(g);
+  d["remapped_rows"]["pending"] = 1;
+  sc.Write({{"driver_version", "570.86.15"}, {"devices", {d}},
+            {"events", {{{"id", "e"}, {"type", "XidCriticalError"}, {"data", 31}}}}});
+  const std::string cmd = fmt::format("{} nvml-check --nvml-library {} --wait 1s 2>&1", GPUHEAL_BIN, NVML_DOUBLE);
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int rc = pclose(p);
+  EXPECT_EQ(WEXITSTATUS(rc), 0) << out;
+  for (const std::string& want :
+       {std::string("driver version: 570.86.15"), "GPU 0: " + g.bus_id + " " + g.uuid + " NVIDIA H100 80GB HBM3",
+        std::string("remapped rows: uncorrectable 0, pending 1, failure 0"), std::string("drain state: not drained"),
+        std::string("XidCriticalError"), std::string("data 31"), std::string("events received: 1")}) {
+    EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
+  }
+  const auto bad = fmt::format("{} nvml-check --nvml-library /nonexistent/lib.so --wait 0s 2>&1", GPUHEAL_BIN);
+  EXPECT_EQ(WEXITSTATUS(system((bad + " >/dev/null").c_str())), 1);
+  EXPECT_EQ(WEXITSTATUS(system(fmt::format("{} nvml-check --wait soon >/dev/null 2>&1", GPUHEAL_BIN).c_str())), 2);
+}
+
+}  // namespace
+}  // namespace gpuheal
