@@ -188,6 +188,77 @@ std::optional<Fault> FaultFromEvent(const NvmlEvent& e, const Classifier& c) {
   return f;
 }
 
+namespace {
+
+Fault DcgmGpuFault(unsigned gpu_id, const std::string& pci, const std::string& uuid, std::string_view reason,
+                   Severity sev, std::string message) {
+  GpuSnapshot s;
+  s.pci = pci;
+  s.uuid = uuid;
+  Fault f = GpuFault(s, reason, sev, std::move(message));
+  f.source = "dcgm";
+  if (pci.empty()) f.device = fmt::format("dcgm-gpu{}", gpu_id);
+  return f;
+}
+
+std::string_view HealthSystemName(int system) {
+  switch (system) {
+    case 0x1: return "PCIe";
+    case 0x2: return "NVLink";
+    case 0x4: return "PMU";
+    case 0x8: return "MCU";
+    case 0x10: return "memory";
+    case 0x20: return "SM";
+    case 0x40: return "InfoROM";
+    case 0x80: return "thermal";
+    case 0x100: return "power";
+    case 0x200: return "driver";
+    default: return "other";
+  }
+}
+
+}  // namespace
+
+Fault FaultFromDcgm(const DcgmViolation& v, const std::string& pci, const std::string& uuid, const Classifier& c) {
+  Fault f;
+  switch (v.condition) {
+    case dcgm::kCondXid:
+      f = XidFault(c, static_cast<int>(v.value), pci, uuid, std::nullopt, fmt::format("DCGM policy: Xid {}", v.value));
+      break;
+    case dcgm::kCondDbe:
+      f = DoubleBitFault(c, pci, uuid, fmt::format("DCGM policy: {} double-bit ECC error(s)", v.value));
+      break;
+    case dcgm::kCondMaxPagesRetired:
+      return DcgmGpuFault(v.gpu_id, pci, uuid, reason::kNvidiaRetiredPagesLimit, Severity::kFatal,
+                          fmt::format("DCGM policy: {} pages retired", v.value));
+    case dcgm::kCondPci:
+      return DcgmGpuFault(v.gpu_id, pci, uuid, reason::kNvidiaPCIeLinkDegraded, Severity::kWarn,
+                          fmt::format("DCGM policy: PCIe replay counter {}", v.value));
+    case dcgm::kCondThermal:
+      return DcgmGpuFault(v.gpu_id, pci, uuid, reason::kNvidiaTemperatureHigh, Severity::kWarn,
+                          fmt::format("DCGM policy: temperature {} C", v.value));
+    case dcgm::kCondPower:
+      return DcgmGpuFault(v.gpu_id, pci, uuid, reason::kNvidiaPowerHigh, Severity::kWarn,
+                          fmt::format("DCGM policy: power {} W", v.value));
+    default:  // NVLink
+      return DcgmGpuFault(v.gpu_id, pci, uuid, reason::kNvidiaNVLinkErrorRate, Severity::kWarn,
+                          fmt::format("DCGM policy: NVLink error counter {}", v.value));
+  }
+  f.source = "dcgm";
+  if (pci.empty()) f.device = fmt::format("dcgm-gpu{}", v.gpu_id);
+  return f;
+}
+
+Fault FaultFromIncident(const DcgmIncident& i, const std::string& pci, const std::string& uuid) {
+  const bool fail = i.health >= dcgm::kHealthFail;
+  Fault f = DcgmGpuFault(i.gpu_id, pci, uuid, fail ? reason::kNvidiaDCGMHealthFailure : reason::kNvidiaDCGMHealthWarning,
+                         fail ? Severity::kFatal : Severity::kWarn,
+                         fmt::format("DCGM health ({}): {}", HealthSystemName(i.system), i.message));
+  // One fault per GPU and health system.
+  f.device = fmt::format("{}{}", pci.empty() ? fmt::format("dcgm-gpu{}/", i.gpu_id) : "", HealthSystemName(i.system));
+  return f;
+}
+
 std::optional<Fault> DeviceCountFault(size_t nvml_count, size_t pci_count, std::optional<int> expected) {
   const bool short_of_pci = nvml_count < pci_count;
   const bool short_of_expected = expected && nvml_count < static_cast<size_t>(*expected);

@@ -8,6 +8,7 @@
 
 #include "core/classifier.h"
 #include "core/fault.h"
+#include "sources/dcgm_source.h"
 #include "sources/nvml_source.h"
 
 namespace gpuheal {
@@ -28,5 +29,12 @@ std::optional<Fault> FaultFromEvent(const NvmlEvent& e, const Classifier& classi
 
 // NVML sees fewer GPUs than the PCI bus holds, or than the config expects: nullopt when all agree.
 std::optional<Fault> DeviceCountFault(size_t nvml_count, size_t pci_count, std::optional<int> expected);
+
+// A DCGM policy violation. `pci`/`uuid`: the GPU as NVML names it ("" when NVML is absent: the
+// fault then names the DCGM GPU id as its device).
+Fault FaultFromDcgm(const DcgmViolation& v, const std::string& pci, const std::string& uuid, const Classifier& classifier);
+
+// A DCGM health-watch incident (warn or fail) as a fault.
+Fault FaultFromIncident(const DcgmIncident& i, const std::string& pci, const std::string& uuid);
 
 }  // namespace gpuheal

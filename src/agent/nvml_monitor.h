@@ -56,6 +56,11 @@ class NvmlMonitor {
   bool RequestReset(const std::string& pci, const std::string& why);
   bool Knows(const std::string& pci) const { return source_->Find(pci) != nullptr; }
   size_t gpu_count() const { return source_->gpus().size(); }
+  // The bus id and UUID of NVML's GPU `index` (("", "") when there is none).
+  std::pair<std::string, std::string> GpuAt(unsigned index) const {
+    if (index >= source_->gpus().size()) return {};
+    return {source_->gpus()[index].pci, source_->gpus()[index].uuid};
+  }
 
  private:
   NvmlMonitor(const NvidiaConfig& config, EventLoop& loop, const Classifier& classifier, Metrics& metrics, Sink sink,

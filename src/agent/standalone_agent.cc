@@ -49,7 +49,8 @@ StandaloneAgent::StandaloneAgent(AgentConfig config, int out_fd)
     : config_(std::move(config)), out_fd_(out_fd), node_state_(config_.escalation) {}
 
 StandaloneAgent::~StandaloneAgent() {
-  nvml_.reset();  // its threads post to the loop: stop them first
+  dcgm_.reset();  // their threads post to the loop: stop them first
+  nvml_.reset();
   http_.reset();
   if (reporter_) reporter_->Stop();
   if (signal_fd_ >= 0) close(signal_fd_);
@@ -199,6 +200,18 @@ Status StandaloneAgent::Init() {
       if (active_.SetGpuNote(pci, note)) ActiveFaultsChanged(0);
     };
     nvml_ = NvmlMonitor::Start(config_.nvidia, *loop_, *monitors_, *classifier_, metrics_, std::move(sink));
+
+    DcgmMonitor::Sink dsink;
+    dsink.fault = [this](Fault f, int64_t detected) {
+      HandleFault(std::move(f), static_cast<uint64_t>(detected));
+      SyncActiveFaults();
+    };
+    dsink.log = [](std::string_view level, std::string msg, nlohmann::ordered_json fields) {
+      Log(level, msg, std::move(fields));
+    };
+    // DCGM numbers GPUs in NVML's index order.
+    dsink.gpu = [this](unsigned id) { return nvml_ ? nvml_->GpuAt(id) : std::pair<std::string, std::string>{}; };
+    dcgm_ = DcgmMonitor::Start(config_.nvidia, *loop_, *monitors_, *classifier_, metrics_, std::move(dsink));
   }
 
   if (reporter_) {

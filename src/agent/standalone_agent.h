@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "agent/active_faults.h"
+#include "agent/dcgm_monitor.h"
 #include "agent/event_loop.h"
 #include "agent/http_server.h"
 #include "agent/kube_reporter.h"
@@ -63,6 +64,7 @@ class StandaloneAgent {
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<MonitorQueue> monitors_;
   std::unique_ptr<NvmlMonitor> nvml_;  // null when NVML is off or absent
+  std::unique_ptr<DcgmMonitor> dcgm_;  // null unless nvidia.dcgm.enabled
   std::unique_ptr<Classifier> classifier_;
   std::unique_ptr<KmsgReader> reader_;
   std::unique_ptr<StateFile> state_;

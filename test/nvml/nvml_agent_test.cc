@@ -344,6 +344,7 @@ TEST_F(NvmlRecoveryTest, DrainWaitResetVerifyUndrainClearsTheGpusFaults) {
   EXPECT_TRUE((*done)["final"]);
   EXPECT_EQ(sc_.Read()["devices"][0]["resets"], 1) << "the reset command ran once, with this GPU's bus id";
   ASSERT_TRUE(a.WaitLog([](const json& j) { return j.value("msg", "") == "fault cleared by GPU reset"; }, 2s));
+  WaitActive([&](const json&) { return ActiveFor(gpu_.pci) == 0; });  // saved just after the log line
   EXPECT_EQ(ActiveFor(gpu_.pci), 0u) << "a verified reset clears the GPU's faults";
   EXPECT_EQ(ActiveFor(other.pci), 1u) << "and only that GPU's";
 }

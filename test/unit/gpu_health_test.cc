@@ -195,3 +195,55 @@ TEST(DeviceCount, MismatchAgainstPciBusOrConfig) {
 
 }  // namespace
 }  // namespace gpuheal
+
+namespace gpuheal {
+namespace {
+
+TEST(DcgmFaults, ViolationsMapToReasonsOnTheNvmlGpu) {
+  auto c = Classifier::Create({});
+  ASSERT_TRUE(c);
+  auto fault = [&](int cond, unsigned long long value, const std::string& pci = "0000:3b:00") {
+    DcgmViolation v;
+    v.gpu_id = 3;
+    v.condition = cond;
+    v.value = value;
+    return FaultFromDcgm(v, pci, pci.empty() ? "" : "GPU-1", **c);
+  };
+  Fault x = fault(dcgm::kCondXid, 79);
+  EXPECT_EQ(x.reason, "NvidiaXID79Error");
+  EXPECT_EQ(x.kind, FaultKind::kXid);
+  EXPECT_EQ(x.source, "dcgm");
+  EXPECT_EQ(x.pci, "0000:3b:00");
+  EXPECT_EQ(fault(dcgm::kCondDbe, 1).reason, "NvidiaDoubleBitError");
+  EXPECT_EQ(fault(dcgm::kCondDbe, 1).xid, 48);
+  EXPECT_EQ(fault(dcgm::kCondMaxPagesRetired, 61).reason, "NvidiaRetiredPagesLimit");
+  EXPECT_EQ(fault(dcgm::kCondMaxPagesRetired, 61).severity, Severity::kFatal);
+  EXPECT_EQ(fault(dcgm::kCondThermal, 95).reason, "NvidiaTemperatureHigh");
+  EXPECT_EQ(fault(dcgm::kCondPower, 900).reason, "NvidiaPowerHigh");
+  EXPECT_EQ(fault(dcgm::kCondPci, 12).reason, "NvidiaPCIeLinkDegraded");
+  EXPECT_EQ(fault(dcgm::kCondNvlink, 5).reason, "NvidiaNVLinkErrorRate");
+  Fault orphan = fault(dcgm::kCondXid, 13, "");
+  EXPECT_EQ(orphan.device, "dcgm-gpu3") << "without NVML the DCGM id names the GPU";
+}
+
+TEST(DcgmFaults, IncidentsAreKeyedByGpuAndSystem) {
+  DcgmIncident i;
+  i.gpu_id = 0;
+  i.system = 0x10;
+  i.health = dcgm::kHealthFail;
+  i.message = "DBE";
+  Fault f = FaultFromIncident(i, "0000:3b:00", "GPU-1");
+  EXPECT_EQ(f.reason, "NvidiaDCGMHealthFailure");
+  EXPECT_EQ(f.severity, Severity::kFatal);
+  EXPECT_EQ(f.device, "memory");
+  EXPECT_EQ(f.message, "DCGM health (memory): DBE");
+  i.health = dcgm::kHealthWarn;
+  i.system = 0x2;
+  Fault w = FaultFromIncident(i, "", "");
+  EXPECT_EQ(w.reason, "NvidiaDCGMHealthWarning");
+  EXPECT_EQ(w.severity, Severity::kWarn);
+  EXPECT_EQ(w.device, "dcgm-gpu0/NVLink");
+}
+
+}  // namespace
+}  // namespace gpuheal
