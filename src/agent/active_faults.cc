@@ -271,26 +271,7 @@ Result<ActiveFaults> ActiveFaults::FromJson(const nlohmann::json& j) {
   return out;
 }
 
-Status ActiveFaults::Save(const std::string& path) const {
-  const std::string tmp = path + ".tmp";
-  const std::string text = ToJson().dump() + "\n";
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return Error{fmt::format("{}: {}", tmp, std::strerror(errno))};
-  size_t off = 0;
-  while (off < text.size()) {
-    const ssize_t n = write(fd, text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      close(fd);
-      return Error{fmt::format("{}: {}", tmp, std::strerror(err))};
-    }
-    off += static_cast<size_t>(n);
-  }
-  if (close(fd) != 0) return Error{fmt::format("{}: {}", tmp, std::strerror(errno))};
-  if (rename(tmp.c_str(), path.c_str()) != 0) return Error{fmt::format("{}: {}", path, std::strerror(errno))};
-  return Status::Ok();
-}
+Status ActiveFaults::Save(const std::string& path) const { return WriteFileAtomic(path, ToJson().dump() + "\n"); }
 
 Status ActiveFaults::Sync(const std::string& path) {
   for (const std::string& p : {path, std::filesystem::path(path).parent_path().string()}) {

@@ -59,6 +59,17 @@ void KubeReporter::SetConditions(std::vector<DesiredCondition> desired, int64_t 
   cv_.notify_all();
 }
 
+void KubeReporter::SetAnnotation(const std::string& key, std::string value) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = desired_annotations_.find(key);
+    if (it != desired_annotations_.end() && it->second == value) return;
+    desired_annotations_[key] = std::move(value);
+    ++desired_gen_;
+  }
+  cv_.notify_all();
+}
+
 void KubeReporter::RecordEvent(std::string type, std::string reason, std::string message) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -108,7 +119,8 @@ bool KubeReporter::Init() {
   return true;
 }
 
-bool KubeReporter::WriteConditions(const std::vector<DesiredCondition>& desired) {
+bool KubeReporter::WriteConditions(const std::vector<DesiredCondition>& desired,
+                                   const std::map<std::string, std::string>& annotations) {
   const std::string now = kube::RfcTime(std::chrono::system_clock::now());
   nlohmann::json conds = nlohmann::json::array();
   for (const auto& d : desired) {
@@ -121,8 +133,9 @@ bool KubeReporter::WriteConditions(const std::vector<DesiredCondition>& desired)
     if (it == server_status_.end() || it->second != d.status) c["lastTransitionTime"] = now;
     conds.push_back(std::move(c));
   }
-  auto r = client_->Patch(kube::NodePath(opts_.node_name) + "/status", kube::PatchType::kStrategicMerge,
-                          {{"status", {{"conditions", conds}}}});
+  nlohmann::json body = {{"status", {{"conditions", conds}}}};
+  if (!annotations.empty()) body["metadata"]["annotations"] = annotations;
+  auto r = client_->Patch(kube::NodePath(opts_.node_name) + "/status", kube::PatchType::kStrategicMerge, body);
   if (!r || !r->ok()) {
     write_failures_.Inc();
     Fail(r ? "patch node " + opts_.node_name + "/status: " + r->Describe() : r.error().message);
@@ -155,6 +168,7 @@ void KubeReporter::Run() {
   auto retry_at = std::chrono::steady_clock::time_point{};
   for (;;) {
     std::vector<DesiredCondition> desired;
+    std::map<std::string, std::string> annotations;
     std::deque<PendingEvent> events;
     uint64_t gen = 0;
     int64_t detected = 0;
@@ -169,6 +183,7 @@ void KubeReporter::Run() {
       });
       stopping = stop_;
       desired = desired_;
+      annotations = desired_annotations_;
       gen = desired_gen_;
       detected = detected_usec_;
       events.swap(pending_events_);
@@ -177,7 +192,7 @@ void KubeReporter::Run() {
     bool ok = true;
     if (!initialized) initialized = ok = Init();
     if (ok && gen > 0 && (gen != written_gen_ || now >= next_heartbeat)) {
-      ok = WriteConditions(desired);
+      ok = WriteConditions(desired, annotations);
       if (ok) {
         if (detected) write_latency_.Observe(static_cast<double>(MonotonicUsec() - detected) / 1e6);
         next_heartbeat = std::chrono::steady_clock::now() + opts_.heartbeat;

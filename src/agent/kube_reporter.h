@@ -50,6 +50,9 @@ class KubeReporter {
   // is when the fault that changed them was detected, for the detection->write histogram.
   void SetConditions(std::vector<DesiredCondition> desired, int64_t detected_mono_usec = 0);
   void RecordEvent(std::string type, std::string reason, std::string message);
+  // An annotation on the Node, written with the conditions through nodes/status (the agent's
+  // answer to a GPU recovery request).
+  void SetAnnotation(const std::string& key, std::string value);
 
   bool api_ok() const;
   std::string last_error() const;
@@ -64,7 +67,7 @@ class KubeReporter {
   };
   void Run();
   bool Init();  // reads the Node: its uid and the current status of our condition types
-  bool WriteConditions(const std::vector<DesiredCondition>& desired);
+  bool WriteConditions(const std::vector<DesiredCondition>& desired, const std::map<std::string, std::string>& annotations);
   bool AllowEvent(const std::string& reason);
   void Fail(const std::string& what);
 
@@ -77,6 +80,7 @@ class KubeReporter {
   std::condition_variable cv_;
   bool stop_ = false;
   std::vector<DesiredCondition> desired_;
+  std::map<std::string, std::string> desired_annotations_;
   uint64_t desired_gen_ = 0;
   uint64_t written_gen_ = 0;
   int64_t detected_usec_ = 0;

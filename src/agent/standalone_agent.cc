@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
@@ -17,7 +18,9 @@
 #include "agent/boot_id.h"
 #include "core/clock.h"
 #include "core/fault_json.h"
+#include "core/file.h"
 #include "core/reasons.h"
+#include "kube/time.h"
 #include "sources/line_format.h"
 
 namespace gpuheal {
@@ -49,6 +52,7 @@ StandaloneAgent::StandaloneAgent(AgentConfig config, int out_fd)
     : config_(std::move(config)), out_fd_(out_fd), node_state_(config_.escalation) {}
 
 StandaloneAgent::~StandaloneAgent() {
+  node_watch_.reset();
   dcgm_.reset();  // their threads post to the loop: stop them first
   nvml_.reset();
   http_.reset();
@@ -58,9 +62,11 @@ StandaloneAgent::~StandaloneAgent() {
 
 Result<std::unique_ptr<StandaloneAgent>> StandaloneAgent::Create(AgentConfig config, int out_fd,
                                                                  std::unique_ptr<kube::Client> client,
-                                                                 KubeReporterOptions reporter_options) {
+                                                                 KubeReporterOptions reporter_options,
+                                                                 std::unique_ptr<kube::Client> watch_client) {
   std::unique_ptr<StandaloneAgent> a(new StandaloneAgent(std::move(config), out_fd));
   a->kube_client_ = std::move(client);
+  a->watch_client_ = std::move(watch_client);
   a->reporter_options_ = std::move(reporter_options);
   if (auto s = a->Init(); !s) return s.error();
   return a;
@@ -218,6 +224,24 @@ Status StandaloneAgent::Init() {
     reporter_->SetConditions(active_.Conditions(config_.monitors));
     reporter_->Start();
   }
+  if (reporter_ && watch_client_) {
+    requests_path_ = config_.state_dir + "/gpu-recovery.json";
+    if (auto text = ReadWholeFile(requests_path_)) {
+      const auto j = nlohmann::json::parse(*text, nullptr, false);
+      if (j.is_object()) {
+        handled_request_id_ = j.value("id", "");
+        handled_request_raw_ = j.value("raw", "");
+      }
+    }
+    node_watch_ = std::make_unique<kube::Informer<kube::Node>>(
+        *watch_client_, kube::NodePath() + "?fieldSelector=metadata.name%3D" + reporter_options_.node_name,
+        kube::DecodeNodeList, kube::DecodeNode);
+    auto post = [this](const kube::Node& n) {
+      loop_->Post([this, ann = n.meta.annotations] { OnNodeAnnotations(ann); });
+    };
+    node_watch_->SetHandlers({post, [post](const kube::Node&, const kube::Node& n) { post(n); }, nullptr});
+    node_watch_->Start();
+  }
 
   if (!config_.listen.empty()) {
     auto http = HttpServer::Start(config_.listen, metrics_, [this] { return Health(); });
@@ -372,6 +396,56 @@ void StandaloneAgent::HandleFault(Fault f, uint64_t detected) {
   }
 }
 
+void StandaloneAgent::SaveHandledRequest() {
+  const nlohmann::json j = {{"id", handled_request_id_}, {"raw", handled_request_raw_}};
+  if (auto st = WriteFileAtomic(requests_path_, j.dump() + "\n"); !st) {
+    Log("error", "cannot save the handled GPU recovery request", {{"error", st.error().message}});
+  }
+}
+
+void StandaloneAgent::PublishRecoveryStatus() {
+  if (reporter_) {
+    reporter_->SetAnnotation(std::string(kRecoveryStatusAnnotation),
+                             request_status_.ToJson(kube::RfcTime(std::chrono::system_clock::now())));
+  }
+}
+
+void StandaloneAgent::OnNodeAnnotations(const std::map<std::string, std::string>& annotations) {
+  auto it = annotations.find(std::string(kRecoveryRequestAnnotation));
+  if (it == annotations.end()) return;
+  const std::string& raw = it->second;
+  auto req = ParseRecoveryRequest(raw);
+  // At most once: a request id (or, unreadable, its text) is acted on once, across restarts too.
+  if (req ? req->id == handled_request_id_ : raw == handled_request_raw_) return;
+  handled_request_raw_ = raw;
+  if (req) handled_request_id_ = req->id;
+  SaveHandledRequest();
+  request_status_ = {};
+  if (!req) {
+    request_status_.state = "rejected";
+    request_status_.error = req.error().message;
+    Log("warn", "GPU recovery request rejected", {{"error", req.error().message}});
+    reporter_->RecordEvent("Warning", std::string(reason::kGPURecoveryFailed), "request rejected: " + req.error().message);
+    PublishRecoveryStatus();
+    return;
+  }
+  request_status_.id = req->id;
+  Log("info", "GPU recovery requested", {{"id", req->id}, {"gpus", req->gpus}});
+  reporter_->RecordEvent("Normal", std::string(reason::kGPURecovery),
+                         fmt::format("request {} accepted for GPU {}", req->id, fmt::join(req->gpus, ", ")));
+  for (const std::string& pci : req->gpus) {
+    RecoveryStatus::Gpu& g = request_status_.gpus[pci];
+    g.step = "queued";
+    if (!nvml_) {
+      g = {"rejected", false, true, "NVML is not available on this node: the agent cannot drain or reset GPUs"};
+    } else if (!nvml_->RequestReset(pci, "request " + req->id)) {
+      g = {"rejected", false, true, "NVML lists no such GPU, or a recovery of it is already running"};
+    }
+  }
+  request_status_.Settle();
+  PublishRecoveryStatus();
+}
+
 void StandaloneAgent::OnGpuActionStep(const GpuActionStep& s) {
   nlohmann::ordered_json j;
   j["gpu_action"] = "recovery";
@@ -395,6 +469,11 @@ void StandaloneAgent::OnGpuActionStep(const GpuActionStep& s) {
     reporter_->RecordEvent(failed ? "Warning" : "Normal",
                            std::string(failed ? reason::kGPURecoveryFailed : reason::kGPURecovery),
                            fmt::format("GPU {}: {}: {}", s.pci, s.step, s.message));
+  }
+  if (auto g = request_status_.gpus.find(s.pci); g != request_status_.gpus.end() && !g->second.final) {
+    g->second = {s.step, s.ok, s.final, s.message};
+    request_status_.Settle();
+    PublishRecoveryStatus();
   }
   if (s.final && s.ok) {
     // A successful, verified reset clears the GPU's faults (docs/recovery.md).

@@ -18,10 +18,12 @@
 #include "agent/metrics.h"
 #include "agent/monitor_queue.h"
 #include "agent/node_state.h"
+#include "agent/recovery_request.h"
 #include "agent/nvml_monitor.h"
 #include "agent/state_file.h"
 #include "core/classifier.h"
 #include "core/config.h"
+#include "kube/informer.h"
 #include "sources/kmsg_reader.h"
 
 namespace gpuheal {
@@ -33,7 +35,8 @@ class StandaloneAgent {
   // With a Kubernetes client, the agent also reports to Kubernetes through a KubeReporter.
   static Result<std::unique_ptr<StandaloneAgent>> Create(AgentConfig config, int out_fd,
                                                          std::unique_ptr<kube::Client> client = nullptr,
-                                                         KubeReporterOptions reporter_options = {});
+                                                         KubeReporterOptions reporter_options = {},
+                                                         std::unique_ptr<kube::Client> watch_client = nullptr);
   ~StandaloneAgent();
 
   // Runs until SIGINT/SIGTERM or Stop(). Returns the process exit code.
@@ -50,6 +53,10 @@ class StandaloneAgent {
   // active faults, Events, and the GPU recovery policy.
   void HandleFault(Fault f, uint64_t detected_usec);
   void OnGpuActionStep(const GpuActionStep& s);
+  // The controller's GPU recovery request on this Node (Kubernetes mode).
+  void OnNodeAnnotations(const std::map<std::string, std::string>& annotations);
+  void PublishRecoveryStatus();
+  void SaveHandledRequest();
   bool Enabled(const Fault& f) const;
   void Emit(const Fault& f, uint64_t detected_usec);
   void SaveCursor();
@@ -86,6 +93,11 @@ class StandaloneAgent {
   std::unique_ptr<kube::Client> kube_client_;  // handed to reporter_ in Init()
   KubeReporterOptions reporter_options_;
   std::unique_ptr<KubeReporter> reporter_;
+  std::unique_ptr<kube::Client> watch_client_;                 // the watch of this agent's own Node
+  std::unique_ptr<kube::Informer<kube::Node>> node_watch_;
+  std::string handled_request_id_, handled_request_raw_;  // at most once per id (persisted)
+  std::string requests_path_;
+  RecoveryStatus request_status_;
 
   std::atomic<bool> reader_ok_{true};
   std::atomic<int> reader_errno_{0};

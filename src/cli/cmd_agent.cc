@@ -50,7 +50,7 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
                   "NVML library to load (default $GPUHEAL_NVML_LIBRARY, else nvidia.nvml_library, "
                   "libnvidia-ml.so.1)");
   cmd->callback([args, cmd, &exit_code] {
-    std::unique_ptr<kube::Client> kube_client;
+    std::unique_ptr<kube::Client> kube_client, watch_client;
     KubeReporterOptions ro;
     std::string node_name = args->node_name;
     if (!args->standalone) {
@@ -98,6 +98,9 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
       }
       kcfg->user_agent = "gpuheal-agent/" GPUHEAL_VERSION;
       kcfg->timeout = std::chrono::seconds(10);
+      // A second connection for the watch of this Node (GPU recovery requests): a long watch must
+      // never hold up a status write.
+      auto watch = kube::Client::Create(*kcfg);
       auto client = kube::Client::Create(std::move(*kcfg));
       if (!client) {
         std::cerr << "gpuheal agent: " << client.error().message << "\n";
@@ -107,8 +110,10 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
       ro.node_name = node_name;
       ro.heartbeat = cfg.heartbeat_period;
       kube_client = std::move(*client);
+      if (watch) watch_client = std::move(*watch);
     }
-    auto agent = StandaloneAgent::Create(std::move(cfg), STDOUT_FILENO, std::move(kube_client), ro);
+    auto agent = StandaloneAgent::Create(std::move(cfg), STDOUT_FILENO, std::move(kube_client), ro,
+                                         std::move(watch_client));
     if (!agent) {
       std::cerr << "gpuheal agent: " << agent.error().message << "\n";
       exit_code = kExitUsage;

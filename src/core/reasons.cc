@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/keys.h"
 #include "core/xid_catalog.h"
 
 namespace gpuheal::reason {
@@ -102,6 +103,8 @@ std::string ContractListing() {
   }
   out += "# fixed reasons\n";
   for (const ReasonInfo& r : kFixed) out += fmt::format("{} {}\n", r.name, ToString(r.condition));
+  out += "# annotations\n";
+  out += fmt::format("{}\n{}\n", keys::kGpuRecoveryRequest, keys::kGpuRecoveryStatus);
   out += "# event reasons\n";
   out += fmt::format("{}\n{}\n", kGPURecovery, kGPURecoveryFailed);
   out += "# reason patterns\n";

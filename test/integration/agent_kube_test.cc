@@ -276,6 +276,62 @@ TEST_F(AgentKube, AVerifiedGpuResetReturnsTheConditionToTrue) {
   EXPECT_GE(EventCount("NvidiaXID119Warning"), 1) << "the critical fault itself is an Event";
 }
 
+// The controller's GPU-level request (annotation gpuheal.io/gpu-recovery-request on the Node):
+// the agent drains, waits, resets, verifies and undrains the GPU, answers in
+// gpuheal.io/gpu-recovery-status (written through nodes/status), and never acts on an id twice,
+// not even after a restart. A malformed request is rejected with a reason.
+TEST_F(AgentKube, TheControllersRecoveryRequestIsActedOnOnceAndAnswered) {
+  gpuheal::testing::Scenario sc;
+  gpuheal::testing::TestGpu gpu;
+  gpu.pci = pci_;
+  gpu.bus_id = "0000" + pci_ + ".0";
+  for (char& ch : gpu.bus_id) ch = static_cast<char>(toupper(static_cast<unsigned char>(ch)));
+  gpu.uuid = "GPU-87654321-aaaa-bbbb-cccc-ddddeeeeffff";
+  sc.Write({{"devices", {gpuheal::testing::HealthyDevice(gpu)}}});
+  const std::string cfg = state_dir_ + "/nvml.yaml";
+  std::filesystem::create_directories(state_dir_ + "/sysfs");
+  std::ofstream(cfg) << fmt::format(
+      "nvidia:\n  poll_period: 1h\n  sysfs_pci_devices: {}/sysfs\n  reset:\n"
+      "    command: [\"{}\", \"reset\", \"{}\", \"{{bus_id}}\"]\n",
+      state_dir_, NVML_DOUBLE_CTL, sc.path());
+  StartAgent({"--config", cfg, "--nvml-library", NVML_DOUBLE});
+  ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "True", "NvidiaGPUIsReady"));
+  auto annotate = [&](const std::string& value) {
+    ASSERT_TRUE(client_->Patch(kube::NodePath(node_), kube::PatchType::kMerge,
+                               {{"metadata", {{"annotations", {{"gpuheal.io/gpu-recovery-request", value}}}}}})->ok());
+  };
+  auto status = [&]() -> nlohmann::json {
+    auto r = client_->Get(kube::NodePath(node_));
+    if (!r || !r->ok()) return nullptr;
+    const auto node = nlohmann::json::parse(r->body);
+    const auto a = node["metadata"].value("annotations", nlohmann::json::object());
+    if (!a.contains("gpuheal.io/gpu-recovery-status")) return nullptr;
+    return nlohmann::json::parse(a["gpuheal.io/gpu-recovery-status"].get<std::string>());
+  };
+  annotate(nlohmann::json({{"id", "nr-1"}, {"gpus", {gpu.bus_id}}}).dump());
+  ASSERT_TRUE(Eventually([&] { auto s = status(); return s.is_object() && s["id"] == "nr-1" && s["state"] == "succeeded"; }, 20s))
+      << status().dump();
+  EXPECT_EQ(status()["gpus"][pci_]["step"], "done");
+  EXPECT_EQ(status()["gpus"][pci_]["ok"], true);
+  EXPECT_EQ(sc.Read()["devices"][0]["resets"], 1);
+  ASSERT_TRUE(Eventually([&] { return EventCount("GPURecovery") >= 3; }, 10s));
+
+  // A restart sees the same request and does not act on it again.
+  agent_.reset();
+  StartAgent({"--config", cfg, "--nvml-library", NVML_DOUBLE});
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(sc.Read()["devices"][0]["resets"], 1) << "at most once per request id";
+
+  annotate(R"({"id": "nr-2", "gpus": ["not-a-gpu"]})");
+  ASSERT_TRUE(Eventually([&] { auto s = status(); return s.is_object() && s["state"] == "rejected"; }, 10s)) << status().dump();
+  EXPECT_NE(status()["error"].get<std::string>().find("\"not-a-gpu\" is not a PCI bus id"), std::string::npos);
+  annotate(nlohmann::json({{"id", "nr-3"}, {"gpus", {"0000:ee:00"}}}).dump());
+  ASSERT_TRUE(Eventually([&] { auto s = status(); return s.is_object() && s["id"] == "nr-3" && s["state"] == "failed"; }, 10s))
+      << status().dump();
+  EXPECT_NE(status()["gpus"]["0000:ee:00"]["message"].get<std::string>().find("NVML lists no such GPU"), std::string::npos);
+  EXPECT_GE(EventCount("GPURecoveryFailed"), 1);
+}
+
 // `gpuheal status` shows the node's domains and the GPU its fault names.
 TEST_F(AgentKube, StatusShowsTheFaultAndTheGpu) {
   StartAgent();

@@ -247,3 +247,4 @@ TEST(DcgmFaults, IncidentsAreKeyedByGpuAndSystem) {
 
 }  // namespace
 }  // namespace gpuheal
+

@@ -1,0 +1,21 @@
+// Fuzzes the GPU recovery request parser (the gpuheal.io/gpu-recovery-request annotation, written
+// by the controller or by hand): any bytes give a request or an error naming the annotation.
+
+#include <cstdint>
+#include <string_view>
+
+#include "agent/recovery_request.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto r = gpuheal::ParseRecoveryRequest(text);
+  if (r.ok()) {
+    if (r->id.empty() || r->gpus.empty() || r->gpus.size() > 64) __builtin_trap();
+    for (const auto& g : r->gpus) {
+      if (g.size() != 10) __builtin_trap();  // "dddd:bb:dd"
+    }
+  } else if (r.error().message.find("gpuheal.io/gpu-recovery-request") == std::string::npos) {
+    __builtin_trap();
+  }
+  return 0;
+}
