@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "agent/recovery_request.h"
+#include "core/pci.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -12,7 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (r.ok()) {
     if (r->id.empty() || r->gpus.empty() || r->gpus.size() > 64) __builtin_trap();
     for (const auto& g : r->gpus) {
-      if (g.size() != 10) __builtin_trap();  // "dddd:bb:dd"
+      if (gpuheal::NormalisePci(g) != g) __builtin_trap();  // normal form: stable
     }
   } else if (r.error().message.find("gpuheal.io/gpu-recovery-request") == std::string::npos) {
     __builtin_trap();
