@@ -181,6 +181,18 @@ TEST(Config, ShippedDefaultConfigLoadsAndMatchesTheDefaults) {
   EXPECT_EQ(c->escalation.count, d.escalation.count);
   EXPECT_EQ(c->escalation.window, d.escalation.window);
   EXPECT_EQ(c->self_check_period, d.self_check_period);
+  const NvidiaConfig& n = c->nvidia;
+  EXPECT_EQ(n.nvml, d.nvidia.nvml);
+  EXPECT_EQ(n.nvml_library, d.nvidia.nvml_library);
+  EXPECT_EQ(n.poll_period, d.nvidia.poll_period);
+  EXPECT_EQ(n.sysfs_pci_devices, d.nvidia.sysfs_pci_devices);
+  EXPECT_EQ(n.reset_on_critical, d.nvidia.reset_on_critical);
+  EXPECT_EQ(n.drain_timeout, d.nvidia.drain_timeout);
+  EXPECT_EQ(n.reset_timeout, d.nvidia.reset_timeout);
+  EXPECT_EQ(n.reset_command, d.nvidia.reset_command);
+  EXPECT_EQ(n.dcgm, d.nvidia.dcgm);
+  EXPECT_EQ(n.dcgm_library, d.nvidia.dcgm_library);
+  EXPECT_EQ(n.dcgm_health_period, d.nvidia.dcgm_health_period);
 }
 
 }  // namespace
