@@ -103,8 +103,12 @@ std::string ContractListing() {
   }
   out += "# fixed reasons\n";
   for (const ReasonInfo& r : kFixed) out += fmt::format("{} {}\n", r.name, ToString(r.condition));
-  out += "# annotations\n";
-  out += fmt::format("{}\n{}\n", keys::kGpuRecoveryRequest, keys::kGpuRecoveryStatus);
+  out += "# keys (annotations, labels, taints)\n";
+  for (std::string_view k : {keys::kGpuRecoveryRequest, keys::kGpuRecoveryStatus, keys::kFaultTaint, keys::kStandbyTaint,
+                             keys::kManagedLabel, keys::kPausedLabel, keys::kDefaultPoolLabel, keys::kCordonedAnnotation,
+                             keys::kCheckpointRequested, keys::kCheckpointDone, keys::kRepairNodeLabel}) {
+    out += fmt::format("{}\n", k);
+  }
   out += "# event reasons\n";
   out += fmt::format("{}\n{}\n", kGPURecovery, kGPURecoveryFailed);
   out += "# reason patterns\n";

@@ -230,6 +230,43 @@ error_code LeaseObj(od::object o, Lease& l) {
   });
 }
 
+error_code NodeRepairObj(od::object o, NodeRepair& r) {
+  return Fields(o, [&](std::string_view k, od::value v) -> error_code {
+    if (k == "metadata") return Meta(v, r.meta);
+    if (k == "spec") {
+      return Fields(v, [&](std::string_view sk, od::value sv) -> error_code {
+        if (sk == "node") return Str(sv, r.node);
+        if (sk != "trigger") return kOk;
+        return Fields(sv, [&](std::string_view tk, od::value tv) -> error_code {
+          if (tk == "condition") return Str(tv, r.condition);
+          if (tk == "reason") return Str(tv, r.reason);
+          if (tk == "severity") return Str(tv, r.severity);
+          return kOk;
+        });
+      });
+    }
+    if (k == "status") {
+      return Fields(v, [&](std::string_view sk, od::value sv) -> error_code {
+        if (sk == "phase") return Str(sv, r.phase);
+        if (sk == "message") return Str(sv, r.message);
+        if (sk == "phases") return StrMap(sv, r.phase_times, "");
+        if (sk == "attempts") return Int(sv, r.attempts);
+        if (sk == "evictedPods" || sk == "actions") {
+          auto& out = sk == "actions" ? r.actions : r.evicted_pods;
+          return Items(sv, [&](od::value pv) {
+            std::string p;
+            auto e = Str(pv, p);
+            if (!e) out.push_back(std::move(p));
+            return e;
+          });
+        }
+        return kOk;
+      });
+    }
+    return kOk;
+  });
+}
+
 template <typename T, error_code (*Obj)(od::object, T&)>
 Result<T> DecodeOne(std::string_view json, std::string_view what) {
   simdjson::padded_string padded(json);
@@ -294,6 +331,10 @@ Result<PodDisruptionBudget> DecodePdb(std::string_view j) {
 Result<Lease> DecodeLease(std::string_view j) { return DecodeOne<Lease, LeaseObj>(j, "Lease"); }
 Result<ObjectMeta> DecodeMeta(std::string_view j) {
   return DecodeOne<ObjectMeta, MetaOnlyObj>(j, "object metadata");
+}
+Result<NodeRepair> DecodeNodeRepair(std::string_view j) { return DecodeOne<NodeRepair, NodeRepairObj>(j, "NodeRepair"); }
+Result<List<NodeRepair>> DecodeNodeRepairList(std::string_view j) {
+  return DecodeListOf<NodeRepair, NodeRepairObj>(j, "NodeRepairList");
 }
 Result<List<Node>> DecodeNodeList(std::string_view j) { return DecodeListOf<Node, NodeObj>(j, "NodeList"); }
 Result<List<Pod>> DecodePodList(std::string_view j) { return DecodeListOf<Pod, PodObj>(j, "PodList"); }

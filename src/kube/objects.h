@@ -65,6 +65,19 @@ struct Lease {
   int64_t transitions = 0;
 };
 
+// gpuheal.io/v1alpha1 NodeRepair (deploy/crds/noderepairs.yaml): one repair episode of a node.
+struct NodeRepair {
+  ObjectMeta meta;
+  std::string node;
+  std::string condition, reason, severity;  // spec.trigger
+  std::string phase;
+  std::map<std::string, std::string> phase_times;  // status.phases: phase -> RFC3339 time
+  std::vector<std::string> evicted_pods;            // status.evictedPods: "namespace/name"
+  std::vector<std::string> actions;                 // status.actions
+  int64_t attempts = 0;                             // status.attempts
+  std::string message;
+};
+
 // Decoders from one object's JSON. Errors name what is missing or malformed.
 Result<Node> DecodeNode(std::string_view json);
 Result<Pod> DecodePod(std::string_view json);
@@ -86,6 +99,8 @@ Result<List<Node>> DecodeNodeList(std::string_view json);
 Result<List<Pod>> DecodePodList(std::string_view json);
 Result<List<PodDisruptionBudget>> DecodePdbList(std::string_view json);
 Result<List<Lease>> DecodeLeaseList(std::string_view json);
+Result<NodeRepair> DecodeNodeRepair(std::string_view json);
+Result<List<NodeRepair>> DecodeNodeRepairList(std::string_view json);
 
 // One watch event line: {"type": "...", "object": {...}}.
 struct WatchEventRaw {

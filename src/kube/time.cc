@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+#include <cstdio>
 #include <ctime>
 
 namespace gpuheal::kube {
@@ -20,6 +22,31 @@ std::string MicroTime(std::chrono::system_clock::time_point t) {
   std::string s = RfcTime(t);
   s.pop_back();  // 'Z'
   return s + fmt::format(".{:06d}Z", us % 1000000);
+}
+
+std::optional<std::chrono::system_clock::time_point> ParseTime(std::string_view s) {
+  std::tm tm{};
+  int n = 0;
+  const std::string str(s);
+  if (sscanf(str.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+             &tm.tm_sec, &n) != 6) {
+    return std::nullopt;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  int64_t us = 0;
+  size_t i = static_cast<size_t>(n);
+  if (i < str.size() && str[i] == '.') {
+    int64_t scale = 100000;
+    for (++i; i < str.size() && isdigit(static_cast<unsigned char>(str[i])); ++i) {
+      us += (str[i] - '0') * scale;
+      scale /= 10;
+    }
+  }
+  if (i + 1 != str.size() || str[i] != 'Z') return std::nullopt;
+  const time_t t = timegm(&tm);
+  if (t == static_cast<time_t>(-1)) return std::nullopt;
+  return std::chrono::system_clock::from_time_t(t) + std::chrono::microseconds(us);
 }
 
 }  // namespace gpuheal::kube

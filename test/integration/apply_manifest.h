@@ -48,6 +48,10 @@ inline std::string CollectionPath(const nlohmann::json& obj) {
       {"ClusterRole", "/apis/rbac.authorization.k8s.io/v1/clusterroles"},
       {"ClusterRoleBinding", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"},
       {"DaemonSet", "/apis/apps/v1/namespaces/{ns}/daemonsets"},
+      {"Deployment", "/apis/apps/v1/namespaces/{ns}/deployments"},
+      {"Role", "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles"},
+      {"RoleBinding", "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings"},
+      {"CustomResourceDefinition", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"},
       {"ValidatingAdmissionPolicy", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"},
       {"ValidatingAdmissionPolicyBinding", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"},
   };

@@ -1,0 +1,69 @@
+// gpuheal controller: the cluster's repair controller (leader-elected; docs/controller.md).
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "controller/controller.h"
+#include "kube/client.h"
+
+namespace gpuheal::cli {
+
+void RegisterController(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<controller::ControllerOptions>();
+  auto policy = std::make_shared<std::string>();
+  auto kubeconfig = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "controller", "Cluster repair controller: quarantine, checkpoint, drain, remediate and recover faulty GPU nodes");
+  cmd->add_option("--policy", *policy, "Policy YAML (docs/controller.md; default: built-in defaults)");
+  cmd->add_option("--kubeconfig", *kubeconfig, "Kubeconfig for out-of-cluster use (default: in-cluster service account)");
+  cmd->add_flag("--dry-run", a->dry_run, "Log and record what would be done; write nothing but NodeRepair records");
+  cmd->add_option("--id", a->identity, "Leader-election identity (default: $POD_NAME or hostname, with the pid)");
+  cmd->add_option("--lease-namespace", a->lease_namespace, "Namespace of the leader-election Lease (default gpuheal-system)");
+  cmd->add_option("--listen", a->listen, "host:port for /metrics and /healthz (default 127.0.0.1:9465; '' disables)");
+  cmd->add_option("--workers", a->workers, "Nodes reconciled at once (default 4)")->check(CLI::Range(1, 64));
+  cmd->callback([a, policy, kubeconfig, &exit_code] {
+    if (!policy->empty()) {
+      auto p = controller::LoadPolicy(*policy);
+      if (!p) {
+        std::cerr << "gpuheal controller: " << p.error().message << "\n";
+        exit_code = kExitUsage;
+        return;
+      }
+      a->policy = std::move(*p);
+    }
+    if (a->identity.empty()) {
+      const char* pod = std::getenv("POD_NAME");
+      char host[256] = {};
+      gethostname(host, sizeof host - 1);
+      a->identity = std::string(pod && *pod ? pod : host) + "_" + std::to_string(getpid());
+    }
+    auto cfg = kubeconfig->empty() ? kube::InClusterConfig() : kube::LoadKubeconfig(*kubeconfig);
+    if (!cfg) {
+      std::cerr << "gpuheal controller: " << cfg.error().message << "\n";
+      exit_code = kExitUsage;
+      return;
+    }
+    cfg->user_agent = "gpuheal-controller/" GPUHEAL_VERSION;
+    cfg->qps = 500;  // quarantining a burst of faulty nodes must not wait on a client-side limit
+    cfg->burst = 1000;
+    auto watch = kube::Client::Create(*cfg);
+    auto client = kube::Client::Create(std::move(*cfg));
+    if (!client || !watch) {
+      std::cerr << "gpuheal controller: " << (client ? watch.error().message : client.error().message) << "\n";
+      exit_code = kExitUsage;
+      return;
+    }
+    auto c = controller::Controller::Create(std::move(*client), std::move(*watch), *a);
+    if (!c) {
+      std::cerr << "gpuheal controller: " << c.error().message << "\n";
+      exit_code = kExitUsage;
+      return;
+    }
+    exit_code = (*c)->Run();
+  });
+}
+
+}  // namespace gpuheal::cli

@@ -1,0 +1,165 @@
+#include "controller/controller.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+
+#include "core/keys.h"
+#include "kube/time.h"
+
+namespace gpuheal::controller {
+namespace {
+
+void Log(std::string_view level, std::string_view msg, nlohmann::ordered_json fields = {}) {
+  nlohmann::ordered_json j;
+  j["level"] = level;
+  j["msg"] = msg;
+  if (fields.is_object()) {
+    for (auto& [k, v] : fields.items()) j[k] = v;
+  }
+  std::string line = j.dump() + "\n";
+  [[maybe_unused]] ssize_t n = write(STDERR_FILENO, line.data(), line.size());
+}
+
+std::vector<std::string> RepairNodeIndex(const kube::NodeRepair& r) { return {r.node}; }
+
+}  // namespace
+
+Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Client> client,
+                                                       std::unique_ptr<kube::Client> watch_client,
+                                                       ControllerOptions opts) {
+  std::unique_ptr<Controller> c(new Controller());
+  c->opts_ = std::move(opts);
+  c->client_ = std::move(client);
+  c->watch_client_ = std::move(watch_client);
+  kube::LeaderElectionConfig le;
+  le.lease_namespace = c->opts_.lease_namespace;
+  le.lease_name = c->opts_.lease_name;
+  le.identity = c->opts_.identity;
+  le.lease_duration = c->opts_.lease_duration;
+  le.renew_deadline = c->opts_.renew_deadline;
+  le.retry_period = c->opts_.retry_period;
+  if (auto v = kube::ValidateLeaderElection(le); !v) return v.error();
+  Controller* self = c.get();
+  le.on_started_leading = [self] {
+    Log("info", "started leading", {{"identity", self->opts_.identity}});
+    self->leading_ = true;
+    self->metrics_.GetGauge("gpuheal_controller_leader", "1 while this replica leads").Set(1);
+    self->StartWorkers();
+  };
+  le.on_stopped_leading = [self] {
+    if (!self->leading_) return;
+    Log("warn", "lost leadership: stopping", {{"identity", self->opts_.identity}});
+    self->leading_ = false;
+    self->lost_ = true;
+    self->queue_.ShutDown();
+    if (self->signal_fd_ >= 0) kill(getpid(), SIGTERM);  // wake Run()
+  };
+
+  World w;
+  w.node = [self](const std::string& n) { return self->nodes_->Get(n); };
+  w.nodes = [self] { return self->nodes_->Items(); };
+  w.pods = [self](const std::string& n) { return self->pods_->ByIndex("node", n); };
+  w.repairs = [self](const std::string& n) { return self->repairs_->ByIndex("node", n); };
+  c->repairer_ = std::make_unique<Repairer>(*c->client_, std::move(w), c->opts_.policy, c->opts_.dry_run, c->metrics_);
+
+  kube::Client& wc = *c->watch_client_;
+  c->nodes_ = std::make_unique<kube::Informer<kube::Node>>(wc, kube::NodePath(), kube::DecodeNodeList, kube::DecodeNode);
+  c->pods_ = std::make_unique<kube::Informer<kube::Pod>>(wc, "/api/v1/pods", kube::DecodePodList, kube::DecodePod);
+  c->repairs_ = std::make_unique<kube::Informer<kube::NodeRepair>>(wc, kNodeRepairs, kube::DecodeNodeRepairList,
+                                                                   kube::DecodeNodeRepair);
+  c->pods_->AddIndex("node", kube::PodNodeIndex);
+  c->repairs_->AddIndex("node", RepairNodeIndex);
+  auto enqueue_node = [self](const kube::Node& n) { self->queue_.Add(n.meta.name); };
+  c->nodes_->SetHandlers({enqueue_node, [self](const kube::Node&, const kube::Node& n) { self->queue_.Add(n.meta.name); },
+                          enqueue_node});
+  auto enqueue_pod = [self](const kube::Pod& p) {
+    if (!p.node_name.empty()) self->queue_.Add(p.node_name);
+  };
+  c->pods_->SetHandlers({nullptr, [enqueue_pod](const kube::Pod&, const kube::Pod& p) { enqueue_pod(p); }, enqueue_pod});
+  c->elector_ = std::make_unique<kube::LeaderElector>(*c->client_, le);
+  return c;
+}
+
+Controller::~Controller() {
+  queue_.ShutDown();
+  for (auto& t : workers_) {
+    if (t.joinable()) t.join();
+  }
+  if (elector_) elector_->Stop();
+  http_.reset();
+  if (repairs_) repairs_->Stop();
+  if (pods_) pods_->Stop();
+  if (nodes_) nodes_->Stop();
+  if (signal_fd_ >= 0) close(signal_fd_);
+}
+
+void Controller::StartWorkers() {
+  for (const auto& n : nodes_->Items()) queue_.Add(n.meta.name);
+  for (int i = 0; i < opts_.workers; ++i) workers_.emplace_back([this] { Worker(); });
+}
+
+void Controller::Worker() {
+  while (auto key = queue_.Get()) {
+    if (!leading_) {
+      queue_.Done(*key);
+      break;
+    }
+    auto again = repairer_->Reconcile(*key);
+    queue_.Done(*key);
+    if (again) queue_.AddAfter(*key, *again);
+  }
+}
+
+int Controller::Run() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+  signal_fd_ = signalfd(-1, &mask, SFD_CLOEXEC);
+  if (!opts_.listen.empty()) {
+    auto http = HttpServer::Start(opts_.listen, metrics_, [this]() -> std::string {
+      if (!nodes_->synced() || !pods_->synced() || !repairs_->synced()) return "informers not synced yet";
+      return "";
+    });
+    if (!http) {
+      Log("error", "cannot serve metrics", {{"error", http.error().message}});
+      return 2;
+    }
+    http_ = std::move(*http);
+  }
+  nodes_->Start();
+  pods_->Start();
+  repairs_->Start();
+  if (!nodes_->WaitForSynced(std::chrono::seconds(60)) || !pods_->WaitForSynced(std::chrono::seconds(60)) ||
+      !repairs_->WaitForSynced(std::chrono::seconds(60))) {
+    Log("warn", "informers not synced within 60 s; campaigning anyway (they keep retrying)");
+  }
+  nlohmann::ordered_json f;
+  f["identity"] = opts_.identity;
+  f["dry_run"] = opts_.dry_run;
+  f["provider"] = std::string(ToString(opts_.policy.provider));
+  f["lease"] = opts_.lease_namespace + "/" + opts_.lease_name;
+  if (http_) f["listen"] = fmt::format("{}:{}", http_->host(), http_->port());
+  Log("info", "controller started", f);
+  elector_->Start();
+  signalfd_siginfo si;
+  [[maybe_unused]] ssize_t n = read(signal_fd_, &si, sizeof si);
+  queue_.ShutDown();
+  for (auto& t : workers_) {
+    if (t.joinable()) t.join();
+  }
+  workers_.clear();
+  elector_->Stop();  // releases the Lease: a successor takes over at once
+  Log("info", "controller stopped");
+  return lost_ ? 1 : 0;
+}
+
+}  // namespace gpuheal::controller

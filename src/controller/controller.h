@@ -1,0 +1,66 @@
+#pragma once
+// `gpuheal controller`: informers on Nodes, Pods and NodeRepairs (running on every replica, so a
+// successor's cache is warm), leader election on a Lease, and while leading a de-duplicating work
+// queue keyed by node feeding the Repairer's idempotent reconcile.
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/http_server.h"
+#include "agent/metrics.h"
+#include "controller/policy.h"
+#include "controller/repair.h"
+#include "controller/work_queue.h"
+#include "kube/informer.h"
+#include "kube/leader_election.h"
+
+namespace gpuheal::controller {
+
+struct ControllerOptions {
+  Policy policy;
+  bool dry_run = false;
+  std::string identity;  // leader-election identity (pod name + pid by default)
+  std::string lease_namespace = "gpuheal-system";
+  std::string lease_name = "gpuheal-controller";
+  std::chrono::milliseconds lease_duration{15000};
+  std::chrono::milliseconds renew_deadline{10000};
+  std::chrono::milliseconds retry_period{2000};
+  std::string listen = "127.0.0.1:9465";  // /metrics and /healthz; "" disables
+  int workers = 4;
+};
+
+class Controller {
+ public:
+  // `client` for reads and writes, `watch_client` for the informers' long watches.
+  static Result<std::unique_ptr<Controller>> Create(std::unique_ptr<kube::Client> client,
+                                                    std::unique_ptr<kube::Client> watch_client, ControllerOptions opts);
+  ~Controller();
+  // Runs until SIGINT/SIGTERM, or until leadership is lost (exit code 1, as controllers do:
+  // the replica restarts and campaigns again with a clean state).
+  int Run();
+
+ private:
+  Controller() = default;
+  void StartWorkers();
+  void Worker();
+
+  ControllerOptions opts_;
+  std::unique_ptr<kube::Client> client_, watch_client_;
+  Metrics metrics_;
+  std::unique_ptr<kube::Informer<kube::Node>> nodes_;
+  std::unique_ptr<kube::Informer<kube::Pod>> pods_;
+  std::unique_ptr<kube::Informer<kube::NodeRepair>> repairs_;
+  std::unique_ptr<Repairer> repairer_;
+  WorkQueue queue_;
+  std::unique_ptr<kube::LeaderElector> elector_;
+  std::unique_ptr<HttpServer> http_;
+  std::vector<std::thread> workers_;
+  std::atomic<bool> leading_{false};
+  std::atomic<bool> lost_{false};
+  int signal_fd_ = -1;
+};
+
+}  // namespace gpuheal::controller

@@ -1,0 +1,51 @@
+#pragma once
+// The repair controller's policy (YAML file or ConfigMap; docs/controller.md). Every key is
+// validated; errors name file:line:column and the field, and say what is accepted.
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "core/severity.h"
+
+namespace gpuheal::controller {
+
+enum class Provider { kNone, kDeleteNode, kExec, kStandby };
+std::string_view ToString(Provider p);
+
+struct Policy {
+  // How long a domain may stay False before remediation (quarantine and drain do not wait).
+  std::map<std::string, std::chrono::milliseconds> toleration = {
+      {"AcceleratedHardwareReady", std::chrono::minutes(10)}};
+  std::chrono::milliseconds default_toleration = std::chrono::minutes(30);
+  std::chrono::milliseconds checkpoint_window = std::chrono::seconds(30);
+  std::chrono::milliseconds catastrophic_checkpoint_window = std::chrono::seconds(5);
+  int eviction_grace_seconds = -1;  // -1: each pod's own terminationGracePeriodSeconds
+  std::chrono::milliseconds drain_timeout = std::chrono::minutes(10);
+  bool force_delete_after_drain_timeout = false;  // false: wait (and say so)
+  bool gpu_pods_only = false;
+  std::vector<std::string> skip_namespaces = {"kube-system"};
+  std::map<std::string, std::string> skip_pod_labels;  // pods with all these labels are left alone
+  std::string pool_label = "gpuheal.io/pool";          // falls back to karpenter.sh/nodepool
+  int max_unavailable_percent = 20;                     // per pool, rounded up, at least 1 node
+  double breaker_share = 0.30;                          // of GPU nodes turning unhealthy within the window
+  std::chrono::milliseconds breaker_window = std::chrono::minutes(5);
+  std::chrono::milliseconds breaker_quiet = std::chrono::minutes(15);
+  int max_repairs = 3;                                  // per node within repairs_window
+  std::chrono::milliseconds repairs_window = std::chrono::hours(24 * 7);
+  std::chrono::milliseconds probation = std::chrono::minutes(5);  // healthy this long before release
+  Provider provider = Provider::kNone;
+  std::vector<std::string> exec_command;  // argv; NODE_NAME and REASON in the environment
+  std::chrono::milliseconds exec_timeout = std::chrono::minutes(5);
+  bool paused = false;
+
+  std::chrono::milliseconds TolerationFor(const std::string& condition) const;
+};
+
+Result<Policy> ParsePolicy(std::string_view yaml, const std::string& source);
+Result<Policy> LoadPolicy(const std::string& path);
+
+}  // namespace gpuheal::controller

@@ -1,0 +1,558 @@
+#include "controller/repair.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <charconv>
+
+#include "core/keys.h"
+#include "core/reasons.h"
+#include "core/subprocess.h"
+#include "core/xid_catalog.h"
+#include "kube/time.h"
+
+namespace gpuheal::controller {
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+using SysTime = std::chrono::system_clock::time_point;
+
+const char* const kDomains[] = {"AcceleratedHardwareReady", "KernelReady", "NetworkingReady", "StorageReady",
+                                "ContainerRuntimeReady"};
+const std::vector<double> kLatencyBuckets = {0.001, 0.0025, 0.005, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 120, 600};
+
+bool Terminal(const std::string& phase) {
+  return phase == "Recovered" || phase == "Replaced" || phase == "Failed";
+}
+
+bool HasTaint(const kube::Node& n, std::string_view key, const std::string& value, const std::string& effect) {
+  for (const auto& t : n.taints) {
+    if (t.key == key && (value.empty() || t.value == value) && (effect.empty() || t.effect == effect)) return true;
+  }
+  return false;
+}
+
+milliseconds Until(SysTime now, SysTime at) {
+  return std::max(milliseconds(0), duration_cast<milliseconds>(at - now));
+}
+
+}  // namespace
+
+Severity SeverityOfReason(const std::string& reason) {
+  if (reason == reason::kNvidiaGPUFallenOffBus || reason == reason::kNvidiaGPULost) return Severity::kCatastrophic;
+  std::string_view r = reason;
+  if (r.starts_with("NvidiaXID") && (r.ends_with("Error") || r.ends_with("Warning"))) {
+    r.remove_prefix(9);
+    int xid = 0;
+    auto [p, ec] = std::from_chars(r.data(), r.data() + r.size(), xid);
+    const std::string_view rest(p, static_cast<size_t>(r.data() + r.size() - p));
+    if (ec == std::errc() && (rest == "Error" || rest == "Warning")) {
+      if (const XidInfo* info = FindXid(xid)) return std::max(info->severity, Severity::kFatal);
+    }
+  }
+  return Severity::kFatal;
+}
+
+std::optional<NodeFault> FaultOf(const kube::Node& n) {
+  std::optional<NodeFault> worst;
+  for (const auto& c : n.conditions) {
+    if (c.status != "False" || std::find(std::begin(kDomains), std::end(kDomains), c.type) == std::end(kDomains)) continue;
+    NodeFault f;
+    f.condition = c.type;
+    f.reason = c.reason;
+    f.message = c.message;
+    f.severity = SeverityOfReason(c.reason);
+    f.since = kube::ParseTime(c.last_transition_time).value_or(std::chrono::system_clock::now());
+    if (!worst || f.severity > worst->severity || (f.severity == worst->severity && f.since < worst->since)) worst = f;
+  }
+  return worst;
+}
+
+bool Evictable(const kube::Pod& p, const Policy& policy) {
+  if (p.meta.controller_kind == "DaemonSet" || p.meta.controller_kind == "Node") return false;  // Node: mirror pod
+  if (p.phase == "Succeeded" || p.phase == "Failed") return false;
+  if (std::find(policy.skip_namespaces.begin(), policy.skip_namespaces.end(), p.meta.namespace_) !=
+      policy.skip_namespaces.end()) {
+    return false;
+  }
+  if (!policy.skip_pod_labels.empty()) {
+    bool all = true;
+    for (const auto& [k, v] : policy.skip_pod_labels) {
+      auto it = p.meta.labels.find(k);
+      all &= it != p.meta.labels.end() && it->second == v;
+    }
+    if (all) return false;
+  }
+  return !policy.gpu_pods_only || p.gpu_requests > 0;
+}
+
+struct Repairer::Record {
+  kube::NodeRepair cr;
+  bool exists = false;
+  bool dirty = false;
+  void Phase(const std::string& phase, SysTime now) {
+    if (cr.phase == phase && cr.phase_times.count(phase)) return;
+    cr.phase = phase;
+    if (!cr.phase_times.count(phase)) cr.phase_times[phase] = kube::RfcTime(now);
+    dirty = true;
+  }
+  void Message(const std::string& m) {
+    if (cr.message != m) {
+      cr.message = m;
+      dirty = true;
+    }
+  }
+  void Action(const std::string& a) {
+    if (std::find(cr.actions.begin(), cr.actions.end(), a) == cr.actions.end()) {
+      cr.actions.push_back(a);
+      dirty = true;
+    }
+  }
+  std::optional<SysTime> At(const std::string& phase) const {
+    auto it = cr.phase_times.find(phase);
+    if (it == cr.phase_times.end()) return std::nullopt;
+    return kube::ParseTime(it->second);
+  }
+};
+
+Repairer::Repairer(kube::Client& client, World world, Policy policy, bool dry_run, Metrics& metrics)
+    : client_(client), world_(std::move(world)), policy_(std::move(policy)), dry_run_(dry_run), metrics_(metrics) {
+  kube::EventRecorderOptions eo;
+  eo.component = "gpuheal-controller";
+  events_ = std::make_unique<kube::EventRecorder>(client_, eo);
+  fault_to_quarantine_ = &metrics.GetHistogram("gpuheal_controller_fault_to_quarantine_seconds",
+                                               "Condition False (lastTransitionTime) to quarantine taint written",
+                                               kLatencyBuckets);
+  fault_to_drained_ = &metrics.GetHistogram("gpuheal_controller_fault_to_drained_seconds",
+                                            "Condition False to the node's last evictable pod gone", kLatencyBuckets);
+}
+
+void Repairer::Event(const kube::Node& node, const std::string& type, const std::string& reason, const std::string& msg) {
+  if (dry_run_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  kube::ObjectReference ref{"Node", "v1", "", node.meta.name, node.meta.uid};
+  (void)events_->Record(ref, type, reason, msg);
+  events_->Flush(false);
+}
+
+std::string Repairer::PoolOf(const kube::Node& n) const {
+  for (std::string_view key : {std::string_view(policy_.pool_label), keys::kKarpenterPoolLabel}) {
+    auto it = n.meta.labels.find(std::string(key));
+    if (it != n.meta.labels.end()) return it->second;
+  }
+  return "";
+}
+
+bool Repairer::WriteStatus(Record& r) {
+  if (!r.dirty) return true;
+  nlohmann::json status = {{"phase", r.cr.phase},
+                           {"phases", r.cr.phase_times},
+                           {"evictedPods", r.cr.evicted_pods},
+                           {"actions", r.cr.actions},
+                           {"attempts", r.cr.attempts},
+                           {"message", r.cr.message}};
+  auto res = client_.Patch(kNodeRepairs + "/" + r.cr.meta.name + "/status", kube::PatchType::kMerge, {{"status", status}});
+  if (!res || !res->ok()) return false;
+  r.dirty = false;
+  metrics_.GetCounter("gpuheal_controller_repair_phases_total", "NodeRepair phase transitions written, by phase",
+                      {{"phase", r.cr.phase}}).Inc();
+  return true;
+}
+
+bool Repairer::Quarantine(const kube::Node& node, const NodeFault& f) {
+  const std::string value(ToString(f.severity));
+  const std::string effect = f.severity >= Severity::kCatastrophic ? "NoExecute" : "NoSchedule";
+  if (HasTaint(node, keys::kFaultTaint, value, effect) && node.unschedulable) return true;
+  if (dry_run_) return true;
+  auto res = client_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
+    auto& spec = n["spec"];
+    nlohmann::json taints = nlohmann::json::array();
+    bool have = false;
+    for (const auto& t : spec.value("taints", nlohmann::json::array())) {
+      if (t.value("key", "") != keys::kFaultTaint) {
+        taints.push_back(t);  // every other writer's taint stays
+      } else if (t.value("value", "") == value && t.value("effect", "") == effect) {
+        taints.push_back(t);
+        have = true;
+      }
+    }
+    if (!have) {
+      taints.push_back({{"key", keys::kFaultTaint}, {"value", value}, {"effect", effect},
+                        {"timeAdded", kube::RfcTime(std::chrono::system_clock::now())}});
+    }
+    const bool cordoned = spec.value("unschedulable", false);
+    if (have && cordoned) return false;
+    spec["taints"] = taints;
+    if (!cordoned) {
+      spec["unschedulable"] = true;
+      n["metadata"]["annotations"][std::string(keys::kCordonedAnnotation)] = "true";  // ours to undo
+    }
+    return true;
+  });
+  return res && res->ok();
+}
+
+std::optional<milliseconds> Repairer::Release(const kube::Node& node, Record* r) {
+  const bool standby_promoted = r && std::any_of(r->cr.actions.begin(), r->cr.actions.end(), [](const std::string& a) {
+                                  return a.rfind("promoted standby", 0) == 0;
+                                });
+  if (!dry_run_) {
+    auto res = client_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
+      bool changed = false;
+      auto& spec = n["spec"];
+      nlohmann::json taints = nlohmann::json::array();
+      for (const auto& t : spec.value("taints", nlohmann::json::array())) {
+        if (t.value("key", "") == keys::kFaultTaint) changed = true;
+        else taints.push_back(t);
+      }
+      if (standby_promoted && std::none_of(taints.begin(), taints.end(), [](const nlohmann::json& t) {
+            return t.value("key", "") == keys::kStandbyTaint;
+          })) {
+        // The standby took this node's place: after repair, this node is the pool's standby.
+        taints.push_back({{"key", keys::kStandbyTaint}, {"value", "true"}, {"effect", "NoSchedule"}});
+        changed = true;
+      }
+      spec["taints"] = taints;
+      auto& ann = n["metadata"]["annotations"];
+      if (ann.is_object() && ann.contains(std::string(keys::kCordonedAnnotation))) {
+        ann.erase(std::string(keys::kCordonedAnnotation));
+        spec["unschedulable"] = false;  // only a cordon we set is lifted
+        changed = true;
+      }
+      return changed;
+    });
+    if (!res || !res->ok()) return milliseconds(2000);
+  }
+  Event(node, "Normal", "Released", "all domains healthy for the probation period: gpuheal's taint and cordon removed");
+  if (r) {
+    r->Phase("Recovered", world_.now());
+    r->Message("recovered");
+    if (!WriteStatus(*r)) return milliseconds(2000);
+  }
+  return std::nullopt;
+}
+
+std::string Repairer::Gate(const kube::Node& node, const NodeFault& f, int attempts) {
+  (void)f;
+  const auto now = world_.now();
+  auto paused = node.meta.labels.find(std::string(keys::kPausedLabel));
+  if (policy_.paused || (paused != node.meta.labels.end() && paused->second == "true")) {
+    return "paused: disruptive actions are held (gpuheal.io/paused)";
+  }
+  if (attempts > policy_.max_repairs) {
+    return fmt::format("HardwareInspection: {} repairs within {} h exceed the cap of {}; left quarantined", attempts,
+                       duration_cast<std::chrono::hours>(policy_.repairs_window).count(), policy_.max_repairs);
+  }
+  const std::vector<kube::Node> all = world_.nodes();
+  // Circuit breaker: a correlated event (many GPU nodes unhealthy within the window) is more
+  // likely a shared cause (driver rollout, fabric, power) than bad hardware.
+  size_t gpu_nodes = 0, recent = 0;
+  for (const auto& n : all) {
+    if (n.gpu_capacity <= 0) continue;
+    ++gpu_nodes;
+    auto nf = FaultOf(n);
+    if (nf && now - nf->since <= policy_.breaker_window) ++recent;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (gpu_nodes > 0 && static_cast<double>(recent) > policy_.breaker_share * static_cast<double>(gpu_nodes)) {
+    breaker_last_over_ = now;
+    if (!breaker_open_) {
+      metrics_.GetCounter("gpuheal_controller_breaker_trips_total", "Times the cluster circuit breaker opened").Inc();
+    }
+    breaker_open_ = true;
+  } else if (breaker_open_ && now - breaker_last_over_ >= policy_.breaker_quiet) {
+    breaker_open_ = false;
+  }
+  metrics_.GetGauge("gpuheal_controller_breaker_open", "1 while the cluster circuit breaker holds evictions and remediation")
+      .Set(breaker_open_ ? 1 : 0);
+  const bool open = breaker_open_;
+  lock.unlock();
+  if (open) {
+    return fmt::format("circuit breaker open: {} of {} GPU nodes turned unhealthy within {} s (limit {:.0f}%)", recent,
+                       gpu_nodes, duration_cast<std::chrono::seconds>(policy_.breaker_window).count(),
+                       policy_.breaker_share * 100);
+  }
+  // Pool gate: count as Karpenter does, every unhealthy node of the pool.
+  const std::string pool = PoolOf(node);
+  size_t size = 0, unhealthy = 0;
+  for (const auto& n : all) {
+    if (PoolOf(n) != pool) continue;
+    ++size;
+    if (FaultOf(n)) ++unhealthy;
+  }
+  const size_t allowed = std::max<size_t>(
+      1, static_cast<size_t>(std::ceil(static_cast<double>(size) * policy_.max_unavailable_percent / 100.0)));
+  if (unhealthy > allowed) {
+    return fmt::format("pool gate: {} of {} nodes in pool \"{}\" unhealthy, at most {} repaired at once", unhealthy,
+                       size, pool, allowed);
+  }
+  return "";
+}
+
+std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
+  const auto now = world_.now();
+  std::vector<kube::NodeRepair> records = world_.repairs(name);
+  std::sort(records.begin(), records.end(),
+            [](const kube::NodeRepair& a, const kube::NodeRepair& b) { return a.meta.name < b.meta.name; });
+  Record rec;
+  Record* open = nullptr;
+  int recent_repairs = 0;
+  for (const auto& r : records) {
+    auto detected = r.phase_times.count("Detected") ? kube::ParseTime(r.phase_times.at("Detected")) : std::nullopt;
+    if (detected && now - *detected <= policy_.repairs_window) ++recent_repairs;
+    if (!Terminal(r.phase) && !open) {
+      rec.cr = r;
+      rec.exists = true;
+      open = &rec;
+    }
+  }
+  if (!open) {
+    // The informer may not have seen a record this controller created a moment ago.
+    std::string created;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = created_.find(name); it != created_.end()) created = it->second;
+    }
+    if (!created.empty()) {
+      auto res = client_.Get(kNodeRepairs + "/" + created);
+      if (res && res->ok()) {
+        if (auto r = kube::DecodeNodeRepair(res->body); r && !Terminal(r->phase)) {
+          rec.cr = *r;
+          rec.exists = true;
+          open = &rec;
+        }
+      }
+    }
+  }
+  if (open) {
+    // The record itself is read fresh: a cached copy a moment behind this controller's own last
+    // write would lose what that write added (the evicted pods, an action).
+    auto res = client_.Get(kNodeRepairs + "/" + open->cr.meta.name);
+    if (res && res->ok()) {
+      if (auto fresh = kube::DecodeNodeRepair(res->body)) open->cr = *fresh;
+    } else if (res && res->status == 404) {
+      open = nullptr;
+    }
+  }
+  if (open && Terminal(open->cr.phase)) open = nullptr;
+  if (open && open->cr.attempts == 0) open->cr.attempts = std::max(1, recent_repairs);
+  auto node = world_.node(name);
+  if (!node) {
+    if (open) {
+      open->Phase(open->cr.phase == "Remediating" ? "Replaced" : "Failed", now);
+      open->Message("the Node object is gone");
+      if (!WriteStatus(*open)) return milliseconds(2000);
+    }
+    return std::nullopt;
+  }
+  auto managed = node->meta.labels.find(std::string(keys::kManagedLabel));
+  if (managed != node->meta.labels.end() && managed->second == "false") return std::nullopt;
+
+  auto fault = FaultOf(*node);
+  if (!fault) {
+    if (!open && !HasTaint(*node, keys::kFaultTaint, "", "")) return std::nullopt;
+    // Healthy since the last of our domains returned to True.
+    SysTime healthy_since{};
+    for (const auto& c : node->conditions) {
+      if (std::find(std::begin(kDomains), std::end(kDomains), c.type) == std::end(kDomains)) continue;
+      if (auto t = kube::ParseTime(c.last_transition_time)) healthy_since = std::max(healthy_since, *t);
+    }
+    if (now - healthy_since < policy_.probation) return Until(now, healthy_since + policy_.probation);
+    return Release(*node, open);
+  }
+  if (!open) {
+    rec.cr.meta.name = fmt::format("{}-{}", name, std::chrono::system_clock::to_time_t(now));
+    rec.cr.node = name;
+    rec.cr.condition = fault->condition;
+    rec.cr.reason = fault->reason;
+    rec.cr.severity = std::string(ToString(fault->severity));
+    rec.cr.attempts = recent_repairs + 1;
+    nlohmann::json obj = {
+        {"apiVersion", "gpuheal.io/v1alpha1"},
+        {"kind", "NodeRepair"},
+        {"metadata", {{"name", rec.cr.meta.name}, {"labels", {{std::string(keys::kRepairNodeLabel), name}}}}},
+        {"spec",
+         {{"node", name},
+          {"trigger",
+           {{"condition", fault->condition}, {"reason", fault->reason}, {"severity", rec.cr.severity},
+            {"message", fault->message.substr(0, 1024)}}}}}};
+    auto res = client_.Create(kNodeRepairs, obj);
+    if (!res || (!res->ok() && res->status != 409)) return milliseconds(2000);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      created_[name] = rec.cr.meta.name;
+    }
+    rec.exists = true;
+    open = &rec;
+    rec.Phase("Detected", now);
+    rec.dirty = true;
+  }
+  auto next = Repair(*node, *fault, *open);
+  if (!WriteStatus(*open)) return milliseconds(2000);
+  return next;
+}
+
+std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeFault& f, Record& r) {
+  const auto now = world_.now();
+  // 1. Quarantine at once: cheap and reversible. The pause and the gates do not hold it.
+  if (!Quarantine(node, f)) return milliseconds(500);
+  if (!r.At("Quarantined")) {
+    fault_to_quarantine_->Observe(std::chrono::duration<double>(now - f.since).count());
+    r.Action(dry_run_ ? "would taint and cordon (dry-run)" : fmt::format("tainted {}={}, cordoned", keys::kFaultTaint, ToString(f.severity)));
+    Event(node, "Warning", "Quarantined",
+          fmt::format("{} {}: tainted {}={}:{} and cordoned", f.condition, f.reason, keys::kFaultTaint, ToString(f.severity),
+                      f.severity >= Severity::kCatastrophic ? "NoExecute" : "NoSchedule"));
+  }
+  if (r.cr.phase == "Detected" || r.cr.phase.empty()) r.Phase("Quarantined", now);
+
+  // 2. Gates for everything disruptive.
+  if (std::string held = Gate(node, f, static_cast<int>(r.cr.attempts)); !held.empty()) {
+    const std::string gate = held.substr(0, held.find(':'));
+    if (r.cr.message != held) {
+      metrics_.GetCounter("gpuheal_controller_blocked_total", "Repairs held by a gate, by gate", {{"gate", gate}}).Inc();
+      Event(node, "Warning", "RepairBlocked", held);
+    }
+    r.Message(held);
+    if (gate == "HardwareInspection") {
+      r.Phase("Blocked", now);
+      return std::nullopt;
+    }
+    return milliseconds(10000);
+  }
+
+  // 3. Checkpoint: ask the workloads, wait until each says done or the window ends.
+  std::vector<kube::Pod> pods;
+  for (auto& p : world_.pods(node.meta.name)) {
+    if (Evictable(p, policy_)) pods.push_back(std::move(p));
+  }
+  if (!r.At("Drained")) {
+    if (!pods.empty() && !r.At("Draining")) {
+      const std::string stamp = kube::RfcTime(now);
+      for (const auto& p : pods) {
+        if (p.meta.annotations.count(std::string(keys::kCheckpointRequested)) || dry_run_ || p.meta.deleting) continue;
+        (void)client_.Patch(kube::PodPath(p.meta.namespace_, p.meta.name), kube::PatchType::kMerge,
+                            {{"metadata", {{"annotations", {{std::string(keys::kCheckpointRequested), stamp}}}}}});
+      }
+      r.Phase("CheckpointRequested", now);
+      const auto window = f.severity >= Severity::kCatastrophic ? policy_.catastrophic_checkpoint_window : policy_.checkpoint_window;
+      const auto deadline = *r.At("CheckpointRequested") + window;
+      const bool all_done = std::all_of(pods.begin(), pods.end(), [](const kube::Pod& p) {
+        return p.meta.annotations.count(std::string(keys::kCheckpointDone)) > 0;
+      });
+      if (!all_done && now < deadline) {
+        r.Message(fmt::format("waiting for {} pod(s) to checkpoint", pods.size()));
+        return Until(now, deadline);
+      }
+    }
+    // 4. Evict through the Eviction API: PodDisruptionBudgets decide.
+    bool pdb_held = false;
+    if (!pods.empty()) {
+      r.Phase("Draining", now);
+      for (const auto& p : pods) {
+        if (p.meta.deleting) continue;
+        const std::string key = p.meta.namespace_ + "/" + p.meta.name;
+        if (dry_run_) {
+          r.Action("would evict " + key + " (dry-run)");
+          continue;
+        }
+        auto res = client_.Evict(p.meta.namespace_, p.meta.name);
+        if (res && (res->ok() || res->status == 404)) {
+          if (std::find(r.cr.evicted_pods.begin(), r.cr.evicted_pods.end(), key) == r.cr.evicted_pods.end()) {
+            r.cr.evicted_pods.push_back(key);
+            r.dirty = true;
+            metrics_.GetCounter("gpuheal_controller_evictions_total", "Pods evicted through the Eviction API").Inc();
+          }
+        } else if (res && res->status == 429) {
+          pdb_held = true;
+        }
+      }
+      if (dry_run_) {
+        r.Message("dry-run: would evict and remediate");
+        return std::nullopt;
+      }
+      const auto drain_started = *r.At("Draining");
+      if (now - drain_started > policy_.drain_timeout) {
+        if (policy_.force_delete_after_drain_timeout) {
+          for (const auto& p : pods) {
+            (void)client_.Delete(kube::PodPath(p.meta.namespace_, p.meta.name), p.meta.uid, "", 0);
+          }
+          r.Action("force-deleted the pods left after the drain timeout");
+        } else {
+          r.Message(fmt::format("drain timeout passed with {} pod(s) left: waiting (eviction.after_drain_timeout: wait)",
+                                pods.size()));
+        }
+      } else {
+        r.Message(pdb_held ? "eviction held by a PodDisruptionBudget: retrying" : "draining");
+      }
+      return milliseconds(pdb_held ? 2000 : 500);
+    }
+    r.Phase("Drained", now);
+    fault_to_drained_->Observe(std::chrono::duration<double>(now - f.since).count());
+  }
+
+  // 5. Remediate after the toleration window: the condition may still recover on its own.
+  const auto deadline = f.since + policy_.TolerationFor(f.condition);
+  if (now < deadline) {
+    r.Message(fmt::format("drained; remediation with provider {} after the toleration window", ToString(policy_.provider)));
+    return Until(now, deadline);
+  }
+  switch (policy_.provider) {
+    case Provider::kNone:
+      r.Message("quarantined and drained; provider none: waiting for recovery or an operator");
+      return std::nullopt;
+    case Provider::kDeleteNode: {
+      r.Phase("Remediating", now);
+      r.Action("deleted the Node object");
+      WriteStatus(r);
+      auto res = client_.Delete(kube::NodePath(node.meta.name), node.meta.uid);
+      if (!res || (!res->ok() && res->status != 404)) return milliseconds(2000);
+      r.Phase("Replaced", now);
+      r.Message("Node deleted: its provisioner replaces it");
+      return std::nullopt;
+    }
+    case Provider::kExec: {
+      if (r.At("Remediating")) return std::nullopt;  // ran once; its result is in the record
+      r.Phase("Remediating", now);
+      WriteStatus(r);  // before the command: a crash afterwards must not run it twice
+      auto run = RunArgv(policy_.exec_command, policy_.exec_timeout, {{"NODE_NAME", node.meta.name}, {"REASON", f.reason}});
+      const bool ok = run && !run->timed_out && run->exit_code == 0;
+      r.Action(fmt::format("ran {}: {}", policy_.exec_command[0],
+                           !run ? run.error().message : run->timed_out ? "timed out" : fmt::format("exit {}", run->exit_code)));
+      r.Phase(ok ? "Replaced" : "Failed", now);
+      r.Message(ok ? "remediation command succeeded" : "remediation command failed");
+      Event(node, ok ? "Normal" : "Warning", ok ? "Remediated" : "RemediationFailed", r.cr.message);
+      return std::nullopt;
+    }
+    case Provider::kStandby: {
+      if (std::any_of(r.cr.actions.begin(), r.cr.actions.end(), [](const std::string& a) { return a.rfind("promoted standby", 0) == 0; })) {
+        return std::nullopt;
+      }
+      const std::string pool = PoolOf(node);
+      for (const auto& n : world_.nodes()) {
+        if (n.meta.name == node.meta.name || PoolOf(n) != pool || FaultOf(n) || !HasTaint(n, keys::kStandbyTaint, "", "")) continue;
+        auto res = client_.Update(kube::NodePath(n.meta.name), [&](nlohmann::json& j) {
+          nlohmann::json taints = nlohmann::json::array();
+          for (const auto& t : j["spec"].value("taints", nlohmann::json::array())) {
+            if (t.value("key", "") != keys::kStandbyTaint) taints.push_back(t);
+          }
+          j["spec"]["taints"] = taints;
+          return true;
+        });
+        if (!res || !res->ok()) return milliseconds(2000);
+        r.Phase("Remediating", now);
+        r.Action("promoted standby " + n.meta.name);
+        r.Message("standby " + n.meta.name + " promoted; this node becomes the standby once it recovers");
+        Event(node, "Normal", "StandbyPromoted", r.cr.message);
+        return std::nullopt;
+      }
+      r.Message("no ready standby node in pool \"" + pool + "\"");
+      return milliseconds(30000);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace gpuheal::controller

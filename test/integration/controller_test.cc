@@ -1,0 +1,297 @@
+// `gpuheal controller` against a real control plane with kube-controller-manager (PDB status,
+// node lifecycle) and the shipped NodeRepair CRD. No kubelet runs: the tests write Node
+// conditions as the agent would and pod status as a kubelet would. Each test uses its own nodes
+// in its own pool; windows are made short through the policy rather than slept.
+
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "agent_process.h"
+#include "apply_manifest.h"
+#include "kube_test_util.h"
+
+namespace gpuheal {
+namespace {
+
+using namespace std::chrono_literals;
+using gpuheal::testing::AgentProcess;
+using gpuheal::testing::ControlPlaneEnv;
+using gpuheal::testing::Eventually;
+using nlohmann::json;
+
+const std::string kRepairs = "/apis/gpuheal.io/v1alpha1/noderepairs";
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    client_ = gpuheal::testing::AdminClient();
+    static bool crd = false;
+    if (!crd) {
+      gpuheal::testing::ApplyManifest(*client_, std::string(GPUHEAL_SOURCE_DIR) + "/deploy/crds/noderepairs.yaml");
+      ASSERT_TRUE(Eventually([&] { auto r = client_->Get(kRepairs); return r && r->status == 200; }, 30s));
+      (void)client_->Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "work"}}}});
+      crd = true;
+    }
+    std::random_device rd;
+    id_ = fmt::format("{:06x}", rd() & 0xffffff);
+    char tmpl[] = "/tmp/gpuheal-ctl-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  void TearDown() override {
+    // SIGTERM: a controller releases its Lease on the way out, so the next test's leads at once.
+    for (auto& c : controllers_) c->Kill(SIGTERM);
+    controllers_.clear();
+    for (const auto& n : nodes_) (void)client_->Delete(kube::NodePath(n));
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::string Node(const std::string& suffix, const json& labels = json::object()) {
+    const std::string name = "ctl-" + id_ + "-" + suffix;
+    json n = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}, {"labels", {{"gpuheal.io/pool", "p-" + id_}}}}}};
+    for (auto& [k, v] : labels.items()) n["metadata"]["labels"][k] = v;
+    EXPECT_EQ(client_->Create(kube::NodePath(), n)->status, 201);
+    (void)client_->Patch(kube::NodePath(name) + "/status", kube::PatchType::kStrategicMerge,
+                   {{"status", {{"capacity", {{"nvidia.com/gpu", "8"}}}, {"allocatable", {{"nvidia.com/gpu", "8"}}},
+                                {"conditions", {Cond("AcceleratedHardwareReady", "True", "NvidiaGPUIsReady")}}}}});
+    nodes_.push_back(name);
+    return name;
+  }
+  static json Cond(const std::string& type, const std::string& status, const std::string& reason) {
+    return {{"type", type}, {"status", status}, {"reason", reason}, {"message", "test"},
+            {"lastHeartbeatTime", kube_time()}, {"lastTransitionTime", kube_time()}};
+  }
+  static std::string kube_time() {
+    const std::time_t t = std::time(nullptr);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    return buf;
+  }
+  void SetCondition(const std::string& node, const std::string& status, const std::string& reason) {
+    auto r = client_->Patch(kube::NodePath(node) + "/status", kube::PatchType::kStrategicMerge,
+                            {{"status", {{"conditions", {Cond("AcceleratedHardwareReady", status, reason)}}}}});
+    ASSERT_TRUE(r && r->ok());
+  }
+  json GetNode(const std::string& node) {
+    auto r = client_->Get(kube::NodePath(node));
+    return r && r->ok() ? json::parse(r->body) : json();
+  }
+  bool HasTaint(const std::string& node, const std::string& key, const std::string& value = "", const std::string& effect = "") {
+    const json n = GetNode(node);
+    if (!n.is_object()) return false;
+    for (const auto& t : n["spec"].value("taints", json::array())) {
+      if (t.value("key", "") == key && (value.empty() || t.value("value", "") == value) &&
+          (effect.empty() || t.value("effect", "") == effect)) {
+        return true;
+      }
+    }
+    return false;
+  }
+  bool Cordoned(const std::string& node) { return GetNode(node)["spec"].value("unschedulable", false); }
+  std::vector<json> Repairs(const std::string& node) {
+    auto r = client_->Get(kRepairs + "?labelSelector=gpuheal.io%2Fnode%3D" + node);
+    std::vector<json> out;
+    if (r && r->ok()) {
+      const json list = json::parse(r->body);  // kept alive: the loop walks inside it
+      for (const auto& i : list["items"]) out.push_back(i);
+    }
+    return out;
+  }
+  static json Status(const json& record) { return record.value("status", json::object()); }
+  std::string Message(const std::string& node) {
+    auto rs = Repairs(node);
+    return rs.empty() ? "" : Status(rs.back()).value("message", "");
+  }
+  std::string Phase(const std::string& node) {
+    auto rs = Repairs(node);
+    return rs.empty() ? "" : Status(rs.back()).value("phase", "");
+  }
+  void Pod(const std::string& name, const std::string& node, const json& labels = json::object(), const std::string& ns = "work") {
+    ASSERT_TRUE(Eventually([&] { return client_->Create(kube::PodPath(ns), gpuheal::testing::PodJson(ns, name, node, labels))->status == 201; }, 20s));
+    const json status = {{"status", {{"phase", "Running"},
+                                     {"conditions", {{{"type", "Ready"}, {"status", "True"}}, {{"type", "ContainersReady"}, {"status", "True"}}}}}}};
+    ASSERT_TRUE(client_->Patch(kube::PodPath(ns, name) + "/status", kube::PatchType::kStrategicMerge, status)->ok());
+  }
+  bool PodGone(const std::string& name, const std::string& ns = "work") {
+    auto r = client_->Get(kube::PodPath(ns, name));
+    return r && (r->status == 404 || json::parse(r->body)["metadata"].contains("deletionTimestamp"));
+  }
+  json PodJson(const std::string& name, const std::string& ns = "work") { return json::parse(client_->Get(kube::PodPath(ns, name))->body); }
+
+  AgentProcess& StartController(const std::string& policy, std::vector<std::string> extra = {}) {
+    const std::string file = fmt::format("{}/policy-{}.yaml", dir_, controllers_.size());
+    std::ofstream(file) << "breaker:\n  share_percent: 100\n" << policy;
+    std::vector<std::string> args = {GPUHEAL_BIN, "controller", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--policy", file,
+                                     "--listen", "", "--lease-namespace", "default"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    controllers_.push_back(std::make_unique<AgentProcess>(args));
+    auto& c = *controllers_.back();
+    EXPECT_TRUE(c.WaitLog([](const json& j) { return j.value("msg", "") == "controller started"; }, 30s));
+    return c;
+  }
+
+  std::unique_ptr<kube::Client> client_;
+  std::string id_, dir_;
+  std::vector<std::string> nodes_;
+  std::vector<std::unique_ptr<AgentProcess>> controllers_;
+};
+
+TEST_F(ControllerTest, FatalFaultQuarantinesAtOnceAndRecoveryInsideTheWindowReleases) {
+  const std::string a = Node("a");
+  auto& c = StartController("probation: 1s\ntoleration:\n  default: 1h\n  AcceleratedHardwareReady: 1h\nprovider:\n  name: delete-node\n");
+  ASSERT_TRUE(c.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 30s));
+  SetCondition(a, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return HasTaint(a, "gpuheal.io/gpu-fault", "fatal", "NoSchedule") && Cordoned(a); }, 10s));
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Drained"; }, 10s)) << Phase(a);  // no pods: drained at once
+  auto rec = Repairs(a).back();
+  EXPECT_EQ(rec["spec"]["trigger"]["reason"], "NvidiaXID48Error");
+  EXPECT_EQ(rec["spec"]["trigger"]["severity"], "fatal");
+  EXPECT_TRUE(Status(rec).value("phases", json::object()).contains("Quarantined"));
+  EXPECT_EQ(GetNode(a)["metadata"]["annotations"]["gpuheal.io/cordoned"], "true");
+  // The fault clears before the toleration window: released after probation, not remediated.
+  SetCondition(a, "True", "NvidiaGPUIsReady");
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Recovered"; }, 15s)) << Phase(a);
+  EXPECT_FALSE(HasTaint(a, "gpuheal.io/gpu-fault"));
+  EXPECT_FALSE(Cordoned(a));
+  EXPECT_TRUE(GetNode(a).is_object()) << "the delete-node provider never ran";
+  EXPECT_EQ(Repairs(a).size(), 1u);
+}
+
+TEST_F(ControllerTest, LostGpuIsNoExecuteAndAnotherWritersTaintsSurvive) {
+  const std::string a = Node("a");
+  // Another writer's taint and cordon state are there first.
+  ASSERT_TRUE(client_->Update(kube::NodePath(a), [](json& n) {
+    n["spec"]["taints"] = json::array({{{"key", "example.com/maintenance"}, {"value", "x"}, {"effect", "NoSchedule"}}});
+    return true;
+  })->ok());
+  StartController("probation: 1s\n");
+  SetCondition(a, "False", "NvidiaGPUFallenOffBus");
+  ASSERT_TRUE(Eventually([&] { return HasTaint(a, "gpuheal.io/gpu-fault", "catastrophic", "NoExecute"); }, 10s));
+  EXPECT_TRUE(HasTaint(a, "example.com/maintenance"));
+  // A concurrent writer adds a taint during quarantine; the release keeps it too.
+  ASSERT_TRUE(client_->Update(kube::NodePath(a), [](json& n) {
+    n["spec"]["taints"].push_back({{"key", "example.com/late"}, {"value", "y"}, {"effect", "NoSchedule"}});
+    return true;
+  })->ok());
+  SetCondition(a, "True", "NvidiaGPUIsReady");
+  ASSERT_TRUE(Eventually([&] { return !HasTaint(a, "gpuheal.io/gpu-fault"); }, 15s));
+  EXPECT_TRUE(HasTaint(a, "example.com/maintenance"));
+  EXPECT_TRUE(HasTaint(a, "example.com/late"));
+}
+
+TEST_F(ControllerTest, CheckpointDoneEvictsEarlyAndABudgetHoldsEviction) {
+  const std::string a = Node("a"), b = Node("b");
+  Pod("ckpt-" + id_, a, {{"app", "ckpt-" + id_}});
+  Pod("sys-" + id_, a, json::object(), "kube-system");
+  Pod("tr0-" + id_, a, {{"app", "tr-" + id_}});
+  Pod("tr1-" + id_, b, {{"app", "tr-" + id_}});
+  json pdb = {{"apiVersion", "policy/v1"}, {"kind", "PodDisruptionBudget"},
+              {"metadata", {{"name", "tr-" + id_}, {"namespace", "work"}}},
+              {"spec", {{"minAvailable", 2}, {"selector", {{"matchLabels", {{"app", "tr-" + id_}}}}}}}};
+  ASSERT_EQ(client_->Create(kube::PdbPath("work"), pdb)->status, 201);
+  StartController("checkpoint:\n  window: 60s\n");
+  SetCondition(a, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return PodJson("ckpt-" + id_)["metadata"].value("annotations", json::object()).contains("gpuheal.io/checkpoint-requested"); }, 10s));
+  EXPECT_FALSE(PodGone("ckpt-" + id_)) << "the window is 60 s: nothing evicted before the workloads say done";
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const std::string& p : {"ckpt-" + id_, "tr0-" + id_}) {
+    (void)client_->Patch(kube::PodPath("work", p), kube::PatchType::kMerge, {{"metadata", {{"annotations", {{"gpuheal.io/checkpoint-done", "true"}}}}}});
+  }
+  ASSERT_TRUE(Eventually([&] { return PodGone("ckpt-" + id_); }, 15s));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 15s) << "evicted once checkpointed, long before the window";
+  // The budget (minAvailable 2 of 2) holds tr0; kube-system is never drained.
+  std::this_thread::sleep_for(2s);
+  EXPECT_FALSE(PodGone("tr0-" + id_));
+  EXPECT_FALSE(PodGone("sys-" + id_, "kube-system"));
+  EXPECT_EQ(Phase(a), "Draining");
+  EXPECT_NE(Message(a).find("PodDisruptionBudget"), std::string::npos);
+  // Room in the budget: the eviction goes through, the node is drained.
+  Pod("tr2-" + id_, b, {{"app", "tr-" + id_}});
+  ASSERT_TRUE(Eventually([&] { return PodGone("tr0-" + id_); }, 30s));
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Drained"; }, 15s)) << Phase(a);
+  auto evicted = Status(Repairs(a).back())["evictedPods"];
+  EXPECT_EQ(std::count(evicted.begin(), evicted.end(), "work/ckpt-" + id_), 1) << "each pod evicted once: " << evicted.dump();
+  EXPECT_EQ(std::count(evicted.begin(), evicted.end(), "work/tr0-" + id_), 1);
+}
+
+TEST_F(ControllerTest, AfterTheTolerationWindowTheProviderRemediates) {
+  const std::string a = Node("a");
+  StartController("toleration:\n  AcceleratedHardwareReady: 2s\nprovider:\n  name: delete-node\n");
+  SetCondition(a, "False", "NvidiaXID79Error");
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Replaced"; }, 20s)) << Phase(a);
+  EXPECT_FALSE(GetNode(a).is_object()) << "the Node was deleted";
+  auto rec = Repairs(a).back();
+  for (const char* p : {"Detected", "Quarantined", "Drained", "Remediating", "Replaced"}) {
+    EXPECT_TRUE(Status(rec).value("phases", json::object()).contains(p)) << p << ": " << rec.dump();
+  }
+}
+
+TEST_F(ControllerTest, GatesPausedOptOutPoolAndAttemptCap) {
+  // Pool of 4: two unhealthy exceed 20% (rounded up: 1): both held, quarantine goes on.
+  std::vector<std::string> pool;
+  for (int i = 0; i < 4; ++i) pool.push_back(Node(fmt::format("p{}", i)));
+  const std::string paused = Node("paused", {{"gpuheal.io/paused", "true"}, {"gpuheal.io/pool", "solo1-" + id_}});
+  const std::string optout = Node("optout", {{"gpuheal.io/managed", "false"}, {"gpuheal.io/pool", "solo2-" + id_}});
+  const std::string solo = Node("solo", {{"gpuheal.io/pool", "solo3-" + id_}});
+  Pod("pp-" + id_, paused);
+  Pod("sp-" + id_, solo);
+  StartController("checkpoint:\n  window: 1s\n");
+  for (const auto& n : {pool[0], pool[1], paused, optout, solo}) SetCondition(n, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return HasTaint(pool[0], "gpuheal.io/gpu-fault") && HasTaint(pool[1], "gpuheal.io/gpu-fault"); }, 10s));
+  ASSERT_TRUE(Eventually([&] { return Repairs(pool[0]).size() == 1 && Message(pool[0]).find("pool gate") != std::string::npos; }, 10s));
+  // A pool of one still repairs its one node.
+  ASSERT_TRUE(Eventually([&] { return PodGone("sp-" + id_); }, 15s));
+  // Paused: quarantined, not drained.
+  ASSERT_TRUE(Eventually([&] { return HasTaint(paused, "gpuheal.io/gpu-fault"); }, 10s));
+  std::this_thread::sleep_for(2s);
+  EXPECT_FALSE(PodGone("pp-" + id_));
+  EXPECT_NE(Message(paused).find("paused"), std::string::npos);
+  // Opted out: untouched.
+  EXPECT_FALSE(HasTaint(optout, "gpuheal.io/gpu-fault"));
+  EXPECT_TRUE(Repairs(optout).empty());
+}
+
+TEST_F(ControllerTest, DryRunWritesOnlyItsRecords) {
+  const std::string a = Node("a");
+  Pod("dr-" + id_, a);
+  StartController("checkpoint:\n  window: 1s\n", {"--dry-run"});
+  SetCondition(a, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return Message(a).find("dry-run") != std::string::npos; }, 15s));
+  EXPECT_FALSE(HasTaint(a, "gpuheal.io/gpu-fault"));
+  EXPECT_FALSE(Cordoned(a));
+  EXPECT_FALSE(PodGone("dr-" + id_));
+  EXPECT_FALSE(PodJson("dr-" + id_)["metadata"].value("annotations", json::object()).contains("gpuheal.io/checkpoint-requested"));
+  const auto actions = Status(Repairs(a).back()).value("actions", json::array());
+  EXPECT_NE(actions.dump().find("would evict work/dr-" + id_), std::string::npos) << actions.dump();
+}
+
+TEST_F(ControllerTest, TwoControllersOnlyTheLeaderActsAndAKilledLeaderIsReplaced) {
+  const std::string a = Node("a"), b = Node("b");
+  auto& one = StartController("probation: 1s\n", {"--id", "one-" + id_});
+  ASSERT_TRUE(one.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 30s));
+  auto& two = StartController("probation: 1s\n", {"--id", "two-" + id_});
+  SetCondition(a, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return HasTaint(a, "gpuheal.io/gpu-fault"); }, 10s));
+  EXPECT_FALSE(two.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 2s));
+  EXPECT_EQ(Repairs(a).size(), 1u) << "one record: only the leader acts";
+  one.Kill(SIGKILL);
+  ASSERT_TRUE(two.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 40s));
+  SetCondition(b, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return HasTaint(b, "gpuheal.io/gpu-fault"); }, 10s));
+  // The successor continues the first one's repair rather than opening another.
+  SetCondition(a, "True", "NvidiaGPUIsReady");
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Recovered"; }, 15s));
+  EXPECT_EQ(Repairs(a).size(), 1u);
+}
+
+}  // namespace
+}  // namespace gpuheal
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new gpuheal::testing::ControlPlaneEnv(true));
+  return RUN_ALL_TESTS();
+}

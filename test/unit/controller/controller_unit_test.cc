@@ -1,0 +1,176 @@
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "controller/policy.h"
+#include "controller/repair.h"
+#include "controller/work_queue.h"
+
+namespace gpuheal::controller {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(Policy, DefaultsAndFullPolicy) {
+  auto d = ParsePolicy("", "p.yaml");
+  ASSERT_TRUE(d) << d.error().message;
+  EXPECT_EQ(d->TolerationFor("AcceleratedHardwareReady"), 10min);
+  EXPECT_EQ(d->TolerationFor("KernelReady"), 30min);
+  EXPECT_EQ(d->checkpoint_window, 30s);
+  EXPECT_EQ(d->max_unavailable_percent, 20);
+  EXPECT_EQ(d->max_repairs, 3);
+  EXPECT_EQ(d->provider, Provider::kNone);
+  auto p = ParsePolicy(R"(
+toleration: {AcceleratedHardwareReady: 5m, default: 1h}
+checkpoint: {window: 1m, catastrophic_window: 2s}
+eviction: {grace_period_seconds: 10, drain_timeout: 3m, after_drain_timeout: force-delete, gpu_pods_only: true}
+skip: {namespaces: [kube-system, monitoring], pod_labels: {gpuheal.io/skip: "true"}}
+pools: {label: example.com/pool, max_unavailable_percent: 10}
+breaker: {share_percent: 40, window: 2m, quiet: 30m}
+attempts: {max: 5, window: 14d}
+probation: 2m
+provider: {name: exec, command: [/usr/local/bin/replace-node, --force], timeout: 1m}
+paused: true
+)", "p.yaml");
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->TolerationFor("AcceleratedHardwareReady"), 5min);
+  EXPECT_EQ(p->TolerationFor("StorageReady"), 1h);
+  EXPECT_EQ(p->catastrophic_checkpoint_window, 2s);
+  EXPECT_EQ(p->eviction_grace_seconds, 10);
+  EXPECT_TRUE(p->force_delete_after_drain_timeout);
+  EXPECT_TRUE(p->gpu_pods_only);
+  EXPECT_EQ(p->skip_namespaces, (std::vector<std::string>{"kube-system", "monitoring"}));
+  EXPECT_EQ(p->skip_pod_labels.at("gpuheal.io/skip"), "true");
+  EXPECT_EQ(p->pool_label, "example.com/pool");
+  EXPECT_DOUBLE_EQ(p->breaker_share, 0.4);
+  EXPECT_EQ(p->repairs_window, std::chrono::hours(24 * 14));
+  EXPECT_EQ(p->provider, Provider::kExec);
+  EXPECT_EQ(p->exec_command, (std::vector<std::string>{"/usr/local/bin/replace-node", "--force"}));
+  EXPECT_TRUE(p->paused);
+}
+
+TEST(Policy, ErrorsNameFileLineAndField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"tolerations: {}\n", "p.yaml:1:1: unknown key \"tolerations\""},
+      {"toleration:\n  GPUReady: 5m\n", "p.yaml:2:3: unknown condition \"GPUReady\""},
+      {"checkpoint:\n  window: soon\n", "\"checkpoint.window\" must be a positive duration"},
+      {"eviction:\n  after_drain_timeout: kill\n", "must be wait or force-delete"},
+      {"pools:\n  max_unavailable_percent: 0\n", "\"pools.max_unavailable_percent\" must be an integer from 1 to 100"},
+      {"provider:\n  name: reboot\n", "\"provider.name\" must be one of none, delete-node, exec, standby"},
+      {"provider:\n  name: exec\n", "provider exec needs \"provider.command\""},
+      {"provider:\n  name: none\n  command: [x]\n", "only for provider exec"},
+      {"paused: maybe\n", "\"paused\" must be true or false"},
+      {"[1, 2]\n", "must be a mapping"},
+  };
+  for (const auto& [yaml, want] : cases) {
+    auto p = ParsePolicy(yaml, "p.yaml");
+    ASSERT_FALSE(p) << yaml;
+    EXPECT_NE(p.error().message.find(want), std::string::npos) << p.error().message;
+  }
+}
+
+TEST(WorkQueue, DeduplicatesAndNeverHandsAKeyToTwoWorkers) {
+  WorkQueue q;
+  q.Add("a");
+  q.Add("a");
+  q.Add("b");
+  EXPECT_EQ(q.Len(), 2u);
+  auto k = q.Get();
+  ASSERT_EQ(k, "a");
+  q.Add("a");  // while processing: queued again after Done, not handed out now
+  EXPECT_EQ(q.Get(), "b");
+  EXPECT_EQ(q.Len(), 0u);
+  q.Done("a");
+  EXPECT_EQ(q.Get(), "a");
+  q.Done("a");
+  q.Done("b");
+}
+
+TEST(WorkQueue, DelaysAndShutdown) {
+  WorkQueue q;
+  const auto t0 = std::chrono::steady_clock::now();
+  q.AddAfter("late", 200ms);
+  q.AddAfter("later", 5s);
+  q.AddAfter("later", 100ms);  // the earliest request wins
+  EXPECT_EQ(q.Get(), "later");
+  EXPECT_EQ(q.Get(), "late");
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 190ms);
+  std::thread t([&] {
+    std::this_thread::sleep_for(50ms);
+    q.ShutDown();
+  });
+  EXPECT_FALSE(q.Get().has_value());
+  t.join();
+}
+
+TEST(WorkQueue, RateLimitedBacksOffUntilForget) {
+  WorkQueue q(20ms, 1s);
+  auto t0 = std::chrono::steady_clock::now();
+  q.AddRateLimited("x");
+  EXPECT_EQ(q.Get(), "x");
+  q.Done("x");
+  q.AddRateLimited("x");
+  EXPECT_EQ(q.Get(), "x");
+  q.Done("x");
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 55ms) << "20 ms, then 40 ms";
+  q.Forget("x");
+  t0 = std::chrono::steady_clock::now();
+  q.AddRateLimited("x");
+  EXPECT_EQ(q.Get(), "x");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 40ms);
+}
+
+kube::Node NodeWith(std::vector<kube::NodeCondition> conds) {
+  kube::Node n;
+  n.meta.name = "n";
+  n.conditions = std::move(conds);
+  return n;
+}
+
+TEST(NodeFaults, TheWorstFalseDomainDecides) {
+  EXPECT_FALSE(FaultOf(NodeWith({{"Ready", "False", "KubeletNotReady", "", ""},
+                                 {"AcceleratedHardwareReady", "True", "NvidiaGPUIsReady", "", ""}})))
+      << "kubelet's conditions are not ours";
+  auto f = FaultOf(NodeWith({{"KernelReady", "False", "KernelHungTask", "", "2026-11-30T08:00:00Z"},
+                             {"AcceleratedHardwareReady", "False", "NvidiaXID79Error", "gpu lost", "2026-11-30T08:05:00Z"}}));
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->condition, "AcceleratedHardwareReady");
+  EXPECT_EQ(f->severity, Severity::kCatastrophic);
+  EXPECT_EQ(SeverityOfReason("NvidiaXID48Error"), Severity::kFatal);
+  EXPECT_EQ(SeverityOfReason("NvidiaXID13Error"), Severity::kFatal) << "a warning raised by repetition";
+  EXPECT_EQ(SeverityOfReason("NvidiaGPUFallenOffBus"), Severity::kCatastrophic);
+  EXPECT_EQ(SeverityOfReason("NvidiaGPULost"), Severity::kCatastrophic);
+  EXPECT_EQ(SeverityOfReason("KernelPanic"), Severity::kFatal);
+  EXPECT_EQ(SeverityOfReason("NvidiaXIDabcError"), Severity::kFatal);
+}
+
+TEST(NodeFaults, WhichPodsTheDrainEvicts) {
+  Policy p;
+  kube::Pod pod;
+  pod.meta.namespace_ = "work";
+  pod.phase = "Running";
+  EXPECT_TRUE(Evictable(pod, p));
+  kube::Pod ds = pod;
+  ds.meta.controller_kind = "DaemonSet";
+  EXPECT_FALSE(Evictable(ds, p));
+  kube::Pod mirror = pod;
+  mirror.meta.controller_kind = "Node";
+  EXPECT_FALSE(Evictable(mirror, p));
+  kube::Pod done = pod;
+  done.phase = "Succeeded";
+  EXPECT_FALSE(Evictable(done, p));
+  kube::Pod sys = pod;
+  sys.meta.namespace_ = "kube-system";
+  EXPECT_FALSE(Evictable(sys, p));
+  p.skip_pod_labels = {{"tier", "infra"}};
+  kube::Pod infra = pod;
+  infra.meta.labels = {{"tier", "infra"}};
+  EXPECT_FALSE(Evictable(infra, p));
+  p.gpu_pods_only = true;
+  EXPECT_FALSE(Evictable(pod, p));
+  pod.gpu_requests = 8;
+  EXPECT_TRUE(Evictable(pod, p));
+}
+
+}  // namespace
+}  // namespace gpuheal::controller
