@@ -17,6 +17,7 @@
 
 #include "agent/boot_id.h"
 #include "core/clock.h"
+#include "core/log.h"
 #include "core/fault_json.h"
 #include "core/file.h"
 #include "core/reasons.h"
@@ -31,17 +32,6 @@ constexpr int kMaxRecordsPerWake = 4096;
 constexpr int64_t kCursorSaveIntervalUsec = 1'000'000;
 // Fault lines queued for a slow stdout reader before lines are dropped (~8,000 lines).
 constexpr size_t kOutputQueueBytes = 4 << 20;
-
-void Log(std::string_view level, std::string_view msg, nlohmann::ordered_json fields = {}) {
-  nlohmann::ordered_json j;
-  j["level"] = level;
-  j["msg"] = msg;
-  if (fields.is_object()) {
-    for (auto& [k, v] : fields.items()) j[k] = v;
-  }
-  std::string line = ToJsonLine(j) + "\n";
-  [[maybe_unused]] ssize_t n = write(STDERR_FILENO, line.data(), line.size());
-}
 
 const std::vector<double> kLatencyBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                              0.01,   0.025,   0.05,   0.1,   0.5,    1};

@@ -11,21 +11,11 @@
 #include <iostream>
 
 #include "core/keys.h"
+#include "core/log.h"
 #include "kube/time.h"
 
 namespace gpuheal::controller {
 namespace {
-
-void Log(std::string_view level, std::string_view msg, nlohmann::ordered_json fields = {}) {
-  nlohmann::ordered_json j;
-  j["level"] = level;
-  j["msg"] = msg;
-  if (fields.is_object()) {
-    for (auto& [k, v] : fields.items()) j[k] = v;
-  }
-  std::string line = j.dump() + "\n";
-  [[maybe_unused]] ssize_t n = write(STDERR_FILENO, line.data(), line.size());
-}
 
 std::vector<std::string> RepairNodeIndex(const kube::NodeRepair& r) { return {r.node}; }
 

@@ -3,11 +3,11 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include <charconv>
 #include <set>
 
 #include "core/config.h"
 #include "core/file.h"
+#include "core/yaml_fields.h"
 
 namespace gpuheal::controller {
 namespace {
@@ -15,75 +15,16 @@ namespace {
 const std::set<std::string> kDomains = {"AcceleratedHardwareReady", "KernelReady", "NetworkingReady", "StorageReady",
                                         "ContainerRuntimeReady"};
 
-class Errors {
- public:
-  explicit Errors(std::string source) : source_(std::move(source)) {}
-  Error At(const YAML::Node& n, const std::string& what) const {
-    const YAML::Mark m = n.Mark();
-    if (m.is_null()) return Error{fmt::format("{}: {}", source_, what)};
-    return Error{fmt::format("{}:{}:{}: {}", source_, m.line + 1, m.column + 1, what)};
-  }
-
- private:
-  std::string source_;
-};
-
-std::string Join(const std::set<std::string>& s) {
-  std::string out;
-  for (const auto& k : s) out += (out.empty() ? "" : ", ") + k;
-  return out;
-}
-
-std::optional<Error> Keys(const Errors& e, const YAML::Node& map, const std::set<std::string>& known,
-                          const std::string& where) {
-  for (auto it = map.begin(); it != map.end(); ++it) {
-    const std::string k = it->first.as<std::string>();
-    if (!known.count(k)) {
-      return e.At(it->first, fmt::format("unknown key \"{}\"{} (known keys: {})", k,
-                                         where.empty() ? "" : " in " + where, Join(known)));
-    }
-  }
-  return std::nullopt;
-}
-
-Result<std::chrono::milliseconds> Duration(const Errors& e, const YAML::Node& n, const std::string& key) {
-  if (n.IsScalar()) {
-    if (auto d = ParseDuration(n.as<std::string>()); d && d->count() > 0) return *d;
-  }
-  return e.At(n, fmt::format("\"{}\" must be a positive duration such as 30s, 10m, 7d", key));
-}
-
-Result<int> Int(const Errors& e, const YAML::Node& n, const std::string& key, int lo, int hi) {
-  if (n.IsScalar()) {
-    const std::string s = n.as<std::string>();
-    int v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec == std::errc() && p == s.data() + s.size() && v >= lo && v <= hi) return v;
-  }
-  return e.At(n, fmt::format("\"{}\" must be an integer from {} to {}", key, lo, hi));
-}
-
-Result<bool> Bool(const Errors& e, const YAML::Node& n, const std::string& key) {
-  bool v = false;
-  if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) return e.At(n, fmt::format("\"{}\" must be true or false", key));
-  return v;
-}
-
-Result<std::string> String(const Errors& e, const YAML::Node& n, const std::string& key) {
-  if (!n.IsScalar()) return e.At(n, fmt::format("\"{}\" must be a string", key));
-  return n.as<std::string>();
-}
-
 #define TRY(var, expr)               \
   auto var##_r = (expr);             \
   if (!var##_r) return var##_r.error(); \
   auto var = std::move(*var##_r)
 
-Result<Policy> Parse(const YAML::Node& root, const Errors& e) {
+Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
   Policy p;
   if (root.IsNull()) return p;
   if (!root.IsMap()) return e.At(root, "the policy must be a mapping of keys to values");
-  if (auto k = Keys(e, root,
+  if (auto k = CheckKeys(e, root,
                     {"toleration", "checkpoint", "eviction", "skip", "pools", "breaker", "attempts", "probation",
                      "provider", "paused"},
                     "")) {
@@ -96,121 +37,121 @@ Result<Policy> Parse(const YAML::Node& root, const Errors& e) {
       if (k != "default" && !kDomains.count(k)) {
         return e.At(it->first, fmt::format("unknown condition \"{}\" in toleration (known: default, {})", k, Join(kDomains)));
       }
-      TRY(d, Duration(e, it->second, "toleration." + k));
+      TRY(d, AsDuration(e, it->second, "toleration." + k));
       if (k == "default") p.default_toleration = d;
       else p.toleration[k] = d;
     }
   }
   if (const YAML::Node c = root["checkpoint"]) {
     if (!c.IsMap()) return e.At(c, "\"checkpoint\" must be a mapping");
-    if (auto k = Keys(e, c, {"window", "catastrophic_window"}, "checkpoint")) return *k;
+    if (auto k = CheckKeys(e, c, {"window", "catastrophic_window"}, "checkpoint")) return *k;
     if (c["window"]) {
-      TRY(d, Duration(e, c["window"], "checkpoint.window"));
+      TRY(d, AsDuration(e, c["window"], "checkpoint.window"));
       p.checkpoint_window = d;
     }
     if (c["catastrophic_window"]) {
-      TRY(d, Duration(e, c["catastrophic_window"], "checkpoint.catastrophic_window"));
+      TRY(d, AsDuration(e, c["catastrophic_window"], "checkpoint.catastrophic_window"));
       p.catastrophic_checkpoint_window = d;
     }
   }
   if (const YAML::Node v = root["eviction"]) {
     if (!v.IsMap()) return e.At(v, "\"eviction\" must be a mapping");
-    if (auto k = Keys(e, v, {"grace_period_seconds", "drain_timeout", "after_drain_timeout", "gpu_pods_only"}, "eviction")) {
+    if (auto k = CheckKeys(e, v, {"grace_period_seconds", "drain_timeout", "after_drain_timeout", "gpu_pods_only"}, "eviction")) {
       return *k;
     }
     if (v["grace_period_seconds"]) {
-      TRY(g, Int(e, v["grace_period_seconds"], "eviction.grace_period_seconds", 0, 86400));
+      TRY(g, AsInt(e, v["grace_period_seconds"], "eviction.grace_period_seconds", 0, 86400));
       p.eviction_grace_seconds = g;
     }
     if (v["drain_timeout"]) {
-      TRY(d, Duration(e, v["drain_timeout"], "eviction.drain_timeout"));
+      TRY(d, AsDuration(e, v["drain_timeout"], "eviction.drain_timeout"));
       p.drain_timeout = d;
     }
     if (v["after_drain_timeout"]) {
-      TRY(s, String(e, v["after_drain_timeout"], "eviction.after_drain_timeout"));
+      TRY(s, AsString(e, v["after_drain_timeout"], "eviction.after_drain_timeout"));
       if (s != "wait" && s != "force-delete") {
         return e.At(v["after_drain_timeout"], "\"eviction.after_drain_timeout\" must be wait or force-delete");
       }
       p.force_delete_after_drain_timeout = s == "force-delete";
     }
     if (v["gpu_pods_only"]) {
-      TRY(b, Bool(e, v["gpu_pods_only"], "eviction.gpu_pods_only"));
+      TRY(b, AsBool(e, v["gpu_pods_only"], "eviction.gpu_pods_only"));
       p.gpu_pods_only = b;
     }
   }
   if (const YAML::Node s = root["skip"]) {
     if (!s.IsMap()) return e.At(s, "\"skip\" must be a mapping");
-    if (auto k = Keys(e, s, {"namespaces", "pod_labels"}, "skip")) return *k;
+    if (auto k = CheckKeys(e, s, {"namespaces", "pod_labels"}, "skip")) return *k;
     if (const YAML::Node ns = s["namespaces"]) {
       if (!ns.IsSequence()) return e.At(ns, "\"skip.namespaces\" must be a list of namespaces");
       p.skip_namespaces.clear();
       for (const YAML::Node& n : ns) {
-        TRY(v, String(e, n, "skip.namespaces[]"));
+        TRY(v, AsString(e, n, "skip.namespaces[]"));
         p.skip_namespaces.push_back(v);
       }
     }
     if (const YAML::Node l = s["pod_labels"]) {
       if (!l.IsMap()) return e.At(l, "\"skip.pod_labels\" must map label keys to values");
       for (auto it = l.begin(); it != l.end(); ++it) {
-        TRY(v, String(e, it->second, "skip.pod_labels." + it->first.as<std::string>()));
+        TRY(v, AsString(e, it->second, "skip.pod_labels." + it->first.as<std::string>()));
         p.skip_pod_labels[it->first.as<std::string>()] = v;
       }
     }
   }
   if (const YAML::Node pl = root["pools"]) {
     if (!pl.IsMap()) return e.At(pl, "\"pools\" must be a mapping");
-    if (auto k = Keys(e, pl, {"label", "max_unavailable_percent"}, "pools")) return *k;
+    if (auto k = CheckKeys(e, pl, {"label", "max_unavailable_percent"}, "pools")) return *k;
     if (pl["label"]) {
-      TRY(v, String(e, pl["label"], "pools.label"));
+      TRY(v, AsString(e, pl["label"], "pools.label"));
       if (v.empty()) return e.At(pl["label"], "\"pools.label\" must not be empty");
       p.pool_label = v;
     }
     if (pl["max_unavailable_percent"]) {
-      TRY(v, Int(e, pl["max_unavailable_percent"], "pools.max_unavailable_percent", 1, 100));
+      TRY(v, AsInt(e, pl["max_unavailable_percent"], "pools.max_unavailable_percent", 1, 100));
       p.max_unavailable_percent = v;
     }
   }
   if (const YAML::Node b = root["breaker"]) {
     if (!b.IsMap()) return e.At(b, "\"breaker\" must be a mapping");
-    if (auto k = Keys(e, b, {"share_percent", "window", "quiet"}, "breaker")) return *k;
+    if (auto k = CheckKeys(e, b, {"share_percent", "window", "quiet"}, "breaker")) return *k;
     if (b["share_percent"]) {
-      TRY(v, Int(e, b["share_percent"], "breaker.share_percent", 1, 100));
+      TRY(v, AsInt(e, b["share_percent"], "breaker.share_percent", 1, 100));
       p.breaker_share = v / 100.0;
     }
     if (b["window"]) {
-      TRY(d, Duration(e, b["window"], "breaker.window"));
+      TRY(d, AsDuration(e, b["window"], "breaker.window"));
       p.breaker_window = d;
     }
     if (b["quiet"]) {
-      TRY(d, Duration(e, b["quiet"], "breaker.quiet"));
+      TRY(d, AsDuration(e, b["quiet"], "breaker.quiet"));
       p.breaker_quiet = d;
     }
   }
   if (const YAML::Node a = root["attempts"]) {
     if (!a.IsMap()) return e.At(a, "\"attempts\" must be a mapping");
-    if (auto k = Keys(e, a, {"max", "window"}, "attempts")) return *k;
+    if (auto k = CheckKeys(e, a, {"max", "window"}, "attempts")) return *k;
     if (a["max"]) {
-      TRY(v, Int(e, a["max"], "attempts.max", 1, 1000));
+      TRY(v, AsInt(e, a["max"], "attempts.max", 1, 1000));
       p.max_repairs = v;
     }
     if (a["window"]) {
-      TRY(d, Duration(e, a["window"], "attempts.window"));
+      TRY(d, AsDuration(e, a["window"], "attempts.window"));
       p.repairs_window = d;
     }
   }
   if (root["probation"]) {
-    TRY(d, Duration(e, root["probation"], "probation"));
+    TRY(d, AsDuration(e, root["probation"], "probation"));
     p.probation = d;
   }
   if (root["paused"]) {
-    TRY(b, Bool(e, root["paused"], "paused"));
+    TRY(b, AsBool(e, root["paused"], "paused"));
     p.paused = b;
   }
   if (const YAML::Node pr = root["provider"]) {
     if (!pr.IsMap()) return e.At(pr, "\"provider\" must be a mapping with a \"name\"");
-    if (auto k = Keys(e, pr, {"name", "command", "timeout"}, "provider")) return *k;
+    if (auto k = CheckKeys(e, pr, {"name", "command", "timeout"}, "provider")) return *k;
     if (!pr["name"]) return e.At(pr, "\"provider.name\" is required: none, delete-node, exec or standby");
-    TRY(name, String(e, pr["name"], "provider.name"));
+    TRY(name, AsString(e, pr["name"], "provider.name"));
     if (name == "none") p.provider = Provider::kNone;
     else if (name == "delete-node") p.provider = Provider::kDeleteNode;
     else if (name == "exec") p.provider = Provider::kExec;
@@ -221,12 +162,12 @@ Result<Policy> Parse(const YAML::Node& root, const Errors& e) {
         return e.At(c, "\"provider.command\" must be a non-empty list (argv, run without a shell)");
       }
       for (const YAML::Node& a : c) {
-        TRY(v, String(e, a, "provider.command[]"));
+        TRY(v, AsString(e, a, "provider.command[]"));
         p.exec_command.push_back(v);
       }
     }
     if (pr["timeout"]) {
-      TRY(d, Duration(e, pr["timeout"], "provider.timeout"));
+      TRY(d, AsDuration(e, pr["timeout"], "provider.timeout"));
       p.exec_timeout = d;
     }
     if (p.provider == Provider::kExec && p.exec_command.empty()) {
@@ -259,7 +200,7 @@ std::chrono::milliseconds Policy::TolerationFor(const std::string& condition) co
 }
 
 Result<Policy> ParsePolicy(std::string_view yaml, const std::string& source) {
-  Errors e(source);
+  ConfigError e(source);
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml));
