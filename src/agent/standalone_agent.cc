@@ -183,14 +183,17 @@ Status StandaloneAgent::Init() {
       [this](ProcCache&) { CheckQuietFaults(); }));
 
   if (config_.monitors.nvidia) {
-    NvmlMonitor::Sink sink;
-    sink.fault = [this](Fault f, int64_t detected) {
+    // The driver channels hand their faults to the same path as the kernel log.
+    auto on_fault = [this](Fault f, int64_t detected) {
       HandleFault(std::move(f), static_cast<uint64_t>(detected));
       SyncActiveFaults();
     };
-    sink.log = [](std::string_view level, std::string msg, nlohmann::ordered_json fields) {
+    auto log = [](std::string_view level, std::string msg, nlohmann::ordered_json fields) {
       Log(level, msg, std::move(fields));
     };
+    NvmlMonitor::Sink sink;
+    sink.fault = on_fault;
+    sink.log = log;
     sink.step = [this](const GpuActionStep& st) { OnGpuActionStep(st); };
     sink.gpu_state = [this](const std::string& pci, const std::string& note) {
       if (active_.SetGpuNote(pci, note)) ActiveFaultsChanged(0);
@@ -198,13 +201,8 @@ Status StandaloneAgent::Init() {
     nvml_ = NvmlMonitor::Start(config_.nvidia, *loop_, *monitors_, *classifier_, metrics_, std::move(sink));
 
     DcgmMonitor::Sink dsink;
-    dsink.fault = [this](Fault f, int64_t detected) {
-      HandleFault(std::move(f), static_cast<uint64_t>(detected));
-      SyncActiveFaults();
-    };
-    dsink.log = [](std::string_view level, std::string msg, nlohmann::ordered_json fields) {
-      Log(level, msg, std::move(fields));
-    };
+    dsink.fault = on_fault;
+    dsink.log = log;
     // DCGM numbers GPUs in NVML's index order.
     dsink.gpu = [this](unsigned id) { return nvml_ ? nvml_->GpuAt(id) : std::pair<std::string, std::string>{}; };
     dcgm_ = DcgmMonitor::Start(config_.nvidia, *loop_, *monitors_, *classifier_, metrics_, std::move(dsink));
