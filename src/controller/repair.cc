@@ -352,6 +352,7 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
   if (managed != node->meta.labels.end() && managed->second == "false") return std::nullopt;
 
   auto fault = FaultOf(*node);
+  bool quarantined_now = false;
   if (!fault) {
     if (!open && !HasTaint(*node, keys::kFaultTaint, "", "")) return std::nullopt;
     // Healthy since the last of our domains returned to True.
@@ -364,6 +365,9 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
     return Release(*node, open);
   }
   if (!open) {
+    // Quarantine first: it is the urgent, cheap and reversible step; the record follows.
+    if (!Quarantine(*node, *fault)) return milliseconds(500);
+    quarantined_now = true;
     rec.cr.meta.name = fmt::format("{}-{}", name, std::chrono::system_clock::to_time_t(now));
     rec.cr.node = name;
     rec.cr.condition = fault->condition;
@@ -390,15 +394,16 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
     rec.Phase("Detected", now);
     rec.dirty = true;
   }
-  auto next = Repair(*node, *fault, *open);
+  auto next = Repair(*node, *fault, *open, quarantined_now);
   if (!WriteStatus(*open)) return milliseconds(2000);
   return next;
 }
 
-std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeFault& f, Record& r) {
+std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeFault& f, Record& r,
+                                             bool quarantined) {
   const auto now = world_.now();
   // 1. Quarantine at once: cheap and reversible. The pause and the gates do not hold it.
-  if (!Quarantine(node, f)) return milliseconds(500);
+  if (!quarantined && !Quarantine(node, f)) return milliseconds(500);
   if (!r.At("Quarantined")) {
     fault_to_quarantine_->Observe(std::chrono::duration<double>(now - f.since).count());
     r.Action(dry_run_ ? "would taint and cordon (dry-run)" : fmt::format("tainted {}={}, cordoned", keys::kFaultTaint, ToString(f.severity)));

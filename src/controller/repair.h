@@ -63,7 +63,8 @@ class Repairer {
 
  private:
   struct Record;  // the open NodeRepair as the reconcile sees and updates it
-  std::optional<std::chrono::milliseconds> Repair(const kube::Node& node, const NodeFault& f, Record& r);
+  std::optional<std::chrono::milliseconds> Repair(const kube::Node& node, const NodeFault& f, Record& r,
+                                                  bool quarantined);
   std::optional<std::chrono::milliseconds> Release(const kube::Node& node, Record* r);
   bool Quarantine(const kube::Node& node, const NodeFault& f);
   std::string Gate(const kube::Node& node, const NodeFault& f, int attempts);  // "" = disruptive actions allowed
