@@ -13,3 +13,4 @@ fi
 bash scripts/build-control-plane.sh >/dev/null
 "$build/bench/bench_kube_roundtrip"
 "$build/bench/bench_nvml"
+"$build/bench/bench_controller"
