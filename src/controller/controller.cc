@@ -78,10 +78,7 @@ Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Cli
 }
 
 Controller::~Controller() {
-  queue_.ShutDown();
-  for (auto& t : workers_) {
-    if (t.joinable()) t.join();
-  }
+  JoinWorkers();
   if (elector_) elector_->Stop();
   http_.reset();
   if (repairs_) repairs_->Stop();
@@ -91,8 +88,23 @@ Controller::~Controller() {
 }
 
 void Controller::StartWorkers() {
+  std::lock_guard<std::mutex> lock(workers_mu_);
+  if (stopping_) return;
   for (const auto& n : nodes_->Items()) queue_.Add(n.meta.name);
   for (int i = 0; i < opts_.workers; ++i) workers_.emplace_back([this] { Worker(); });
+}
+
+void Controller::JoinWorkers() {
+  std::vector<std::thread> ws;
+  {
+    std::lock_guard<std::mutex> lock(workers_mu_);
+    stopping_ = true;
+    ws.swap(workers_);
+  }
+  queue_.ShutDown();
+  for (auto& t : ws) {
+    if (t.joinable()) t.join();
+  }
 }
 
 void Controller::Worker() {
@@ -142,12 +154,8 @@ int Controller::Run() {
   elector_->Start();
   signalfd_siginfo si;
   [[maybe_unused]] ssize_t n = read(signal_fd_, &si, sizeof si);
-  queue_.ShutDown();
-  for (auto& t : workers_) {
-    if (t.joinable()) t.join();
-  }
-  workers_.clear();
-  elector_->Stop();  // releases the Lease: a successor takes over at once
+  JoinWorkers();      // the current reconciles finish first...
+  elector_->Stop();   // ...then the Lease is released: a successor takes over at once
   Log("info", "controller stopped");
   return lost_ ? 1 : 0;
 }

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,7 +58,10 @@ class Controller {
   WorkQueue queue_;
   std::unique_ptr<kube::LeaderElector> elector_;
   std::unique_ptr<HttpServer> http_;
+  std::mutex workers_mu_;  // StartWorkers runs on the elector's thread, shutdown on the main one
   std::vector<std::thread> workers_;
+  bool stopping_ = false;
+  void JoinWorkers();
   std::atomic<bool> leading_{false};
   std::atomic<bool> lost_{false};
   int signal_fd_ = -1;
