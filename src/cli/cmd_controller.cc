@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <cstdlib>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "controller/controller.h"
+#include "core/config.h"
 #include "kube/client.h"
 
 namespace gpuheal::cli {
@@ -24,7 +26,23 @@ void RegisterController(CLI::App& app, int& exit_code) {
   cmd->add_option("--lease-namespace", a->lease_namespace, "Namespace of the leader-election Lease (default gpuheal-system)");
   cmd->add_option("--listen", a->listen, "host:port for /metrics and /healthz (default 127.0.0.1:9465; '' disables)");
   cmd->add_option("--workers", a->workers, "Nodes reconciled at once (default 4)")->check(CLI::Range(1, 64));
-  cmd->callback([a, policy, kubeconfig, &exit_code] {
+  auto lease = std::make_shared<std::array<std::string, 3>>();
+  cmd->add_option("--lease-duration", (*lease)[0], "Leader lease duration (default 15s)");
+  cmd->add_option("--renew-deadline", (*lease)[1], "How long the leader may fail to renew before it steps down (default 10s)");
+  cmd->add_option("--retry-period", (*lease)[2], "Leader-election retry period (default 2s)");
+  cmd->callback([a, policy, kubeconfig, lease, &exit_code] {
+    std::chrono::milliseconds* fields[] = {&a->lease_duration, &a->renew_deadline, &a->retry_period};
+    const char* names[] = {"--lease-duration", "--renew-deadline", "--retry-period"};
+    for (int i = 0; i < 3; ++i) {
+      if ((*lease)[i].empty()) continue;
+      auto d = ParseDuration((*lease)[i]);
+      if (!d || d->count() <= 0) {
+        std::cerr << "gpuheal controller: " << names[i] << " " << (*lease)[i] << ": not a duration (e.g. 15s)\n";
+        exit_code = kExitUsage;
+        return;
+      }
+      *fields[i] = *d;
+    }
     if (!policy->empty()) {
       auto p = controller::LoadPolicy(*policy);
       if (!p) {

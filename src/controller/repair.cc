@@ -364,6 +364,17 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
     if (now - healthy_since < policy_.probation) return Until(now, healthy_since + policy_.probation);
     return Release(*node, open);
   }
+  if (!open && !records.empty() && records.back().phase != "Recovered") {
+    // The last episode ended (Replaced, Failed) but the condition has not changed since: the same
+    // fault, not a new one. Keep the node quarantined; never open a second episode for it.
+    auto detected = records.back().phase_times.count("Detected")
+                        ? kube::ParseTime(records.back().phase_times.at("Detected"))
+                        : std::nullopt;
+    if (detected && fault->since <= *detected) {
+      if (!Quarantine(*node, *fault)) return milliseconds(500);
+      return std::nullopt;
+    }
+  }
   if (!open) {
     // Quarantine first: it is the urgent, cheap and reversible step; the record follows.
     if (!Quarantine(*node, *fault)) return milliseconds(500);

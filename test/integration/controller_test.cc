@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include "agent_process.h"
 #include "apply_manifest.h"
@@ -285,6 +286,47 @@ TEST_F(ControllerTest, TwoControllersOnlyTheLeaderActsAndAKilledLeaderIsReplaced
   SetCondition(a, "True", "NvidiaGPUIsReady");
   ASSERT_TRUE(Eventually([&] { return Phase(a) == "Recovered"; }, 15s));
   EXPECT_EQ(Repairs(a).size(), 1u);
+}
+
+// Crash safety: the controller is SIGKILLed again and again while it takes a node through every
+// phase (short lease so a successor takes over within seconds). The repair completes once: one
+// record, each pod evicted once, the remediation command run once.
+TEST_F(ControllerTest, SigkillAtEveryPhaseCompletesTheRepairExactlyOnce) {
+  const std::string a = Node("a");
+  for (int i = 0; i < 3; ++i) Pod(fmt::format("k{}-{}", i, id_), a);
+  const std::string ran = dir_ + "/ran";
+  const std::string policy = fmt::format(
+      "checkpoint:\n  window: 2s\ntoleration:\n  AcceleratedHardwareReady: 6s\n"
+      "provider:\n  name: exec\n  command: [/bin/sh, -c, \"echo $NODE_NAME $REASON >> {}\"]\n", ran);
+  const std::vector<std::string> lease = {"--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "300ms"};
+  StartController(policy, lease);
+  ASSERT_TRUE(controllers_.back()->WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 30s));
+  SetCondition(a, "False", "NvidiaXID48Error");
+  std::mt19937 rng(std::random_device{}());
+  std::set<std::string> phases_seen_at_kill;
+  for (int kill = 0; kill < 8 && Phase(a) != "Replaced"; ++kill) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 900));
+    phases_seen_at_kill.insert(Phase(a));
+    controllers_.back()->Kill(SIGKILL);
+    StartController(policy, lease);
+    ASSERT_TRUE(controllers_.back()->WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 30s));
+  }
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Replaced"; }, 40s)) << Phase(a);
+  EXPECT_GE(phases_seen_at_kill.size(), 3u) << "kills landed in several phases";
+  EXPECT_EQ(Repairs(a).size(), 1u);
+  const auto evicted = Status(Repairs(a).back())["evictedPods"];
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(std::count(evicted.begin(), evicted.end(), fmt::format("work/k{}-{}", i, id_)), 1) << evicted.dump();
+    EXPECT_TRUE(PodGone(fmt::format("k{}-{}", i, id_)));
+  }
+  std::ifstream in(ran);
+  std::string line;
+  int runs = 0;
+  while (std::getline(in, line)) {
+    ++runs;
+    EXPECT_EQ(line, a + " NvidiaXID48Error");
+  }
+  EXPECT_EQ(runs, 1) << "the remediation ran exactly once";
 }
 
 }  // namespace
