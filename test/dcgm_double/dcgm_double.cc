@@ -9,22 +9,19 @@
 // Like DCGM, it calls policy callbacks from a thread of its own; each violation id once, for a
 // GPU whose group registered for that condition. Versioned structs are checked as DCGM checks them.
 
-#include <poll.h>
-#include <sys/inotify.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "../doubles/scenario_file.h"
 #include "sources/dcgm_api.h"
 
 namespace {
@@ -33,10 +30,7 @@ using nlohmann::json;
 
 std::mutex g_mu;
 json g_scenario = json::object();
-std::string g_path, g_base;
-int g_inotify = -1;
-int g_watch = -1;
-std::string g_watched_dir;
+gpuheal::testing::ScenarioFile g_file;
 bool g_init = false;
 bool g_connected = false;
 struct Group {
@@ -52,28 +46,7 @@ std::set<std::string> g_delivered;
 std::thread g_thread;
 std::atomic<bool> g_stop{false};
 
-void Load() {
-  std::ifstream in(g_path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, false);
-  if (!j.is_discarded() && j.is_object()) g_scenario = std::move(j);
-}
-
-void MaybeReload() {
-  if (g_inotify < 0) return;
-  alignas(inotify_event) char buf[4096];
-  bool changed = false;
-  ssize_t n;
-  while ((n = read(g_inotify, buf, sizeof buf)) > 0) {
-    for (ssize_t off = 0; off < n;) {
-      auto* ev = reinterpret_cast<inotify_event*>(buf + off);
-      if (ev->len > 0 && g_base == ev->name) changed = true;
-      off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
-    }
-  }
-  if (changed) Load();
-}
+void MaybeReload() { g_file.MaybeReload(g_scenario); }
 
 int Condition(const json& c) {
   if (c.is_number()) return c.get<int>();
@@ -86,8 +59,7 @@ int Condition(const json& c) {
 // The host engine's callback thread.
 void Deliver() {
   while (!g_stop) {
-    pollfd p{g_inotify, POLLIN, 0};
-    poll(&p, 1, 50);
+    g_file.Wait(50);
     std::vector<std::pair<Group, dcgmPolicyCallbackResponse_t>> calls;
     {
       std::lock_guard<std::mutex> lock(g_mu);
@@ -160,19 +132,7 @@ dcgmReturn_t dcgmInit(void) {
   std::lock_guard<std::mutex> lock(g_mu);
   const char* p = getenv("GPUHEAL_DCGM_SCENARIO");
   if (!p || !*p) return DCGM_ST_INIT_ERROR;
-  g_path = p;
-  const size_t slash = g_path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : g_path.substr(0, slash);
-  g_base = slash == std::string::npos ? g_path : g_path.substr(slash + 1);
-  // The library may stay loaded across dlclose: watch the directory of the scenario named now.
-  if (g_inotify < 0) g_inotify = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (g_inotify >= 0 && g_watched_dir != dir) {
-    if (g_watch >= 0) inotify_rm_watch(g_inotify, g_watch);
-    g_watch = inotify_add_watch(g_inotify, dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO);
-    g_watched_dir = dir;
-    g_delivered.clear();
-  }
-  Load();
+  if (g_file.Open(p, g_scenario)) g_delivered.clear();
   if (dcgmReturn_t r = Scripted("init_error"); r != DCGM_ST_OK) return r;
   g_init = true;
   return DCGM_ST_OK;

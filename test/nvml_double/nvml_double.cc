@@ -20,21 +20,18 @@
 // nvmlDeviceModifyDrainState) and survives reloads, as it does in the driver.
 
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/inotify.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "../doubles/scenario_file.h"
 #include "sources/nvml_api.h"
 
 struct nvmlDevice_st {
@@ -53,10 +50,7 @@ nvmlDevice_st g_devices[kMaxDevices];
 
 std::mutex g_mu;
 json g_scenario = json::object();
-std::string g_path, g_dir, g_base;
-int g_inotify = -1;
-int g_watch = -1;
-std::string g_watched_dir;
+gpuheal::testing::ScenarioFile g_file;
 int g_init_count = 0;
 std::set<std::string> g_delivered;
 std::map<std::string, bool> g_drained;  // bus id (upper case) -> drained
@@ -83,31 +77,8 @@ unsigned long long EventBit(const json& t) {
   return it == bits.end() ? 0 : it->second;
 }
 
-void Load() {
-  std::ifstream in(g_path);
-  if (!in) return;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, false);
-  if (!j.is_discarded() && j.is_object()) g_scenario = std::move(j);
-}
-
 // Re-reads the scenario when it was replaced since the last look. Caller holds g_mu.
-void MaybeReload() {
-  if (g_inotify < 0) return;
-  alignas(inotify_event) char buf[4096];
-  bool changed = false;
-  while (true) {
-    const ssize_t n = read(g_inotify, buf, sizeof buf);
-    if (n <= 0) break;
-    for (ssize_t off = 0; off < n;) {
-      auto* ev = reinterpret_cast<inotify_event*>(buf + off);
-      if (ev->len > 0 && g_base == ev->name) changed = true;
-      off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
-    }
-  }
-  if (changed) Load();
-}
+void MaybeReload() { g_file.MaybeReload(g_scenario); }
 
 const json& Devices() {
   static const json empty = json::array();
@@ -170,21 +141,11 @@ nvmlReturn_t nvmlInit_v2(void) {
   std::lock_guard<std::mutex> lock(g_mu);
   const char* p = getenv("GPUHEAL_NVML_SCENARIO");
   if (!p || !*p) return NVML_ERROR_LIBRARY_NOT_FOUND;
-  g_path = p;
-  const size_t slash = g_path.rfind('/');
-  g_dir = slash == std::string::npos ? "." : g_path.substr(0, slash);
-  g_base = slash == std::string::npos ? g_path : g_path.substr(slash + 1);
-  // The library may stay loaded across dlclose (and a test process may load several scenarios):
-  // watch the directory of the scenario named now, and forget what an earlier one delivered.
-  if (g_inotify < 0) g_inotify = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (g_inotify >= 0 && g_watched_dir != g_dir) {
-    if (g_watch >= 0) inotify_rm_watch(g_inotify, g_watch);
-    g_watch = inotify_add_watch(g_inotify, g_dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO);
-    g_watched_dir = g_dir;
+  // A new scenario forgets what an earlier one delivered and drained.
+  if (g_file.Open(p, g_scenario)) {
     g_delivered.clear();
     g_drained.clear();
   }
-  Load();
   if (g_scenario.contains("init_error")) return Code(g_scenario["init_error"].get<std::string>());
   for (unsigned i = 0; i < kMaxDevices; ++i) g_devices[i].index = i;
   ++g_init_count;
@@ -314,8 +275,7 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data, unsi
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return NVML_ERROR_TIMEOUT;
-    pollfd p{g_inotify, POLLIN, 0};
-    poll(&p, 1, static_cast<int>(left.count()));
+    g_file.Wait(static_cast<int>(left.count()));
   }
 }
 
