@@ -227,7 +227,15 @@ Status StandaloneAgent::Init() {
     auto post = [this](const kube::Node& n) {
       loop_->Post([this, ann = n.meta.annotations] { OnNodeAnnotations(ann); });
     };
-    node_watch_->SetHandlers({post, [post](const kube::Node&, const kube::Node& n) { post(n); }, nullptr});
+    // Only a change of the request reaches the loop, not every status write to the Node.
+    auto changed = [post](const kube::Node& old_node, const kube::Node& n) {
+      const std::string key(kRecoveryRequestAnnotation);
+      auto o = old_node.meta.annotations.find(key), c = n.meta.annotations.find(key);
+      const bool same = (o == old_node.meta.annotations.end()) == (c == n.meta.annotations.end()) &&
+                        (c == n.meta.annotations.end() || o->second == c->second);
+      if (!same) post(n);
+    };
+    node_watch_->SetHandlers({post, changed, nullptr});
     node_watch_->Start();
   }
 

@@ -13,6 +13,7 @@
 
 #include "agent_process.h"
 #include "apply_manifest.h"
+#include "controller/repair.h"
 #include "kube_test_util.h"
 
 namespace gpuheal {
@@ -24,7 +25,7 @@ using gpuheal::testing::ControlPlaneEnv;
 using gpuheal::testing::Eventually;
 using nlohmann::json;
 
-const std::string kRepairs = "/apis/gpuheal.io/v1alpha1/noderepairs";
+const std::string& kRepairs = controller::kNodeRepairs;
 
 class ControllerTest : public ::testing::Test {
  protected:
