@@ -4,13 +4,22 @@
 //     watcher, one fault at a time; baseline in the same run: the same PATCH -> the watcher seeing
 //     the condition itself (the floor: the controller reacts to that very event);
 //   burst: 300 nodes (20 in each pool) set False at once -> every one of them tainted;
+//   eviction: one faulty node with --evict-pods Running pods under a PodDisruptionBudget that
+//     allows it -> pods evicted per second by the controller (first to last eviction seen by a
+//     watcher); baseline in the same run: this program evicting the same number of pods of another
+//     node through the same Eviction API, one call after another (the API's floor for one client);
 //   the controller's RSS and CPU afterwards.
+//   --memory: --nodes nodes and --pods pods (spread over the nodes) cached, no faults: the
+//     controller's RSS once its informers hold them, against its RSS with the nodes alone.
 //
-//   bench_controller [--nodes 1500] [--faults 100] [--burst 300]
+//   bench_controller [--nodes 1500] [--faults 100] [--burst 300] [--evict-pods 500]
+//   bench_controller --memory [--nodes 5000] [--pods 150000]
 
 #include <fmt/format.h>
 
 #include <atomic>
+#include <functional>
+#include <tuple>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -23,6 +32,7 @@
 #include "apply_manifest.h"
 #include "bench_util.h"
 #include "kube/time.h"
+#include "kube_test_util.h"
 #include "local_control_plane.h"
 
 using namespace gpuheal::kube;
@@ -46,15 +56,110 @@ json Condition(bool ok, const std::string& stamp) {
 
 }  // namespace
 
+// Creates pods [from, to) named prefix-<i>, bound round-robin to `node_of(i)`, Running and Ready
+// as a kubelet would report them; 8 threads.
+void CreatePods(Client& c, const std::string& ns, const std::string& prefix, int from, int to,
+                const std::function<std::string(int)>& node_of, const json& labels, bool running) {
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 8; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = from + t; i < to; i += 8) {
+        const std::string name = fmt::format("{}-{}", prefix, i);
+        json pod = gpuheal::testing::PodJson(ns, name, node_of(i), labels);
+        pod["metadata"]["ownerReferences"] = {{{"apiVersion", "apps/v1"}, {"kind", "ReplicaSet"}, {"name", prefix},
+                                               {"uid", "00000000-0000-0000-0000-000000000001"}, {"controller", true}}};
+        pod["spec"]["containers"][0]["resources"] = {{"limits", {{"nvidia.com/gpu", "1"}}}, {"requests", {{"nvidia.com/gpu", "1"}}}};
+        (void)c.Create(PodPath(ns), pod);
+        if (running) {
+          (void)c.Patch(PodPath(ns, name) + "/status", PatchType::kStrategicMerge,
+                        {{"status", {{"phase", "Running"}, {"podIP", "10.0.0.1"},
+                                     {"conditions", {{{"type", "Ready"}, {"status", "True"}}, {{"type", "ContainersReady"}, {"status", "True"}}}}}}});
+        }
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+}
+
+void CreateNodes(Client& c, int nodes) {
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 8; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = t; i < nodes; i += 8) {
+        const std::string name = fmt::format("bn-{:04d}", i);
+        (void)c.Create(NodePath(), {{"apiVersion", "v1"}, {"kind", "Node"},
+                                    {"metadata", {{"name", name}, {"labels", {{"gpuheal.io/pool", fmt::format("pool-{:02d}", i % 15)}}}}}});
+        json st = Condition(true, "init");
+        st["status"]["capacity"] = {{"nvidia.com/gpu", "8"}};
+        st["status"]["allocatable"] = {{"nvidia.com/gpu", "8"}};
+        (void)c.Patch(NodePath(name) + "/status", PatchType::kStrategicMerge, st);
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+}
+
+// RSS once it stops growing (two readings 3 s apart within 1%), at most `limit`.
+long SettledRssKb(pid_t pid, std::chrono::seconds limit) {
+  long last = gpuheal::bench::RssKb(pid);
+  const auto deadline = clk::now() + limit;
+  while (clk::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    const long now = gpuheal::bench::RssKb(pid);
+    if (std::labs(now - last) * 100 <= last) return now;
+    last = now;
+  }
+  return last;
+}
+
+int Memory(const std::string& kubeconfig, Client& c, int nodes, int pods) {
+  const auto t0 = clk::now();
+  CreateNodes(c, nodes);
+  std::printf("%d nodes created in %.1f s\n", nodes, std::chrono::duration<double>(clk::now() - t0).count());
+  char tmpl[] = "/tmp/gpuheal-bench-ctl-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  std::ofstream(dir + "/policy.yaml") << "toleration: {default: 1h}\n";
+  gpuheal::testing::AgentProcess ctl({GPUHEAL_BIN, "controller", "--kubeconfig", kubeconfig, "--policy",
+                                      dir + "/policy.yaml", "--listen", "", "--lease-namespace", "default"});
+  if (!ctl.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, std::chrono::seconds(120))) {
+    std::fprintf(stderr, "controller did not start leading\n");
+    return 1;
+  }
+  const long base = SettledRssKb(ctl.pid(), std::chrono::seconds(60));
+  std::printf("baseline: controller RSS %ld kB with %d nodes and no pods\n", base, nodes);
+  const auto p0 = clk::now();
+  (void)c.Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "mem"}}}});
+  CreatePods(c, "mem", "mp", 0, pods, [&](int i) { return fmt::format("bn-{:04d}", i % nodes); },
+             {{"app", "trainer"}, {"team", "ml"}}, false);
+  std::printf("%d pods created in %.1f s\n", pods, std::chrono::duration<double>(clk::now() - p0).count());
+  const long with_pods = SettledRssKb(ctl.pid(), std::chrono::seconds(300));
+  std::printf("controller RSS %ld kB with %d nodes and %d pods cached (+%ld kB for the pods, %.0f B/pod); CPU %.1f s\n",
+              with_pods, nodes, pods, with_pods - base, static_cast<double>(with_pods - base) * 1024.0 / pods,
+              gpuheal::bench::CpuSeconds(ctl.pid()));
+  ctl.Kill(SIGTERM);
+  std::filesystem::remove_all(dir);
+  return with_pods > 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
-  int nodes = 1500, faults = 100, burst = 300;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--nodes")) nodes = std::stoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--faults")) faults = std::stoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--burst")) burst = std::stoi(argv[i + 1]);
+  int nodes = 1500, faults = 100, burst = 300, evict_pods = 500, pods = 150000;
+  bool memory = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--memory")) {
+      memory = true;
+      nodes = 5000;
+      continue;
+    }
+    if (i + 1 >= argc) break;
+    if (!std::strcmp(argv[i], "--nodes")) nodes = std::stoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--faults")) faults = std::stoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--burst")) burst = std::stoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--evict-pods")) evict_pods = std::stoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--pods")) pods = std::stoi(argv[++i]);
   }
   std::string log;
-  auto cp = gpuheal::testing::LocalControlPlane::Up(false, {}, &log);
+  // kube-controller-manager keeps the PodDisruptionBudgets' status (the eviction part needs it).
+  auto cp = gpuheal::testing::LocalControlPlane::Up(!memory, {}, &log);
   if (!cp) {
     std::fprintf(stderr, "control plane did not come up:\n%s", log.c_str());
     return 1;
@@ -67,24 +172,9 @@ int main(int argc, char** argv) {
     auto watch_client = Client::Create(*cfg);
     Client& c = **client;
     gpuheal::testing::ApplyManifest(c, std::string(GPUHEAL_SOURCE_DIR) + "/deploy/crds/noderepairs.yaml");
+    if (memory) return Memory(cp->kubeconfig(), c, nodes, pods);
     const auto t_create = clk::now();
-    {
-      std::vector<std::thread> ts;
-      for (int t = 0; t < 8; ++t) {
-        ts.emplace_back([&, t] {
-          for (int i = t; i < nodes; i += 8) {
-            const std::string name = fmt::format("bn-{:04d}", i);
-            (void)c.Create(NodePath(), {{"apiVersion", "v1"}, {"kind", "Node"},
-                                        {"metadata", {{"name", name}, {"labels", {{"gpuheal.io/pool", fmt::format("pool-{:02d}", i % 15)}}}}}});
-            json st = Condition(true, "init");
-            st["status"]["capacity"] = {{"nvidia.com/gpu", "8"}};
-            st["status"]["allocatable"] = {{"nvidia.com/gpu", "8"}};
-            (void)c.Patch(NodePath(name) + "/status", PatchType::kStrategicMerge, st);
-          }
-        });
-      }
-      for (auto& t : ts) t.join();
-    }
+    CreateNodes(c, nodes);
     std::printf("%d nodes in 15 pools created in %.1f s\n", nodes,
                 std::chrono::duration<double>(clk::now() - t_create).count());
 
@@ -114,7 +204,10 @@ int main(int argc, char** argv) {
 
     char tmpl[] = "/tmp/gpuheal-bench-ctl-XXXXXX";
     const std::string dir = mkdtemp(tmpl);
-    std::ofstream(dir + "/policy.yaml") << "toleration: {default: 1h, AcceleratedHardwareReady: 1h}\n";
+    std::ofstream(dir + "/policy.yaml") << "toleration: {default: 1h, AcceleratedHardwareReady: 1h}\ncheckpoint: {window: 1s}\n"
+                                           "skip: {namespaces: []}\n"
+                                           // the figures are about speed: gates would hold most of the burst
+                                           "pools: {max_unavailable_percent: 100}\nbreaker: {share_percent: 100}\n";
     gpuheal::testing::AgentProcess ctl({GPUHEAL_BIN, "controller", "--kubeconfig", cp->kubeconfig(), "--policy",
                                         dir + "/policy.yaml", "--listen", "", "--lease-namespace", "default"});
     if (!ctl.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, std::chrono::seconds(60))) {
@@ -181,6 +274,87 @@ int main(int argc, char** argv) {
     std::printf("burst: %zu nodes set False in %.2f s; all quarantined %.2f s after the first PATCH\n", targets.size(),
                 sent_s, all_s);
     if (all_s < 0) rc = 1;
+    if (evict_pods > 0) {
+      // Two spare nodes of pool 14, each with evict_pods Running pods under a budget that allows
+      // all of them to go. The bench evicts node B's pods itself (the baseline); the controller
+      // drains node A.
+      (void)c.Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ev"}}}});
+      const std::string node_a = fmt::format("bn-{:04d}", nodes - faults - 1), node_b = fmt::format("bn-{:04d}", nodes - faults - 2);
+      for (const char* app : {"ev-a", "ev-b"}) {
+        (void)c.Create(PdbPath("ev"), {{"apiVersion", "policy/v1"}, {"kind", "PodDisruptionBudget"},
+                                       {"metadata", {{"name", app}, {"namespace", "ev"}}},
+                                       {"spec", {{"maxUnavailable", "100%"}, {"selector", {{"matchLabels", {{"app", app}}}}}}}});
+      }
+      const auto p0 = clk::now();
+      CreatePods(c, "ev", "ev-a", 0, evict_pods, [&](int) { return node_a; }, {{"app", "ev-a"}}, true);
+      CreatePods(c, "ev", "ev-b", 0, evict_pods, [&](int) { return node_b; }, {{"app", "ev-b"}}, true);
+      std::printf("eviction: %d + %d Running pods created in %.1f s\n", evict_pods, evict_pods,
+                  std::chrono::duration<double>(clk::now() - p0).count());
+      // Both budgets allow every pod to go (kube-controller-manager has counted them).
+      const auto pdb_deadline = clk::now() + std::chrono::seconds(60);
+      while (clk::now() < pdb_deadline) {
+        int ready = 0;
+        for (const char* app : {"ev-a", "ev-b"}) {
+          auto r = c.Get(PdbPath("ev", app));
+          if (r && r->ok()) ready += json::parse(r->body)["status"].value("disruptionsAllowed", 0) >= evict_pods;
+        }
+        if (ready == 2) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+      // Pod watcher: the first time each pod is seen going (deletionTimestamp or deleted).
+      std::map<std::string, clk::time_point> gone;
+      std::atomic<bool> pstop{false};
+      auto pod_client = Client::Create(*cfg);
+      std::string prv = json::parse(c.Get(PodPath("ev") + "?limit=1")->body)["metadata"]["resourceVersion"];
+      std::thread pw([&] {
+        while (!pstop) {
+          (void)(*pod_client)->Watch(PodPath("ev"), prv, [&](const WatchEventRaw& ev) {
+            if (!ev.resource_version.empty()) prv = ev.resource_version;
+            auto p = DecodePod(ev.object);
+            if (p && (p->meta.deleting || ev.type == "DELETED")) {
+              std::lock_guard<std::mutex> lock(mu);
+              gone.try_emplace(p->meta.name, clk::now());
+            }
+            return !pstop.load();
+          }, std::chrono::seconds(60), &pstop);
+        }
+      });
+      auto span = [&](const std::string& prefix) {
+        std::lock_guard<std::mutex> lock(mu);
+        clk::time_point first = clk::time_point::max(), last = clk::time_point::min();
+        int n = 0;
+        for (const auto& [name, t] : gone) {
+          if (name.rfind(prefix, 0) != 0) continue;
+          ++n;
+          first = std::min(first, t);
+          last = std::max(last, t);
+        }
+        return std::make_tuple(n, n ? std::chrono::duration<double>(last - first).count() : 0.0, first);
+      };
+      auto wait_all = [&](const std::string& prefix) {
+        const auto until = clk::now() + std::chrono::seconds(120);
+        while (clk::now() < until && std::get<0>(span(prefix)) < evict_pods) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      };
+      // Baseline: one client, one Eviction call after another.
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      for (int i = 0; i < evict_pods; ++i) (void)c.Evict("ev", fmt::format("ev-b-{}", i));
+      wait_all("ev-b-");
+      auto [bn, bs, bfirst] = span("ev-b-");
+      std::printf("baseline: %d pods evicted by one client, call after call: %.2f s first to last, %.0f pods/s\n", bn, bs,
+                  bs > 0 ? (bn - 1) / bs : 0.0);
+      // The controller drains node A: quarantine, checkpoint requests, then the Eviction API.
+      const auto f0 = clk::now();
+      (void)c.Patch(NodePath(node_a) + "/status", PatchType::kStrategicMerge, Condition(false, "evict"));
+      wait_all("ev-a-");
+      auto [an, as, afirst] = span("ev-a-");
+      std::printf("controller: %d pods evicted: %.2f s first to last, %.0f pods/s; condition False -> first eviction %.2f s "
+                  "(checkpoint window 1 s), -> last %.2f s\n",
+                  an, as, as > 0 ? (an - 1) / as : 0.0, std::chrono::duration<double>(afirst - f0).count(),
+                  std::chrono::duration<double>(afirst - f0).count() + as);
+      if (an < evict_pods) rc = 1;
+      pstop = true;
+      pw.join();
+    }
     std::printf("controller RSS %ld kB, CPU %.2f s (%d nodes cached)\n", gpuheal::bench::RssKb(ctl.pid()),
                 gpuheal::bench::CpuSeconds(ctl.pid()), nodes);
     stop = true;

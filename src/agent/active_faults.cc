@@ -76,7 +76,10 @@ std::string_view ToString(RecoveryRule r) {
 }
 
 bool ActiveFaults::Observe(const Fault& f, int64_t now_unix, const std::string& boot_id) {
-  if (f.severity < Severity::kFatal) return false;
+  // Fatal or worse holds a condition False; a critical fault of one GPU is held too (published in
+  // gpuheal.io/gpu-faults for the controller's GPU-level rung) but flips no condition.
+  const bool gpu_level = f.severity == Severity::kCritical && IsGpuFault(f) && !f.pci.empty();
+  if (f.severity < Severity::kFatal && !gpu_level) return false;
   const std::string key = NodeState::KeyOf(f);
   auto [it, inserted] = faults_.try_emplace(key);
   ActiveFault& a = it->second;
@@ -160,6 +163,31 @@ std::vector<ActiveFault> ActiveFaults::ClearGpu(const std::string& pci) {
   return cleared;
 }
 
+size_t ActiveFaults::ConditionFaults() const {
+  size_t n = 0;
+  for (const auto& [k, a] : faults_) n += a.fault.severity >= Severity::kFatal;
+  return n;
+}
+
+GpuFaults ActiveFaults::GpuLevel() const {
+  GpuFaults out;
+  for (const auto& [k, a] : faults_) {
+    if (!IsGpuFault(a.fault) || a.fault.pci.empty()) continue;
+    GpuFaultEntry e;
+    e.severity = a.fault.severity;
+    e.reason = a.fault.reason;
+    e.xid = a.fault.xid.value_or(0);
+    e.since = std::chrono::system_clock::from_time_t(a.first_seen_unix);
+    e.count = std::max<int64_t>(1, a.count);
+    auto [it, inserted] = out.try_emplace(a.fault.pci, e);
+    // The worst fault of the GPU; among equals the earliest.
+    if (!inserted && (e.severity > it->second.severity || (e.severity == it->second.severity && e.since < it->second.since))) {
+      it->second = e;
+    }
+  }
+  return out;
+}
+
 std::vector<DesiredCondition> ActiveFaults::Conditions(const MonitorSwitches& enabled) const {
   std::vector<DesiredCondition> out;
   for (Condition c : kAllConditions) {
@@ -172,7 +200,7 @@ std::vector<DesiredCondition> ActiveFaults::Conditions(const MonitorSwitches& en
     const std::string type(ToString(c));
     std::vector<const ActiveFault*> mine;
     for (const auto& [k, a] : faults_) {
-      if (a.fault.condition == type) mine.push_back(&a);
+      if (a.fault.condition == type && a.fault.severity >= Severity::kFatal) mine.push_back(&a);
     }
     if (mine.empty()) {
       out.push_back({type, "True", std::string(reason::HealthyReason(c)), ""});

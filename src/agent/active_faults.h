@@ -1,6 +1,7 @@
 #pragma once
 // The faults that hold a NodeCondition False: every fatal-or-worse fault the agent has acted on
-// and not yet seen cleared, keyed like escalation (Xid and GPU, or reason and device). From them
+// and not yet seen cleared (and the critical faults of single GPUs, which flip no condition but
+// wait for a GPU reset: published per GPU in gpuheal.io/gpu-faults), keyed like escalation (Xid and GPU, or reason and device). From them
 // come the five domain conditions the agent owns. Persisted before they are reported, so a
 // restarted agent re-asserts them; cleared by the recovery rules of docs/recovery.md.
 
@@ -15,6 +16,7 @@
 
 #include "core/config.h"
 #include "core/fault.h"
+#include "core/gpu_faults.h"
 #include "core/result.h"
 
 namespace gpuheal {
@@ -45,7 +47,7 @@ struct DesiredCondition {
 
 class ActiveFaults {
  public:
-  // Records a fatal-or-worse fault. Returns true when the conditions it implies changed.
+  // Records a fatal-or-worse fault, or a critical fault of one GPU. False when it is neither.
   bool Observe(const Fault& f, int64_t now_unix, const std::string& boot_id);
 
   // Recovery. Each returns the faults it cleared.
@@ -63,6 +65,10 @@ class ActiveFaults {
   // One condition per enabled domain: True with the healthy reason, or False with the worst
   // fault's reason and a message naming every active fault of the domain.
   std::vector<DesiredCondition> Conditions(const MonitorSwitches& enabled) const;
+
+  // Each GPU's worst active fault (critical and worse), for gpuheal.io/gpu-faults.
+  GpuFaults GpuLevel() const;
+  size_t ConditionFaults() const;  // those holding a condition False
 
   const std::map<std::string, ActiveFault>& all() const { return faults_; }
   bool empty() const { return faults_.empty(); }

@@ -49,6 +49,43 @@ Result<RecoveryRequest> ParseRecoveryRequest(std::string_view json) {
   return r;
 }
 
+Result<RecoveryAnswer> ParseRecoveryStatus(std::string_view json) {
+  const std::string_view key = kRecoveryStatusAnnotation;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(json.data(), json.size()).get(doc); err) {
+    return Error{fmt::format("{} is not JSON ({})", key, simdjson::error_message(err))};
+  }
+  simdjson::dom::object obj;
+  if (doc.get_object().get(obj)) return Error{fmt::format("{} is not a JSON object", key)};
+  RecoveryAnswer a;
+  std::string_view s;
+  if (!obj["id"].get_string().get(s)) a.id = std::string(s.substr(0, 253));
+  if (obj["state"].get_string().get(s)) return Error{fmt::format("{}: \"state\" must be a string", key)};
+  if (s != "running" && s != "succeeded" && s != "failed" && s != "rejected") {
+    return Error{fmt::format("{}: unknown state \"{}\" (running, succeeded, failed, rejected)", key,
+                             std::string(s.substr(0, 32)))};
+  }
+  a.state = std::string(s);
+  if (!obj["error"].get_string().get(s)) a.detail = std::string(s.substr(0, 512));
+  simdjson::dom::object gpus;
+  if (!obj["gpus"].get_object().get(gpus)) {
+    for (auto g : gpus) {
+      simdjson::dom::object e;
+      bool ok = true;
+      if (g.value.get_object().get(e) || e["ok"].get_bool().get(ok) || ok) continue;
+      std::string_view step, msg;
+      if (e["step"].get_string().get(step)) step = "?";
+      if (e["message"].get_string().get(msg)) msg = "";
+      if (a.detail.size() < 512) {
+        a.detail += fmt::format("{}GPU {}: {}: {}", a.detail.empty() ? "" : "; ", std::string(g.key.substr(0, 32)),
+                                std::string(step.substr(0, 32)), std::string(msg.substr(0, 200)));
+      }
+    }
+  }
+  return a;
+}
+
 void RecoveryStatus::Settle() {
   if (state == "rejected") return;
   bool all_final = !gpus.empty(), all_ok = true;

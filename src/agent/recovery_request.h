@@ -45,4 +45,11 @@ struct RecoveryStatus {
   std::string ToJson(const std::string& updated) const;
 };
 
+// The agent's answer as the controller reads it: the request id, its state, and for a failed or
+// rejected one what went wrong (the error, or each failed GPU's step and message).
+struct RecoveryAnswer {
+  std::string id, state, detail;
+};
+Result<RecoveryAnswer> ParseRecoveryStatus(std::string_view json);
+
 }  // namespace gpuheal

@@ -122,7 +122,7 @@ Status StandaloneAgent::Init() {
                     {{"version", GPUHEAL_VERSION}, {"mode", reporter_ ? "kubernetes" : "standalone"}})
       .Set(1);
   metrics_.GetGauge("gpuheal_active_faults", "Faults holding a node condition False").Set(
-      static_cast<double>(active_.all().size()));
+      static_cast<double>(active_.ConditionFaults()));
 
   auto loop = EventLoop::Create();
   if (!loop) return loop.error();
@@ -210,6 +210,7 @@ Status StandaloneAgent::Init() {
 
   if (reporter_) {
     reporter_->SetConditions(active_.Conditions(config_.monitors));
+    reporter_->SetAnnotation(std::string(keys::kGpuFaults), GpuFaultsToJson(active_.GpuLevel()));
     reporter_->Start();
   }
   if (reporter_ && watch_client_) {
@@ -376,10 +377,8 @@ void StandaloneAgent::HandleFault(Fault f, uint64_t detected) {
     return;
   }
   Emit(*reported, detected);
-  if (reported->severity >= Severity::kFatal) {
-    active_.Observe(*reported, std::time(nullptr), boot_id_);
-    ActiveFaultsChanged(static_cast<int64_t>(detected));
-  } else if (reported->severity >= Severity::kWarn && reporter_) {
+  if (active_.Observe(*reported, std::time(nullptr), boot_id_)) ActiveFaultsChanged(static_cast<int64_t>(detected));
+  if (reported->severity < Severity::kFatal && reported->severity >= Severity::kWarn && reporter_) {
     std::string where = reported->pci.empty() ? reported->device : "GPU " + reported->pci;
     if (!reported->uuid.empty()) where += " (" + reported->uuid + ")";
     reporter_->RecordEvent("Warning", reported->reason,
@@ -486,8 +485,15 @@ void StandaloneAgent::ActiveFaultsChanged(int64_t detected_usec) {
   const Status saved = active_.Save(active_path_);
   if (!saved) Log("error", "cannot save active faults", {{"error", saved.error().message}});
   metrics_.GetGauge("gpuheal_active_faults", "Faults holding a node condition False")
-      .Set(static_cast<double>(active_.all().size()));
-  if (reporter_) reporter_->SetConditions(active_.Conditions(config_.monitors), detected_usec);
+      .Set(static_cast<double>(active_.ConditionFaults()));
+  metrics_.GetGauge("gpuheal_active_gpu_faults", "GPUs with an active fault (critical or worse), as in gpuheal.io/gpu-faults")
+      .Set(static_cast<double>(active_.GpuLevel().size()));
+  if (reporter_) {
+    // The conditions first: a fatal fault's PATCH does not wait for the annotation (usually both
+    // go in one PATCH; at worst the annotation follows in the next).
+    reporter_->SetConditions(active_.Conditions(config_.monitors), detected_usec);
+    reporter_->SetAnnotation(std::string(keys::kGpuFaults), GpuFaultsToJson(active_.GpuLevel()));
+  }
   // The fsync waits until the batch of records in hand is done: one per wake-up, not one per fault.
   if (saved) active_unsynced_ = true;
 }

@@ -24,6 +24,9 @@ void RegisterController(CLI::App& app, int& exit_code) {
   cmd->add_flag("--dry-run", a->dry_run, "Log and record what would be done; write nothing but NodeRepair records");
   cmd->add_option("--id", a->identity, "Leader-election identity (default: $POD_NAME or hostname, with the pid)");
   cmd->add_option("--lease-namespace", a->lease_namespace, "Namespace of the leader-election Lease (default gpuheal-system)");
+  cmd->add_option("--lease-name", a->lease_name,
+                  "Name of the leader-election Lease, also where gpuheal.io/breaker-reset closes the breaker "
+                  "(default gpuheal-controller)");
   cmd->add_option("--listen", a->listen, "host:port for /metrics and /healthz (default 127.0.0.1:9465; '' disables)");
   cmd->add_option("--workers", a->workers, "Nodes reconciled at once (default 4)")->check(CLI::Range(1, 64));
   auto lease = std::make_shared<std::array<std::string, 3>>();

@@ -26,7 +26,7 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
   if (!root.IsMap()) return e.At(root, "the policy must be a mapping of keys to values");
   if (auto k = CheckKeys(e, root,
                     {"toleration", "checkpoint", "eviction", "skip", "pools", "breaker", "attempts", "probation",
-                     "provider", "paused"},
+                     "provider", "paused", "critical"},
                     "")) {
     return *k;
   }
@@ -146,6 +146,22 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
   if (root["paused"]) {
     TRY(b, AsBool(e, root["paused"], "paused"));
     p.paused = b;
+  }
+  if (const YAML::Node c = root["critical"]) {
+    if (!c.IsMap()) return e.At(c, "\"critical\" must be a mapping");
+    if (auto k = CheckKeys(e, c, {"action", "request_timeout"}, "critical")) return *k;
+    if (c["action"]) {
+      TRY(a, AsString(e, c["action"], "critical.action"));
+      if (a != "gpu-reset" && a != "node") {
+        return e.At(c["action"], "\"critical.action\" must be gpu-reset (the agent drains and resets the GPU) or node "
+                                 "(quarantine and repair the whole node)");
+      }
+      p.critical_node_level = a == "node";
+    }
+    if (c["request_timeout"]) {
+      TRY(d, AsDuration(e, c["request_timeout"], "critical.request_timeout"));
+      p.critical_request_timeout = d;
+    }
   }
   if (const YAML::Node pr = root["provider"]) {
     if (!pr.IsMap()) return e.At(pr, "\"provider\" must be a mapping with a \"name\"");

@@ -41,6 +41,10 @@ struct Policy {
   std::vector<std::string> exec_command;  // argv; NODE_NAME and REASON in the environment
   std::chrono::milliseconds exec_timeout = std::chrono::minutes(5);
   bool paused = false;
+  // Critical (GPU-level) faults, from the agent's gpuheal.io/gpu-faults: ask the node's agent to
+  // drain and reset those GPUs (the node stays in service), or treat the node like a fatal one.
+  bool critical_node_level = false;  // critical.action: gpu-reset (false) | node (true)
+  std::chrono::milliseconds critical_request_timeout = std::chrono::minutes(15);
 
   std::chrono::milliseconds TolerationFor(const std::string& condition) const;
 };

@@ -7,7 +7,10 @@
 #include <cmath>
 #include <charconv>
 
+#include "agent/recovery_request.h"
+#include "core/gpu_faults.h"
 #include "core/keys.h"
+#include "core/log.h"
 #include "core/reasons.h"
 #include "core/subprocess.h"
 #include "core/xid_catalog.h"
@@ -56,7 +59,7 @@ Severity SeverityOfReason(const std::string& reason) {
   return Severity::kFatal;
 }
 
-std::optional<NodeFault> FaultOf(const kube::Node& n) {
+std::optional<NodeFault> FaultOf(const kube::Node& n, bool include_gpu_level) {
   std::optional<NodeFault> worst;
   for (const auto& c : n.conditions) {
     if (c.status != "False" || std::find(std::begin(kDomains), std::end(kDomains), c.type) == std::end(kDomains)) continue;
@@ -67,6 +70,24 @@ std::optional<NodeFault> FaultOf(const kube::Node& n) {
     f.severity = SeverityOfReason(c.reason);
     f.since = kube::ParseTime(c.last_transition_time).value_or(std::chrono::system_clock::now());
     if (!worst || f.severity > worst->severity || (f.severity == worst->severity && f.since < worst->since)) worst = f;
+  }
+  if (worst || !include_gpu_level) return worst;
+  auto ann = n.meta.annotations.find(std::string(keys::kGpuFaults));
+  if (ann == n.meta.annotations.end()) return worst;
+  auto gpus = ParseGpuFaults(ann->second);
+  if (!gpus) return worst;  // the node's own reconcile says so (FaultOf runs for every node in the gates)
+  // Critical faults of single GPUs (worse ones hold a condition False and were handled above).
+  for (const auto& [pci, g] : *gpus) {
+    if (g.severity != Severity::kCritical) continue;
+    if (!worst) {
+      worst = NodeFault{"AcceleratedHardwareReady", g.reason, "", Severity::kCritical, g.since, true, {}};
+    } else if (g.since < worst->since) {
+      worst->reason = g.reason;
+      worst->since = g.since;
+    }
+    worst->gpus.push_back(pci);
+    worst->message += fmt::format("{}GPU {}: {}{} x{} since {}", worst->message.empty() ? "" : "; ", pci, g.reason,
+                                  g.xid ? fmt::format(" (Xid {})", g.xid) : "", g.count, kube::RfcTime(g.since));
   }
   return worst;
 }
@@ -93,10 +114,15 @@ struct Repairer::Record {
   kube::NodeRepair cr;
   bool exists = false;
   bool dirty = false;
-  void Phase(const std::string& phase, SysTime now) {
+  // Phases recorded by this reconcile and not yet written: each gets an Event once written.
+  std::vector<std::pair<std::string, std::string>> new_phases;  // phase, event message ("" = the record's)
+  void Phase(const std::string& phase, SysTime now, std::string event_message = "") {
     if (cr.phase == phase && cr.phase_times.count(phase)) return;
     cr.phase = phase;
-    if (!cr.phase_times.count(phase)) cr.phase_times[phase] = kube::RfcTime(now);
+    if (!cr.phase_times.count(phase)) {
+      cr.phase_times[phase] = kube::RfcTime(now);
+      new_phases.emplace_back(phase, std::move(event_message));
+    }
     dirty = true;
   }
   void Message(const std::string& m) {
@@ -159,6 +185,18 @@ bool Repairer::WriteStatus(Record& r) {
   r.dirty = false;
   metrics_.GetCounter("gpuheal_controller_repair_phases_total", "NodeRepair phase transitions written, by phase",
                       {{"phase", r.cr.phase}}).Inc();
+  if (!r.new_phases.empty() && !dry_run_) {
+    // One Event on the Node per phase: `kubectl describe node` tells the repair's story.
+    kube::Node ref;
+    ref.meta.name = r.cr.node;
+    if (auto n = world_.node(r.cr.node)) ref.meta.uid = n->meta.uid;
+    for (const auto& [phase, msg] : r.new_phases) {
+      const bool bad = phase == "Failed" || phase == "Blocked";
+      Event(ref, bad ? "Warning" : "Normal", phase,
+            fmt::format("NodeRepair {}: {}", r.cr.meta.name, msg.empty() ? r.cr.message : msg));
+    }
+  }
+  r.new_phases.clear();
   return true;
 }
 
@@ -193,6 +231,113 @@ bool Repairer::Quarantine(const kube::Node& node, const NodeFault& f) {
     return true;
   });
   return res && res->ok();
+}
+
+std::optional<milliseconds> Repairer::DeleteNode(const kube::Node& node, Record& r) {
+  const auto now = world_.now();
+  r.Phase("Remediating", now);
+  // The owner, when there is one, so that its controller replaces the machine: a Cluster API
+  // Machine (named in the Node's annotations) or a Karpenter NodeClaim (status.nodeName). Else
+  // the Node object itself. Either way the object is deleted at most once (by uid/name; 404 is done).
+  std::string path, what;
+  auto machine = node.meta.annotations.find(std::string(kube::kCapiMachineAnnotation));
+  auto ns = node.meta.annotations.find(std::string(kube::kCapiNamespaceAnnotation));
+  if (machine != node.meta.annotations.end() && ns != node.meta.annotations.end()) {
+    path = fmt::format("/apis/cluster.x-k8s.io/v1beta1/namespaces/{}/machines/{}", ns->second, machine->second);
+    what = fmt::format("Cluster API Machine {}/{}", ns->second, machine->second);
+  } else if (auto list = client_.Get("/apis/karpenter.sh/v1/nodeclaims"); list && list->ok()) {
+    const auto j = nlohmann::json::parse(list->body, nullptr, false);
+    if (j.is_object() && j.contains("items") && j["items"].is_array()) {
+      for (const auto& item : j["items"]) {
+        const auto& st = item.value("status", nlohmann::json::object());
+        if (st.is_object() && st.value("nodeName", "") == node.meta.name) {
+          const std::string name = item["metadata"].value("name", "");
+          path = "/apis/karpenter.sh/v1/nodeclaims/" + name;
+          what = "Karpenter NodeClaim " + name;
+          break;
+        }
+      }
+    }
+  } else if (list && list->status != 404) {
+    return milliseconds(2000);  // cannot tell whether Karpenter owns the node: ask again
+  }
+  if (path.empty()) {
+    path = kube::NodePath(node.meta.name);
+    what = "the Node object";
+  }
+  r.Action("deleted " + what);
+  WriteStatus(r);
+  auto res = client_.Delete(path, path == kube::NodePath(node.meta.name) ? node.meta.uid : "");
+  if (!res || (!res->ok() && res->status != 404)) return milliseconds(2000);
+  r.Phase("Replaced", now);
+  r.Message("deleted " + what + ": its provisioner replaces the node");
+  return std::nullopt;
+}
+
+std::optional<milliseconds> Repairer::RepairGpu(const kube::Node& node, const NodeFault& f, Record& r) {
+  const auto now = world_.now();
+  // Gates: pause, the attempt cap and the breaker hold a GPU reset too; the pool gate does not
+  // (the node stays in service). A GPU past the attempt cap is bad hardware: quarantine the node.
+  if (std::string held = Gate(node, static_cast<int>(r.cr.attempts), false); !held.empty()) {
+    Held(node, r, held);
+    if (held.starts_with("HardwareInspection")) {
+      Quarantine(node, f);
+      return std::nullopt;
+    }
+    return milliseconds(10000);
+  }
+  const std::string id = r.cr.meta.name;
+  const bool requested = std::any_of(r.cr.actions.begin(), r.cr.actions.end(),
+                                     [](const std::string& a) { return a.rfind("requested GPU recovery", 0) == 0; });
+  if (!requested) {
+    const std::string gpus = fmt::format("{}", fmt::join(f.gpus, ", "));
+    if (dry_run_) {
+      r.Action("would request GPU recovery of " + gpus + " (dry-run)");
+      r.Message("dry-run: would ask the agent to drain and reset GPU " + gpus);
+      return std::nullopt;
+    }
+    const std::string request = nlohmann::json{{"id", id}, {"gpus", f.gpus}}.dump();
+    auto res = client_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
+      auto& ann = n["metadata"]["annotations"];
+      if (ann.is_object() && ann.value(std::string(keys::kGpuRecoveryRequest), "") == request) return false;
+      ann[std::string(keys::kGpuRecoveryRequest)] = request;
+      return true;
+    });
+    if (!res || !res->ok()) return milliseconds(2000);
+    r.Action("requested GPU recovery of " + gpus + " from the node's agent");
+    r.Phase("Remediating", now, fmt::format("{}: asked the node's agent to drain and reset GPU {} (request {})", f.reason, gpus, id));
+    r.Message(fmt::format("waiting for the agent to drain and reset GPU {}", gpus));
+    Event(node, "Normal", std::string(reason::kGPURecoveryRequested), fmt::format("request {} for GPU {}", id, gpus));
+    return policy_.critical_request_timeout;
+  }
+  std::optional<RecoveryAnswer> answer;
+  if (auto st = node.meta.annotations.find(std::string(keys::kGpuRecoveryStatus)); st != node.meta.annotations.end()) {
+    if (auto a = ParseRecoveryStatus(st->second); a && a->id == id) answer = *a;
+  }
+  const auto asked = r.At("Remediating").value_or(now);
+  std::string failure;
+  if (answer && answer->state == "succeeded") {
+    r.Phase("Recovered", now, "the agent drained, reset and verified GPU " + fmt::format("{}", fmt::join(f.gpus, ", ")));
+    r.Message("GPU reset and verified by the node's agent; the node stayed in service");
+    return std::nullopt;
+  }
+  if (answer && (answer->state == "failed" || answer->state == "rejected")) {
+    failure = fmt::format("the agent's GPU recovery {}: {}", answer->state, answer->detail);
+  } else if (now - asked >= policy_.critical_request_timeout) {
+    failure = fmt::format("no answer from the node's agent within {} s",
+                          duration_cast<std::chrono::seconds>(policy_.critical_request_timeout).count());
+  }
+  if (failure.empty()) {
+    if (answer) r.Message("the agent is recovering the GPU (" + answer->state + ")");
+    return Until(now, asked + policy_.critical_request_timeout);
+  }
+  // The GPU could not be recovered in place: the node is quarantined (an operator, a reboot or a
+  // node-level fault decides what comes next; the node is released when the fault clears).
+  if (!Quarantine(node, f)) return milliseconds(500);
+  r.Action(fmt::format("tainted {}={}, cordoned", keys::kFaultTaint, ToString(f.severity)));
+  r.Phase("Failed", now, failure + "; node quarantined");
+  r.Message(failure + "; node quarantined");
+  return std::nullopt;
 }
 
 std::optional<milliseconds> Repairer::Release(const kube::Node& node, Record* r) {
@@ -235,8 +380,46 @@ std::optional<milliseconds> Repairer::Release(const kube::Node& node, Record* r)
   return std::nullopt;
 }
 
-std::string Repairer::Gate(const kube::Node& node, const NodeFault& f, int attempts) {
-  (void)f;
+void Repairer::CheckBreakerKey(SysTime now) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!breaker_open_ || lease_name_.empty() || now - breaker_key_checked_ < std::chrono::seconds(2)) return;
+  breaker_key_checked_ = now;
+  lock.unlock();
+  auto res = client_.Get(kube::LeasePath(lease_namespace_, lease_name_));
+  if (!res || !res->ok()) return;
+  auto lease = kube::DecodeLease(res->body);
+  if (!lease) return;
+  auto it = lease->meta.annotations.find(std::string(keys::kBreakerReset));
+  if (it == lease->meta.annotations.end()) return;
+  auto at = kube::ParseTime(it->second);
+  if (!at) {
+    Log("warn", "ignoring an unreadable circuit breaker key: it must be an RFC 3339 UTC time",
+        {{"annotation", keys::kBreakerReset}, {"value", it->second.substr(0, 64)}});
+    return;
+  }
+  lock.lock();
+  breaker_reset_at_ = std::max(breaker_reset_at_, *at);
+}
+
+void Repairer::BreakerEvent(const std::string& type, const std::string& reason, const std::string& msg) {
+  if (dry_run_ || lease_name_.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  kube::ObjectReference ref{"Lease", "coordination.k8s.io/v1", lease_namespace_, lease_name_, ""};
+  (void)events_->Record(ref, type, reason, msg);
+  events_->Flush(false);
+}
+
+void Repairer::Held(const kube::Node& node, Record& r, const std::string& held) {
+  const std::string gate = held.substr(0, held.find(':'));
+  if (r.cr.message != held) {
+    metrics_.GetCounter("gpuheal_controller_blocked_total", "Repairs held by a gate, by gate", {{"gate", gate}}).Inc();
+    Event(node, "Warning", std::string(reason::kRepairBlocked), held);
+  }
+  r.Message(held);
+  if (gate == "HardwareInspection") r.Phase("Blocked", world_.now());
+}
+
+std::string Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate) {
   const auto now = world_.now();
   auto paused = node.meta.labels.find(std::string(keys::kPausedLabel));
   if (policy_.paused || (paused != node.meta.labels.end() && paused->second == "true")) {
@@ -249,39 +432,53 @@ std::string Repairer::Gate(const kube::Node& node, const NodeFault& f, int attem
   const std::vector<kube::Node> all = world_.nodes();
   // Circuit breaker: a correlated event (many GPU nodes unhealthy within the window) is more
   // likely a shared cause (driver rollout, fabric, power) than bad hardware.
+  CheckBreakerKey(now);
+  std::unique_lock<std::mutex> lock(mu_);
+  const SysTime acknowledged = breaker_reset_at_;
+  lock.unlock();
   size_t gpu_nodes = 0, recent = 0;
   for (const auto& n : all) {
     if (n.gpu_capacity <= 0) continue;
     ++gpu_nodes;
     auto nf = FaultOf(n);
-    if (nf && now - nf->since <= policy_.breaker_window) ++recent;
+    if (nf && now - nf->since <= policy_.breaker_window && nf->since > acknowledged) ++recent;
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  const std::string why = fmt::format("{} of {} GPU nodes turned unhealthy within {} s (limit {:.0f}%)", recent, gpu_nodes,
+                                      duration_cast<std::chrono::seconds>(policy_.breaker_window).count(),
+                                      policy_.breaker_share * 100);
+  lock.lock();
+  const bool was_open = breaker_open_;
   if (gpu_nodes > 0 && static_cast<double>(recent) > policy_.breaker_share * static_cast<double>(gpu_nodes)) {
     breaker_last_over_ = now;
     if (!breaker_open_) {
+      breaker_opened_at_ = now;
       metrics_.GetCounter("gpuheal_controller_breaker_trips_total", "Times the cluster circuit breaker opened").Inc();
     }
     breaker_open_ = true;
-  } else if (breaker_open_ && now - breaker_last_over_ >= policy_.breaker_quiet) {
+  } else if (breaker_open_ && (now - breaker_last_over_ >= policy_.breaker_quiet || acknowledged >= breaker_opened_at_)) {
     breaker_open_ = false;
   }
   metrics_.GetGauge("gpuheal_controller_breaker_open", "1 while the cluster circuit breaker holds evictions and remediation")
       .Set(breaker_open_ ? 1 : 0);
   const bool open = breaker_open_;
   lock.unlock();
-  if (open) {
-    return fmt::format("circuit breaker open: {} of {} GPU nodes turned unhealthy within {} s (limit {:.0f}%)", recent,
-                       gpu_nodes, duration_cast<std::chrono::seconds>(policy_.breaker_window).count(),
-                       policy_.breaker_share * 100);
+  if (open != was_open) {
+    Log(open ? "warn" : "info", open ? "circuit breaker opened" : "circuit breaker closed", {{"why", why}});
+    BreakerEvent(open ? "Warning" : "Normal", std::string(open ? reason::kBreakerOpened : reason::kBreakerClosed),
+                 open ? "evictions and remediation held: " + why
+                      : acknowledged >= breaker_opened_at_ ? "closed by hand (" + std::string(keys::kBreakerReset) + ")"
+                                                           : "closed after a quiet period: " + why);
   }
-  // Pool gate: count as Karpenter does, every unhealthy node of the pool.
+  if (open) return "circuit breaker open: " + why;
+  if (!pool_gate) return "";
+  // Pool gate: count as Karpenter does, every unhealthy node of the pool (out of service: a
+  // node-level fault; a GPU-level one leaves the node in service).
   const std::string pool = PoolOf(node);
   size_t size = 0, unhealthy = 0;
   for (const auto& n : all) {
     if (PoolOf(n) != pool) continue;
     ++size;
-    if (FaultOf(n)) ++unhealthy;
+    if (FaultOf(n, false)) ++unhealthy;
   }
   const size_t allowed = std::max<size_t>(
       1, static_cast<size_t>(std::ceil(static_cast<double>(size) * policy_.max_unavailable_percent / 100.0)));
@@ -351,10 +548,29 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
   auto managed = node->meta.labels.find(std::string(keys::kManagedLabel));
   if (managed != node->meta.labels.end() && managed->second == "false") return std::nullopt;
 
+  if (auto ann = node->meta.annotations.find(std::string(keys::kGpuFaults)); ann != node->meta.annotations.end()) {
+    if (auto g = ParseGpuFaults(ann->second); !g) {
+      Log("warn", "ignoring an unreadable GPU fault annotation", {{"node", name}, {"error", g.error().message}});
+    }
+  }
   auto fault = FaultOf(*node);
   bool quarantined_now = false;
   if (!fault) {
     if (!open && !HasTaint(*node, keys::kFaultTaint, "", "")) return std::nullopt;
+    if (open && open->cr.severity == "critical" && !open->At("Quarantined")) {
+      // A GPU-level episode whose fault cleared (the agent's verified reset, or a reboot): the
+      // node never left service, so there is nothing to release and no probation to sit out.
+      std::string how = "the GPU fault cleared";
+      if (auto st = node->meta.annotations.find(std::string(keys::kGpuRecoveryStatus)); st != node->meta.annotations.end()) {
+        if (auto a = ParseRecoveryStatus(st->second); a && a->id == open->cr.meta.name && a->state == "succeeded") {
+          how = "GPU reset and verified by the node's agent";
+        }
+      }
+      open->Phase("Recovered", now, how);
+      open->Message(how + "; the node stayed in service");
+      if (!WriteStatus(*open)) return milliseconds(2000);
+      return std::nullopt;
+    }
     // Healthy since the last of our domains returned to True.
     SysTime healthy_since{};
     for (const auto& c : node->conditions) {
@@ -364,21 +580,28 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
     if (now - healthy_since < policy_.probation) return Until(now, healthy_since + policy_.probation);
     return Release(*node, open);
   }
-  if (!open && !records.empty() && records.back().phase != "Recovered") {
-    // The last episode ended (Replaced, Failed) but the condition has not changed since: the same
-    // fault, not a new one. Keep the node quarantined; never open a second episode for it.
-    auto detected = records.back().phase_times.count("Detected")
-                        ? kube::ParseTime(records.back().phase_times.at("Detected"))
-                        : std::nullopt;
+  const bool gpu_rung = fault->gpu_level && !policy_.critical_node_level;
+  if (!open && !records.empty()) {
+    // The last episode ended but the fault has not changed since: the same fault, not a new one.
+    // After Replaced or Failed the node stays quarantined; never open a second episode for it.
+    // (A GPU-level episode that Recovered may see the agent's annotation a moment late.)
+    const auto& last = records.back();
+    auto detected = last.phase_times.count("Detected") ? kube::ParseTime(last.phase_times.at("Detected")) : std::nullopt;
     if (detected && fault->since <= *detected) {
-      if (!Quarantine(*node, *fault)) return milliseconds(500);
-      return std::nullopt;
+      if (last.phase != "Recovered") {
+        if (!Quarantine(*node, *fault)) return milliseconds(500);
+        return std::nullopt;
+      }
+      if (fault->gpu_level) return std::nullopt;
     }
   }
   if (!open) {
-    // Quarantine first: it is the urgent, cheap and reversible step; the record follows.
-    if (!Quarantine(*node, *fault)) return milliseconds(500);
-    quarantined_now = true;
+    // Quarantine first: it is the urgent, cheap and reversible step; the record follows. A
+    // GPU-level fault leaves the node in service: the agent drains just that GPU.
+    if (!gpu_rung) {
+      if (!Quarantine(*node, *fault)) return milliseconds(500);
+      quarantined_now = true;
+    }
     rec.cr.meta.name = fmt::format("{}-{}", name, std::chrono::system_clock::to_time_t(now));
     rec.cr.node = name;
     rec.cr.condition = fault->condition;
@@ -394,6 +617,7 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
           {"trigger",
            {{"condition", fault->condition}, {"reason", fault->reason}, {"severity", rec.cr.severity},
             {"message", fault->message.substr(0, 1024)}}}}}};
+    if (!fault->gpus.empty()) obj["spec"]["trigger"]["gpus"] = fault->gpus;
     auto res = client_.Create(kNodeRepairs, obj);
     if (!res || (!res->ok() && res->status != 409)) return milliseconds(2000);
     {
@@ -402,10 +626,19 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
     }
     rec.exists = true;
     open = &rec;
-    rec.Phase("Detected", now);
+    rec.Phase("Detected", now, fmt::format("{} {}: {}", fault->condition, fault->reason, fault->message.substr(0, 512)));
     rec.dirty = true;
   }
-  auto next = Repair(*node, *fault, *open, quarantined_now);
+  const bool open_gpu_episode = open->cr.severity == "critical" && !open->At("Quarantined");
+  if (open_gpu_episode && !gpu_rung) {
+    // A node-level fault arrived while a GPU-level repair was open: that episode ends here and
+    // the node-level one starts at the next reconcile.
+    open->Phase("Failed", now);
+    open->Message(fmt::format("superseded by a node-level fault: {} {}", fault->condition, fault->reason));
+    if (!WriteStatus(*open)) return milliseconds(2000);
+    return milliseconds(0);
+  }
+  auto next = gpu_rung ? RepairGpu(*node, *fault, *open) : Repair(*node, *fault, *open, quarantined_now);
   if (!WriteStatus(*open)) return milliseconds(2000);
   return next;
 }
@@ -418,25 +651,19 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
   if (!r.At("Quarantined")) {
     fault_to_quarantine_->Observe(std::chrono::duration<double>(now - f.since).count());
     r.Action(dry_run_ ? "would taint and cordon (dry-run)" : fmt::format("tainted {}={}, cordoned", keys::kFaultTaint, ToString(f.severity)));
-    Event(node, "Warning", "Quarantined",
-          fmt::format("{} {}: tainted {}={}:{} and cordoned", f.condition, f.reason, keys::kFaultTaint, ToString(f.severity),
-                      f.severity >= Severity::kCatastrophic ? "NoExecute" : "NoSchedule"));
+    // Detected and Quarantined are one step here: one Event says both.
+    r.new_phases.erase(std::remove_if(r.new_phases.begin(), r.new_phases.end(), [](const auto& p) { return p.first == "Detected"; }),
+                       r.new_phases.end());
+    r.Phase("Quarantined", now,
+            fmt::format("{} {}: tainted {}={}:{} and cordoned", f.condition, f.reason, keys::kFaultTaint,
+                        ToString(f.severity), f.severity >= Severity::kCatastrophic ? "NoExecute" : "NoSchedule"));
   }
   if (r.cr.phase == "Detected" || r.cr.phase.empty()) r.Phase("Quarantined", now);
 
   // 2. Gates for everything disruptive.
-  if (std::string held = Gate(node, f, static_cast<int>(r.cr.attempts)); !held.empty()) {
-    const std::string gate = held.substr(0, held.find(':'));
-    if (r.cr.message != held) {
-      metrics_.GetCounter("gpuheal_controller_blocked_total", "Repairs held by a gate, by gate", {{"gate", gate}}).Inc();
-      Event(node, "Warning", "RepairBlocked", held);
-    }
-    r.Message(held);
-    if (gate == "HardwareInspection") {
-      r.Phase("Blocked", now);
-      return std::nullopt;
-    }
-    return milliseconds(10000);
+  if (std::string held = Gate(node, static_cast<int>(r.cr.attempts), true); !held.empty()) {
+    Held(node, r, held);
+    return held.starts_with("HardwareInspection") ? std::nullopt : std::optional(milliseconds(10000));
   }
 
   // 3. Checkpoint: ask the workloads, wait until each says done or the window ends.
@@ -519,16 +746,8 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
     case Provider::kNone:
       r.Message("quarantined and drained; provider none: waiting for recovery or an operator");
       return std::nullopt;
-    case Provider::kDeleteNode: {
-      r.Phase("Remediating", now);
-      r.Action("deleted the Node object");
-      WriteStatus(r);
-      auto res = client_.Delete(kube::NodePath(node.meta.name), node.meta.uid);
-      if (!res || (!res->ok() && res->status != 404)) return milliseconds(2000);
-      r.Phase("Replaced", now);
-      r.Message("Node deleted: its provisioner replaces it");
-      return std::nullopt;
-    }
+    case Provider::kDeleteNode:
+      return DeleteNode(node, r);
     case Provider::kExec: {
       if (r.At("Remediating")) return std::nullopt;  // ran once; its result is in the record
       r.Phase("Remediating", now);

@@ -27,13 +27,16 @@
 
 namespace gpuheal::controller {
 
-// The worst False domain of a node.
+// The worst False domain of a node; without one (and include_gpu_level), its critical GPU faults
+// from the agent's gpuheal.io/gpu-faults annotation (gpu_level: the GPU-level rung).
 struct NodeFault {
   std::string condition, reason, message;
   Severity severity = Severity::kFatal;
-  std::chrono::system_clock::time_point since;  // the condition's lastTransitionTime
+  std::chrono::system_clock::time_point since;  // the condition's lastTransitionTime (GPU level: first seen)
+  bool gpu_level = false;
+  std::vector<std::string> gpus;  // GPU level: the GPUs to drain and reset
 };
-std::optional<NodeFault> FaultOf(const kube::Node& n);
+std::optional<NodeFault> FaultOf(const kube::Node& n, bool include_gpu_level = true);
 // Severity of a reason code on a False condition: the catalog's for NvidiaXID<N>Error (at least
 // fatal: repetition may have raised it), catastrophic for a lost GPU, fatal otherwise.
 Severity SeverityOfReason(const std::string& reason);
@@ -60,15 +63,29 @@ class Repairer {
   std::optional<std::chrono::milliseconds> Reconcile(const std::string& node);
 
   bool breaker_open() const { return breaker_open_; }
+  // The Lease whose gpuheal.io/breaker-reset annotation closes the breaker by hand, and where the
+  // breaker's Events go.
+  void SetBreakerKey(std::string lease_namespace, std::string lease_name) {
+    lease_namespace_ = std::move(lease_namespace);
+    lease_name_ = std::move(lease_name);
+  }
 
  private:
   struct Record;  // the open NodeRepair as the reconcile sees and updates it
   std::optional<std::chrono::milliseconds> Repair(const kube::Node& node, const NodeFault& f, Record& r,
                                                   bool quarantined);
+  std::optional<std::chrono::milliseconds> RepairGpu(const kube::Node& node, const NodeFault& f, Record& r);
   std::optional<std::chrono::milliseconds> Release(const kube::Node& node, Record* r);
+  std::optional<std::chrono::milliseconds> DeleteNode(const kube::Node& node, Record& r);
   bool Quarantine(const kube::Node& node, const NodeFault& f);
-  std::string Gate(const kube::Node& node, const NodeFault& f, int attempts);  // "" = disruptive actions allowed
-  bool WriteStatus(Record& r);
+  // "" = disruptive actions allowed; else which gate holds them and why. The pool gate counts
+  // nodes out of service, so it does not hold a GPU-level repair (the node stays in service).
+  std::string Gate(const kube::Node& node, int attempts, bool pool_gate);
+  // Held-gate bookkeeping shared by both rungs: the message, a metric and an Event when it changes.
+  void Held(const kube::Node& node, Record& r, const std::string& held);
+  bool WriteStatus(Record& r);  // and an Event on the Node for each phase it newly records
+  void CheckBreakerKey(std::chrono::system_clock::time_point now);
+  void BreakerEvent(const std::string& type, const std::string& reason, const std::string& msg);
   void Event(const kube::Node& node, const std::string& type, const std::string& reason, const std::string& msg);
   std::string PoolOf(const kube::Node& n) const;
 
@@ -81,7 +98,9 @@ class Repairer {
   std::mutex mu_;  // the breaker and the event recorder: workers reconcile different nodes at once
   std::map<std::string, std::string> created_;  // node -> the last NodeRepair this replica created
   bool breaker_open_ = false;
-  std::chrono::system_clock::time_point breaker_last_over_{};
+  std::chrono::system_clock::time_point breaker_last_over_{}, breaker_opened_at_{}, breaker_reset_at_{},
+      breaker_key_checked_{};
+  std::string lease_namespace_, lease_name_;
   Histogram* fault_to_quarantine_ = nullptr;
   Histogram* fault_to_drained_ = nullptr;
 };

@@ -9,6 +9,8 @@ namespace gpuheal::keys {
 // The controller's GPU-level request to a node's agent, and the agent's answer (docs/nvml.md).
 inline constexpr std::string_view kGpuRecoveryRequest = "gpuheal.io/gpu-recovery-request";
 inline constexpr std::string_view kGpuRecoveryStatus = "gpuheal.io/gpu-recovery-status";
+// The agent's active GPU-level faults, per GPU (core/gpu_faults.h).
+inline constexpr std::string_view kGpuFaults = "gpuheal.io/gpu-faults";
 
 }  // namespace gpuheal::keys
 
@@ -25,5 +27,8 @@ inline constexpr std::string_view kCordonedAnnotation = "gpuheal.io/cordoned";  
 inline constexpr std::string_view kCheckpointRequested = "gpuheal.io/checkpoint-requested";
 inline constexpr std::string_view kCheckpointDone = "gpuheal.io/checkpoint-done";
 inline constexpr std::string_view kRepairNodeLabel = "gpuheal.io/node";          // on NodeRepair records
+// On the controller's Lease: an RFC 3339 time at or after the circuit breaker opened closes it by
+// hand; faults that began before that time no longer count towards it.
+inline constexpr std::string_view kBreakerReset = "gpuheal.io/breaker-reset";
 
 }  // namespace gpuheal::keys

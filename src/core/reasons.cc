@@ -104,13 +104,18 @@ std::string ContractListing() {
   out += "# fixed reasons\n";
   for (const ReasonInfo& r : kFixed) out += fmt::format("{} {}\n", r.name, ToString(r.condition));
   out += "# keys (annotations, labels, taints)\n";
-  for (std::string_view k : {keys::kGpuRecoveryRequest, keys::kGpuRecoveryStatus, keys::kFaultTaint, keys::kStandbyTaint,
+  for (std::string_view k : {keys::kGpuRecoveryRequest, keys::kGpuRecoveryStatus, keys::kGpuFaults, keys::kFaultTaint, keys::kStandbyTaint,
                              keys::kManagedLabel, keys::kPausedLabel, keys::kDefaultPoolLabel, keys::kCordonedAnnotation,
-                             keys::kCheckpointRequested, keys::kCheckpointDone, keys::kRepairNodeLabel}) {
+                             keys::kCheckpointRequested, keys::kCheckpointDone, keys::kRepairNodeLabel, keys::kBreakerReset}) {
     out += fmt::format("{}\n", k);
   }
   out += "# event reasons\n";
   out += fmt::format("{}\n{}\n", kGPURecovery, kGPURecoveryFailed);
+  for (std::string_view p : kRepairPhases) out += fmt::format("{} (NodeRepair phase)\n", p);
+  for (std::string_view r : {kRepairBlocked, kRemediated, kRemediationFailed, kStandbyPromoted, kReleased,
+                             kGPURecoveryRequested, kBreakerOpened, kBreakerClosed}) {
+    out += fmt::format("{}\n", r);
+  }
   out += "# reason patterns\n";
   out += "NvidiaXID<N>Error AcceleratedHardwareReady (fatal, catastrophic)\n";
   out += "NvidiaXID<N>Warning AcceleratedHardwareReady (info, warn, critical)\n";

@@ -53,6 +53,20 @@ inline constexpr std::string_view kNetworkDeviceRemoved = "NetworkDeviceRemoved"
 inline constexpr std::string_view kGPURecovery = "GPURecovery";
 inline constexpr std::string_view kGPURecoveryFailed = "GPURecoveryFailed";
 
+// Event reasons the repair controller records on Nodes: one per NodeRepair phase (the phase's
+// name), and these (docs/controller.md).
+inline constexpr std::string_view kRepairPhases[] = {"Detected", "Quarantined", "CheckpointRequested", "Draining",
+                                                      "Drained", "Remediating", "Recovered", "Replaced",
+                                                      "Failed", "Blocked"};
+inline constexpr std::string_view kRepairBlocked = "RepairBlocked";
+inline constexpr std::string_view kRemediated = "Remediated";
+inline constexpr std::string_view kRemediationFailed = "RemediationFailed";
+inline constexpr std::string_view kStandbyPromoted = "StandbyPromoted";
+inline constexpr std::string_view kReleased = "Released";
+inline constexpr std::string_view kGPURecoveryRequested = "GPURecoveryRequested";
+inline constexpr std::string_view kBreakerOpened = "CircuitBreakerOpened";
+inline constexpr std::string_view kBreakerClosed = "CircuitBreakerClosed";
+
 struct ReasonInfo {
   std::string_view name;
   Condition condition;

@@ -72,9 +72,14 @@ error_code Str(od::value v, std::string& out) {
 
 error_code Int(od::value v, int64_t& out) { return v.get_int64().get(out); }
 
-error_code StrMap(od::value v, std::map<std::string, std::string>& out, std::string_view prefix) {
+// The annotations gpuheal reads: its own, and the Cluster API Machine that owns a Node.
+bool KeptAnnotation(std::string_view k) {
+  return k.starts_with(kOurPrefix) || k == kCapiMachineAnnotation || k == kCapiNamespaceAnnotation;
+}
+
+error_code StrMap(od::value v, std::map<std::string, std::string>& out, bool (*keep)(std::string_view) = nullptr) {
   return Fields(v, [&](std::string_view k, od::value val) {
-    if (!prefix.empty() && !k.starts_with(prefix)) return kOk;
+    if (keep && !keep(k)) return kOk;
     std::string s;
     auto e = Str(val, s);
     if (!e) out.emplace(std::string(k), std::move(s));
@@ -94,8 +99,8 @@ error_code Meta(od::value v, ObjectMeta& m) {
     if (k == "namespace") return Str(val, m.namespace_);
     if (k == "uid") return Str(val, m.uid);
     if (k == "resourceVersion") return Str(val, m.resource_version);
-    if (k == "labels") return StrMap(val, m.labels, "");
-    if (k == "annotations") return StrMap(val, m.annotations, kOurPrefix);
+    if (k == "labels") return StrMap(val, m.labels);
+    if (k == "annotations") return StrMap(val, m.annotations, KeptAnnotation);
     if (k == "deletionTimestamp") {
       m.deleting = val.type() != od::json_type::null;
       return kOk;
@@ -249,7 +254,7 @@ error_code NodeRepairObj(od::object o, NodeRepair& r) {
       return Fields(v, [&](std::string_view sk, od::value sv) -> error_code {
         if (sk == "phase") return Str(sv, r.phase);
         if (sk == "message") return Str(sv, r.message);
-        if (sk == "phases") return StrMap(sv, r.phase_times, "");
+        if (sk == "phases") return StrMap(sv, r.phase_times);
         if (sk == "attempts") return Int(sv, r.attempts);
         if (sk == "evictedPods" || sk == "actions") {
           auto& out = sk == "actions" ? r.actions : r.evicted_pods;

@@ -13,13 +13,18 @@
 
 namespace gpuheal::kube {
 
+// Cluster API marks the Nodes of its Machines with these annotations.
+inline constexpr std::string_view kCapiMachineAnnotation = "cluster.x-k8s.io/machine";
+inline constexpr std::string_view kCapiNamespaceAnnotation = "cluster.x-k8s.io/cluster-namespace";
+
 struct ObjectMeta {
   std::string namespace_;
   std::string name;
   std::string uid;
   std::string resource_version;
   std::map<std::string, std::string> labels;
-  // Only annotations under gpuheal.io/ are kept: they are the ones gpuheal reads.
+  // Only the annotations gpuheal reads are kept: those under gpuheal.io/ and the Cluster API
+  // Machine's (kCapiMachineAnnotation, kCapiNamespaceAnnotation).
   std::map<std::string, std::string> annotations;
   bool deleting = false;  // deletionTimestamp set
   std::string controller_kind;  // kind of the ownerReference with controller: true

@@ -32,6 +32,12 @@ std::optional<std::chrono::system_clock::time_point> ParseTime(std::string_view 
              &tm.tm_sec, &n) != 6) {
     return std::nullopt;
   }
+  // system_clock counts nanoseconds in 64 bits: years past 2262 would overflow it. Anything
+  // outside 1970..2200 is not a time the API server or an agent writes.
+  if (tm.tm_year < 1970 || tm.tm_year > 2200 || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 ||
+      tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60 || tm.tm_hour < 0 || tm.tm_min < 0 || tm.tm_sec < 0) {
+    return std::nullopt;
+  }
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;
   int64_t us = 0;

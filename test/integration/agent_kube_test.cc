@@ -332,6 +332,77 @@ TEST_F(AgentKube, TheControllersRecoveryRequestIsActedOnOnceAndAnswered) {
   EXPECT_GE(EventCount("GPURecoveryFailed"), 1);
 }
 
+// The critical rung end to end: Xid 45 in the kernel log → the agent holds it for that GPU in
+// gpuheal.io/gpu-faults (the condition stays True) → the controller asks for a GPU recovery →
+// the agent drains, resets (NVML double), verifies and answers → the fault clears and the
+// NodeRepair is Recovered. The node is never tainted or cordoned.
+TEST_F(AgentKube, CriticalXidIsRecoveredThroughTheControllersRequest) {
+  gpuheal::testing::ApplyManifest(*client_, std::string(GPUHEAL_SOURCE_DIR) + "/deploy/crds/noderepairs.yaml");
+  const std::string repairs = "/apis/gpuheal.io/v1alpha1/noderepairs";
+  ASSERT_TRUE(Eventually([&] { auto r = client_->Get(repairs); return r && r->status == 200; }, 30s));
+  gpuheal::testing::Scenario sc;
+  gpuheal::testing::TestGpu gpu;
+  gpu.pci = pci_;
+  gpu.bus_id = "0000" + pci_ + ".0";
+  for (char& ch : gpu.bus_id) ch = static_cast<char>(toupper(static_cast<unsigned char>(ch)));
+  gpu.uuid = "GPU-45454545-aaaa-bbbb-cccc-ddddeeeeffff";
+  sc.Write({{"devices", {gpuheal::testing::HealthyDevice(gpu)}}});
+  const std::string cfg = state_dir_ + "/nvml.yaml";
+  std::filesystem::create_directories(state_dir_ + "/sysfs");
+  std::ofstream(cfg) << fmt::format(
+      "nvidia:\n  poll_period: 1h\n  sysfs_pci_devices: {}/sysfs\n  reset:\n"
+      "    command: [\"{}\", \"reset\", \"{}\", \"{{bus_id}}\"]\n",
+      state_dir_, NVML_DOUBLE_CTL, sc.path());
+  StartAgent({"--config", cfg, "--nvml-library", NVML_DOUBLE});
+  ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "True", "NvidiaGPUIsReady"));
+  auto annotation = [&](const std::string& key) -> nlohmann::json {
+    auto r = client_->Get(kube::NodePath(node_));
+    if (!r || !r->ok()) return nullptr;
+    const auto n = nlohmann::json::parse(r->body);
+    const auto a = n["metadata"].value("annotations", nlohmann::json::object());
+    return a.contains(key) ? nlohmann::json::parse(a[key].get<std::string>()) : nlohmann::json();
+  };
+  EXPECT_EQ(annotation("gpuheal.io/gpu-faults"), nlohmann::json::object()) << "published, empty, from the start";
+  Inject(45, pci_);
+  ASSERT_TRUE(Eventually([&] { return annotation("gpuheal.io/gpu-faults").contains(pci_); }, 10s));
+  const auto entry = annotation("gpuheal.io/gpu-faults")[pci_];
+  EXPECT_EQ(entry["severity"], "critical");
+  EXPECT_EQ(entry["reason"], "NvidiaXID45Warning");
+  EXPECT_EQ(entry["xid"], 45);
+  EXPECT_EQ(Condition("AcceleratedHardwareReady")->status, "True") << "a critical fault flips no condition";
+
+  const std::string policy = state_dir_ + "/policy.yaml";
+  std::ofstream(policy) << "breaker:\n  share_percent: 100\n";
+  AgentProcess controller({GPUHEAL_BIN, "controller", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--policy", policy,
+                           "--listen", "", "--lease-namespace", "default", "--lease-name", "critical-" + node_});
+  auto records = [&]() {
+    std::vector<nlohmann::json> out;
+    auto r = client_->Get(repairs + "?labelSelector=gpuheal.io%2Fnode%3D" + node_);
+    if (r && r->ok()) {
+      const auto list = nlohmann::json::parse(r->body);
+      for (const auto& i : list["items"]) out.push_back(i);
+    }
+    return out;
+  };
+  ASSERT_TRUE(Eventually([&] {
+    auto rs = records();
+    return rs.size() == 1 && rs[0].value("status", nlohmann::json::object()).value("phase", "") == "Recovered";
+  }, 30s)) << (records().empty() ? "no record" : records()[0].dump());
+  EXPECT_EQ(sc.Read()["devices"][0]["resets"], 1);
+  EXPECT_EQ(annotation("gpuheal.io/gpu-recovery-status")["state"], "succeeded");
+  EXPECT_EQ(annotation("gpuheal.io/gpu-recovery-status")["id"], records()[0]["metadata"]["name"]);
+  ASSERT_TRUE(Eventually([&] { return annotation("gpuheal.io/gpu-faults") == nlohmann::json::object(); }, 10s))
+      << "the verified reset cleared the GPU's fault";
+  auto n = kube::DecodeNode(client_->Get(kube::NodePath(node_))->body);
+  ASSERT_TRUE(n.ok());
+  EXPECT_FALSE(n->unschedulable);
+  for (const auto& t : n->taints) EXPECT_NE(t.key, "gpuheal.io/gpu-fault");
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(records().size(), 1u) << "one episode";
+  EXPECT_EQ(sc.Read()["devices"][0]["resets"], 1) << "one reset";
+  controller.Kill(SIGTERM);
+}
+
 // `gpuheal status` shows the node's domains and the GPU its fault names.
 TEST_F(AgentKube, StatusShowsTheFaultAndTheGpu) {
   StartAgent();

@@ -34,6 +34,7 @@ class ControllerTest : public ::testing::Test {
     static bool crd = false;
     if (!crd) {
       gpuheal::testing::ApplyManifest(*client_, std::string(GPUHEAL_SOURCE_DIR) + "/deploy/crds/noderepairs.yaml");
+      gpuheal::testing::ApplyManifest(*client_, std::string(GPUHEAL_SOURCE_DIR) + "/test/fixtures/crds/owners.yaml");
       ASSERT_TRUE(Eventually([&] { auto r = client_->Get(kRepairs); return r && r->status == 200; }, 30s));
       (void)client_->Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "work"}}}});
       crd = true;
@@ -125,7 +126,8 @@ class ControllerTest : public ::testing::Test {
 
   AgentProcess& StartController(const std::string& policy, std::vector<std::string> extra = {}) {
     const std::string file = fmt::format("{}/policy-{}.yaml", dir_, controllers_.size());
-    std::ofstream(file) << "breaker:\n  share_percent: 100\n" << policy;
+    // The cluster-wide breaker would count other tests' nodes: off unless a test sets it.
+    std::ofstream(file) << (policy.find("breaker:") == std::string::npos ? "breaker:\n  share_percent: 100\n" : "") << policy;
     std::vector<std::string> args = {GPUHEAL_BIN, "controller", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--policy", file,
                                      "--listen", "", "--lease-namespace", "default"};
     args.insert(args.end(), extra.begin(), extra.end());
@@ -133,6 +135,34 @@ class ControllerTest : public ::testing::Test {
     auto& c = *controllers_.back();
     EXPECT_TRUE(c.WaitLog([](const json& j) { return j.value("msg", "") == "controller started"; }, 30s));
     return c;
+  }
+
+  // What the node's agent publishes (core/gpu_faults.h) and answers (agent/recovery_request.h).
+  void SetGpuFaults(const std::string& node, const json& faults) {
+    ASSERT_TRUE(client_->Patch(kube::NodePath(node) + "/status", kube::PatchType::kMerge,
+                               {{"metadata", {{"annotations", {{"gpuheal.io/gpu-faults", faults.dump()}}}}}})->ok());
+  }
+  void AnswerRecovery(const std::string& node, const std::string& id, const std::string& state) {
+    const json st = {{"id", id}, {"state", state}, {"gpus", {{"0000:3b:00", {{"step", state == "succeeded" ? "verify" : "reset"},
+                                                                          {"ok", state == "succeeded"}, {"message", "test"}}}}}};
+    ASSERT_TRUE(client_->Patch(kube::NodePath(node) + "/status", kube::PatchType::kMerge,
+                               {{"metadata", {{"annotations", {{"gpuheal.io/gpu-recovery-status", st.dump()}}}}}})->ok());
+  }
+  json RecoveryRequest(const std::string& node) {
+    const json ann = GetNode(node)["metadata"].value("annotations", json::object());
+    return ann.contains("gpuheal.io/gpu-recovery-request") ? json::parse(ann["gpuheal.io/gpu-recovery-request"].get<std::string>()) : json();
+  }
+  std::set<std::string> EventReasons(const std::string& node) {
+    std::set<std::string> out;
+    auto r = client_->Get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D" + node);
+    if (r && r->ok()) {
+      const json list = json::parse(r->body);
+      for (const auto& e : list["items"]) out.insert(e.value("reason", ""));
+    }
+    return out;
+  }
+  static json CriticalXid45() {
+    return {{"0000:3b:00", {{"severity", "critical"}, {"reason", "NvidiaXID45Warning"}, {"xid", 45}, {"since", kube_time()}, {"count", 1}}}};
   }
 
   std::unique_ptr<kube::Client> client_;
@@ -231,7 +261,7 @@ TEST_F(ControllerTest, AfterTheTolerationWindowTheProviderRemediates) {
   }
 }
 
-TEST_F(ControllerTest, GatesPausedOptOutPoolAndAttemptCap) {
+TEST_F(ControllerTest, GatesPausedOptOutAndPoolsOfOneAndFour) {
   // Pool of 4: two unhealthy exceed 20% (rounded up: 1): both held, quarantine goes on.
   std::vector<std::string> pool;
   for (int i = 0; i < 4; ++i) pool.push_back(Node(fmt::format("p{}", i)));
@@ -287,6 +317,158 @@ TEST_F(ControllerTest, TwoControllersOnlyTheLeaderActsAndAKilledLeaderIsReplaced
   SetCondition(a, "True", "NvidiaGPUIsReady");
   ASSERT_TRUE(Eventually([&] { return Phase(a) == "Recovered"; }, 15s));
   EXPECT_EQ(Repairs(a).size(), 1u);
+}
+
+TEST_F(ControllerTest, PoolOfTenRepairsTwoAtOnceAndHoldsAtThree) {
+  std::vector<std::string> pool;
+  for (int i = 0; i < 10; ++i) pool.push_back(Node(fmt::format("t{}", i), {{"gpuheal.io/pool", "ten-" + id_}}));
+  for (int i = 0; i < 3; ++i) Pod(fmt::format("ten{}-{}", i, id_), pool[static_cast<size_t>(i)]);
+  StartController("checkpoint:\n  window: 60s\n");
+  // 3 unhealthy of 10 is more than 20% (2): every repair of the pool holds; quarantine goes on.
+  for (int i = 0; i < 3; ++i) SetCondition(pool[static_cast<size_t>(i)], "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] {
+    for (int i = 0; i < 3; ++i) {
+      if (Message(pool[static_cast<size_t>(i)]).find("pool gate: 3 of 10") == std::string::npos) return false;
+    }
+    return true;
+  }, 10s)) << Message(pool[0]);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(HasTaint(pool[static_cast<size_t>(i)], "gpuheal.io/gpu-fault"));
+  EXPECT_FALSE(PodJson("ten0-" + id_)["metadata"].value("annotations", json::object()).contains("gpuheal.io/checkpoint-requested"));
+  // One recovers: 2 of 10 is within the gate, the other two go on.
+  SetCondition(pool[2], "True", "NvidiaGPUIsReady");
+  ASSERT_TRUE(Eventually([&] {
+    return PodJson("ten0-" + id_)["metadata"].value("annotations", json::object()).contains("gpuheal.io/checkpoint-requested") &&
+           PodJson("ten1-" + id_)["metadata"].value("annotations", json::object()).contains("gpuheal.io/checkpoint-requested");
+  }, 20s)) << Message(pool[0]);
+}
+
+TEST_F(ControllerTest, AttemptCapBlocksARepairPastTheCapAsHardwareInspection) {
+  const std::string a = Node("a");
+  StartController("probation: 1s\nattempts:\n  max: 1\n  window: 1h\n");
+  SetCondition(a, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Drained"; }, 10s)) << Phase(a);
+  SetCondition(a, "True", "NvidiaGPUIsReady");
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Recovered"; }, 15s)) << Phase(a);
+  std::this_thread::sleep_for(1100ms);  // a new lastTransitionTime: a new fault
+  SetCondition(a, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return Repairs(a).size() == 2 && Phase(a) == "Blocked"; }, 10s)) << Phase(a);
+  EXPECT_NE(Message(a).find("HardwareInspection"), std::string::npos) << Message(a);
+  EXPECT_EQ(Status(Repairs(a).back())["attempts"], 2);
+  EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault")) << "left quarantined";
+  ASSERT_TRUE(Eventually([&] { return EventReasons(a).count("Blocked") > 0; }, 10s));
+}
+
+TEST_F(ControllerTest, DrainTimeoutForceDeletesWhatABudgetHolds) {
+  const std::string a = Node("a");
+  Pod("dt0-" + id_, a, {{"app", "dt-" + id_}});
+  json pdb = {{"apiVersion", "policy/v1"}, {"kind", "PodDisruptionBudget"},
+              {"metadata", {{"name", "dt-" + id_}, {"namespace", "work"}}},
+              {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "dt-" + id_}}}}}}}};
+  ASSERT_EQ(client_->Create(kube::PdbPath("work"), pdb)->status, 201);
+  StartController("checkpoint:\n  window: 1s\neviction:\n  drain_timeout: 3s\n  after_drain_timeout: force-delete\n");
+  SetCondition(a, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return Message(a).find("PodDisruptionBudget") != std::string::npos; }, 15s)) << Message(a);
+  EXPECT_FALSE(PodGone("dt0-" + id_));
+  ASSERT_TRUE(Eventually([&] { return client_->Get(kube::PodPath("work", "dt0-" + id_))->status == 404; }, 20s));
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Drained"; }, 10s)) << Phase(a);
+  EXPECT_NE(Status(Repairs(a).back())["actions"].dump().find("force-deleted"), std::string::npos);
+}
+
+// The critical rung: a critical fault of one GPU (from the agent's gpuheal.io/gpu-faults) is a
+// request to the node's agent to drain and reset that GPU; the node stays in service throughout.
+TEST_F(ControllerTest, CriticalGpuFaultAsksTheAgentForAResetAndTheNodeStaysInService) {
+  const std::string a = Node("a");
+  Pod("cr-" + id_, a);
+  StartController("checkpoint:\n  window: 1s\n");
+  SetGpuFaults(a, CriticalXid45());
+  ASSERT_TRUE(Eventually([&] { return RecoveryRequest(a).is_object(); }, 10s));
+  const json req = RecoveryRequest(a);
+  EXPECT_EQ(req["gpus"], json::array({"0000:3b:00"}));
+  auto rec = Repairs(a).back();
+  EXPECT_EQ(req["id"], rec["metadata"]["name"]);
+  EXPECT_EQ(rec["spec"]["trigger"]["severity"], "critical");
+  EXPECT_EQ(rec["spec"]["trigger"]["gpus"], json::array({"0000:3b:00"}));
+  EXPECT_EQ(Phase(a), "Remediating");
+  std::this_thread::sleep_for(2s);
+  EXPECT_FALSE(HasTaint(a, "gpuheal.io/gpu-fault")) << "the node's other GPUs stay in service";
+  EXPECT_FALSE(Cordoned(a));
+  EXPECT_FALSE(PodGone("cr-" + id_)) << "the agent drains the GPU; the controller evicts nothing";
+  // The agent answers: reset and verified; its fault list empties.
+  AnswerRecovery(a, req["id"], "succeeded");
+  SetGpuFaults(a, json::object());
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Recovered"; }, 10s)) << Phase(a);
+  EXPECT_EQ(Repairs(a).size(), 1u);
+  ASSERT_TRUE(Eventually([&] {
+    auto r = EventReasons(a);
+    return r.count("Detected") && r.count("GPURecoveryRequested") && r.count("Remediating") && r.count("Recovered");
+  }, 10s)) << json(EventReasons(a)).dump();
+}
+
+TEST_F(ControllerTest, AFailedGpuResetQuarantinesTheNodeUntilTheFaultClears) {
+  const std::string a = Node("a");
+  StartController("probation: 1s\n");
+  SetGpuFaults(a, CriticalXid45());
+  ASSERT_TRUE(Eventually([&] { return RecoveryRequest(a).is_object(); }, 10s));
+  AnswerRecovery(a, RecoveryRequest(a)["id"], "failed");
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Failed"; }, 10s)) << Phase(a);
+  EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault", "critical", "NoSchedule"));
+  EXPECT_TRUE(Cordoned(a));
+  EXPECT_NE(Message(a).find("GPU 0000:3b:00: reset: test"), std::string::npos) << Message(a);
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(Repairs(a).size(), 1u) << "the same fault: no second request";
+  // A reboot clears the fault (the agent's list empties): the node is released.
+  SetGpuFaults(a, json::object());
+  ASSERT_TRUE(Eventually([&] { return !HasTaint(a, "gpuheal.io/gpu-fault") && !Cordoned(a); }, 15s));
+}
+
+TEST_F(ControllerTest, BreakerHoldsEvictionAndClosesByHandOrAfterAQuietPeriod) {
+  const std::string a = Node("a"), b = Node("b", {{"gpuheal.io/pool", "q-" + id_}});
+  Pod("br-" + id_, a);
+  Pod("bq-" + id_, b);
+  // Any recent fault trips a 1% breaker; it closes only by hand (quiet 1h) in the first part.
+  auto& c = StartController("checkpoint:\n  window: 1s\nbreaker:\n  share_percent: 1\n  window: 1h\n  quiet: 1h\n");
+  SetCondition(a, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return Message(a).find("circuit breaker open") != std::string::npos; }, 10s)) << Message(a);
+  EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault")) << "quarantine goes on while the breaker is open";
+  std::this_thread::sleep_for(2s);
+  EXPECT_FALSE(PodGone("br-" + id_));
+  // The manual key: the operator acknowledges the faults so far.
+  std::this_thread::sleep_for(1s);
+  ASSERT_TRUE(client_->Patch(kube::LeasePath("default", "gpuheal-controller"), kube::PatchType::kMerge,
+                             {{"metadata", {{"annotations", {{"gpuheal.io/breaker-reset", kube_time()}}}}}})->ok());
+  ASSERT_TRUE(Eventually([&] { return PodGone("br-" + id_); }, 30s)) << Message(a);
+  ASSERT_TRUE(c.WaitLog([](const json& j) { return j.value("msg", "") == "circuit breaker closed"; }, 5s));
+  c.Kill(SIGTERM);
+  // A short window and quiet period: the breaker opens, then closes by itself.
+  auto& d = StartController("checkpoint:\n  window: 1s\nbreaker:\n  share_percent: 1\n  window: 3s\n  quiet: 1s\n");
+  std::this_thread::sleep_for(1s);
+  SetCondition(b, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(d.WaitLog([](const json& j) { return j.value("msg", "") == "circuit breaker opened"; }, 10s));
+  ASSERT_TRUE(Eventually([&] { return PodGone("bq-" + id_); }, 30s)) << Message(b);
+  EXPECT_TRUE(d.WaitLog([](const json& j) { return j.value("msg", "") == "circuit breaker closed"; }, 5s));
+}
+
+TEST_F(ControllerTest, DeleteNodeDeletesTheOwningMachineOrNodeClaim) {
+  const std::string capi = Node("capi"), karp = Node("karp", {{"gpuheal.io/pool", "k-" + id_}});
+  ASSERT_EQ(client_->Create("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines",
+                            {{"apiVersion", "cluster.x-k8s.io/v1beta1"}, {"kind", "Machine"},
+                             {"metadata", {{"name", "m-" + id_}, {"namespace", "work"}}}})->status, 201);
+  ASSERT_TRUE(client_->Patch(kube::NodePath(capi), kube::PatchType::kMerge,
+                             {{"metadata", {{"annotations", {{"cluster.x-k8s.io/machine", "m-" + id_},
+                                                              {"cluster.x-k8s.io/cluster-namespace", "work"}}}}}})->ok());
+  ASSERT_EQ(client_->Create("/apis/karpenter.sh/v1/nodeclaims",
+                            {{"apiVersion", "karpenter.sh/v1"}, {"kind", "NodeClaim"}, {"metadata", {{"name", "nc-" + id_}}},
+                             {"status", {{"nodeName", karp}}}})->status, 201);
+  StartController("toleration:\n  AcceleratedHardwareReady: 1s\nprovider:\n  name: delete-node\n");
+  SetCondition(capi, "False", "NvidiaXID48Error");
+  SetCondition(karp, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return Phase(capi) == "Replaced" && Phase(karp) == "Replaced"; }, 20s)) << Phase(capi) << Phase(karp);
+  EXPECT_EQ(client_->Get("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines/m-" + id_)->status, 404);
+  EXPECT_EQ(client_->Get("/apis/karpenter.sh/v1/nodeclaims/nc-" + id_)->status, 404);
+  EXPECT_TRUE(GetNode(capi).is_object()) << "the owner's controller removes the Node, not gpuheal";
+  EXPECT_TRUE(GetNode(karp).is_object());
+  EXPECT_NE(Status(Repairs(capi).back())["actions"].dump().find("Cluster API Machine work/m-" + id_), std::string::npos);
+  EXPECT_NE(Status(Repairs(karp).back())["actions"].dump().find("Karpenter NodeClaim nc-" + id_), std::string::npos);
 }
 
 // Crash safety: the controller is SIGKILLed again and again while it takes a node through every

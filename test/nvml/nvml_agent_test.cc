@@ -364,7 +364,7 @@ TEST_F(NvmlRecoveryTest, FailedResetLeavesFaultsAndUndrains) {
   auto done = Step(a, "done");
   ASSERT_TRUE(done);
   EXPECT_FALSE((*done)["ok"]);
-  EXPECT_EQ(ActiveFor(gpu_.pci), 1u);
+  EXPECT_EQ(ActiveFor(gpu_.pci), 2u) << "both faults stay: the double-bit error and the critical Xid 119";
 }
 
 TEST_F(NvmlRecoveryTest, WorkThatOutlivesTheDrainTimeoutStopsTheReset) {

@@ -54,9 +54,14 @@ TEST(ActiveFaults, HealthyNodeHasEveryEnabledDomainTrue) {
 TEST(ActiveFaults, OnlyFatalOrWorseHoldsAConditionFalse) {
   ActiveFaults a;
   EXPECT_FALSE(a.Observe(Xid(13, "0000:3b:00", Severity::kWarn), 100, "boot"));
-  EXPECT_FALSE(a.Observe(Xid(43, "0000:3b:00", Severity::kCritical), 100, "boot"));
+  EXPECT_FALSE(a.Observe(Xid(43, "", Severity::kCritical), 100, "boot")) << "critical without a GPU: nothing to reset";
   EXPECT_TRUE(a.empty());
+  // A critical fault of one GPU is held (for the GPU-level rung) but flips no condition.
+  EXPECT_TRUE(a.Observe(Xid(43, "0000:3b:00", Severity::kCritical), 100, "boot"));
+  EXPECT_EQ(Find(a.Conditions({}), "AcceleratedHardwareReady").status, "True");
+  EXPECT_EQ(a.ConditionFaults(), 0u);
   EXPECT_TRUE(a.Observe(Xid(48, "0000:3b:00", Severity::kFatal), 100, "boot"));
+  EXPECT_EQ(a.ConditionFaults(), 1u);
   auto c = Find(a.Conditions({}), "AcceleratedHardwareReady");
   EXPECT_EQ(c.status, "False");
   EXPECT_EQ(c.reason, "NvidiaXID48Error");
@@ -115,6 +120,44 @@ TEST(ActiveFaults, QuietPeriodClearsOnlyTransientFaults) {
   ASSERT_EQ(cleared.size(), 1u);
   EXPECT_EQ(cleared[0].fault.reason, "KernelHungTask");
   EXPECT_EQ(a.all().size(), 1u);
+}
+
+TEST(ActiveFaults, GpuLevelFaultsArePublishedPerGpuWorstFirst) {
+  ActiveFaults a;
+  EXPECT_TRUE(a.GpuLevel().empty());
+  a.Observe(Xid(45, "0000:3b:00", Severity::kCritical), 100, "boot");
+  a.Observe(Xid(45, "0000:3b:00", Severity::kCritical), 105, "boot");
+  a.Observe(Xid(119, "0000:5e:00", Severity::kCritical), 110, "boot");
+  a.Observe(Xid(48, "0000:5e:00", Severity::kFatal), 120, "boot");
+  a.Observe(Kernel("KernelPanic", Severity::kFatal), 130, "boot");
+  const GpuFaults g = a.GpuLevel();
+  ASSERT_EQ(g.size(), 2u) << "GPUs only";
+  EXPECT_EQ(g.at("0000:3b:00").reason, "NvidiaXID45Warning");
+  EXPECT_EQ(g.at("0000:3b:00").xid, 45);
+  EXPECT_EQ(g.at("0000:3b:00").count, 2);
+  EXPECT_EQ(g.at("0000:3b:00").since, std::chrono::system_clock::from_time_t(100));
+  EXPECT_EQ(g.at("0000:5e:00").severity, Severity::kFatal) << "the GPU's worst";
+  auto round = ParseGpuFaults(GpuFaultsToJson(g));
+  ASSERT_TRUE(round) << round.error().message;
+  EXPECT_EQ(*round, g);
+  // A verified reset clears the critical fault with the others of that GPU.
+  a.ClearGpu("0000:3b:00");
+  EXPECT_EQ(a.GpuLevel().count("0000:3b:00"), 0u);
+}
+
+TEST(ActiveFaults, GpuFaultAnnotationErrorsNameTheAnnotation) {
+  for (const char* bad : {"", "[]", R"({"x": {}})", R"({"0000:3b:00": 1})",
+                          R"({"0000:3b:00": {"severity": "bad", "reason": "R", "since": "2026-11-30T08:00:00Z", "count": 1}})",
+                          R"({"0000:3b:00": {"severity": "critical", "reason": "R", "since": "yesterday", "count": 1}})",
+                          R"({"0000:3b:00": {"severity": "critical", "reason": "R", "since": "2026-11-30T08:00:00Z", "count": 0}})",
+                          R"({"0000:3b:00": {"severity": "critical", "reason": "R", "since": "2026-11-30T08:00:00Z", "count": 1, "xid": -4}})"}) {
+    auto r = ParseGpuFaults(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find("gpuheal.io/gpu-faults"), std::string::npos) << r.error().message;
+  }
+  auto ok = ParseGpuFaults(R"({"00000000:3B:00.0": {"severity": "critical", "reason": "R", "since": "2026-11-30T08:00:00Z", "count": 1}})");
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(ok->count("0000:3b:00"), 1u) << "bus ids normalised";
 }
 
 TEST(ActiveFaults, GpuResetClearsThatGpu) {

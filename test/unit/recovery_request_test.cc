@@ -45,5 +45,25 @@ TEST(RecoveryRequest, StatusSettlesWhenEveryGpuIsDone) {
   EXPECT_EQ(j["updated"], "2026-11-30T08:00:00Z");
 }
 
+TEST(RecoveryRequest, TheControllerReadsTheAnswer) {
+  RecoveryStatus s;
+  s.id = "nr-1";
+  s.gpus["0000:3b:00"] = {"reset", false, true, "exit 3"};
+  s.Settle();
+  auto a = ParseRecoveryStatus(s.ToJson("2026-11-30T08:00:00Z"));
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_EQ(a->id, "nr-1");
+  EXPECT_EQ(a->state, "failed");
+  EXPECT_EQ(a->detail, "GPU 0000:3b:00: reset: exit 3");
+  auto rejected = ParseRecoveryStatus(R"({"id": "nr-2", "state": "rejected", "error": "not a PCI bus id", "gpus": {}})");
+  ASSERT_TRUE(rejected);
+  EXPECT_EQ(rejected->detail, "not a PCI bus id");
+  for (const char* bad : {"", "{", "[]", R"({"id": "x"})", R"({"id": "x", "state": "done"})"}) {
+    auto r = ParseRecoveryStatus(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find("gpuheal.io/gpu-recovery-status"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace gpuheal

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <yaml-cpp/yaml.h>
+
 #include <thread>
 
 #include "controller/policy.h"
@@ -31,6 +33,7 @@ attempts: {max: 5, window: 14d}
 probation: 2m
 provider: {name: exec, command: [/usr/local/bin/replace-node, --force], timeout: 1m}
 paused: true
+critical: {action: node, request_timeout: 3m}
 )", "p.yaml");
   ASSERT_TRUE(p) << p.error().message;
   EXPECT_EQ(p->TolerationFor("AcceleratedHardwareReady"), 5min);
@@ -47,6 +50,31 @@ paused: true
   EXPECT_EQ(p->provider, Provider::kExec);
   EXPECT_EQ(p->exec_command, (std::vector<std::string>{"/usr/local/bin/replace-node", "--force"}));
   EXPECT_TRUE(p->paused);
+  EXPECT_TRUE(p->critical_node_level);
+  EXPECT_EQ(p->critical_request_timeout, 3min);
+  EXPECT_FALSE(d->critical_node_level) << "default: the agent drains and resets the GPU";
+  EXPECT_EQ(d->critical_request_timeout, 15min);
+}
+
+// The policy shipped in deploy/kubernetes/controller.yaml is valid and states the defaults.
+TEST(Policy, TheShippedConfigMapIsValidAndStatesTheDefaults) {
+  std::string text;
+  for (const YAML::Node& doc : YAML::LoadAllFromFile(std::string(GPUHEAL_SOURCE_DIR) + "/deploy/kubernetes/controller.yaml")) {
+    if (doc["kind"].as<std::string>() == "ConfigMap") text = doc["data"]["policy.yaml"].as<std::string>();
+  }
+  ASSERT_FALSE(text.empty());
+  auto p = ParsePolicy(text, "controller.yaml");
+  ASSERT_TRUE(p) << p.error().message;
+  const Policy d;
+  EXPECT_EQ(p->toleration, d.toleration);
+  EXPECT_EQ(p->default_toleration, d.default_toleration);
+  EXPECT_EQ(p->checkpoint_window, d.checkpoint_window);
+  EXPECT_EQ(p->drain_timeout, d.drain_timeout);
+  EXPECT_EQ(p->max_unavailable_percent, d.max_unavailable_percent);
+  EXPECT_DOUBLE_EQ(p->breaker_share, d.breaker_share);
+  EXPECT_EQ(p->probation, d.probation);
+  EXPECT_EQ(p->critical_request_timeout, d.critical_request_timeout);
+  EXPECT_EQ(p->critical_node_level, d.critical_node_level);
 }
 
 TEST(Policy, ErrorsNameFileLineAndField) {
@@ -60,6 +88,8 @@ TEST(Policy, ErrorsNameFileLineAndField) {
       {"provider:\n  name: exec\n", "provider exec needs \"provider.command\""},
       {"provider:\n  name: none\n  command: [x]\n", "only for provider exec"},
       {"paused: maybe\n", "\"paused\" must be true or false"},
+      {"critical:\n  action: reboot\n", "p.yaml:2:11: \"critical.action\" must be gpu-reset"},
+      {"critical:\n  timeout: 1m\n", "unknown key \"timeout\" in critical"},
       {"[1, 2]\n", "must be a mapping"},
   };
   for (const auto& [yaml, want] : cases) {
@@ -142,6 +172,31 @@ TEST(NodeFaults, TheWorstFalseDomainDecides) {
   EXPECT_EQ(SeverityOfReason("NvidiaGPULost"), Severity::kCatastrophic);
   EXPECT_EQ(SeverityOfReason("KernelPanic"), Severity::kFatal);
   EXPECT_EQ(SeverityOfReason("NvidiaXIDabcError"), Severity::kFatal);
+}
+
+TEST(NodeFaults, CriticalGpuFaultsComeFromTheAgentsAnnotationWhenNoDomainIsFalse) {
+  auto n = NodeWith({{"AcceleratedHardwareReady", "True", "NvidiaGPUIsReady", "", ""}});
+  n.meta.annotations["gpuheal.io/gpu-faults"] = R"({
+    "0000:3b:00": {"severity": "critical", "reason": "NvidiaXID45Warning", "xid": 45, "since": "2026-11-30T08:00:05Z", "count": 2},
+    "0000:5e:00": {"severity": "critical", "reason": "NvidiaXID119Warning", "xid": 119, "since": "2026-11-30T08:00:01Z", "count": 1},
+    "0000:86:00": {"severity": "warn", "reason": "NvidiaXID13Warning", "since": "2026-11-30T07:00:00Z", "count": 1}})";
+  auto f = FaultOf(n);
+  ASSERT_TRUE(f);
+  EXPECT_TRUE(f->gpu_level);
+  EXPECT_EQ(f->severity, Severity::kCritical);
+  EXPECT_EQ(f->reason, "NvidiaXID119Warning") << "the earliest";
+  EXPECT_EQ(f->gpus, (std::vector<std::string>{"0000:3b:00", "0000:5e:00"})) << "critical ones only";
+  EXPECT_FALSE(FaultOf(n, false)) << "not a node-level fault: the pool gate does not count it";
+  // A False domain is worse and decides.
+  n.conditions[0] = {"AcceleratedHardwareReady", "False", "NvidiaXID48Error", "", "2026-11-30T08:00:00Z"};
+  ASSERT_TRUE(FaultOf(n));
+  EXPECT_FALSE(FaultOf(n)->gpu_level);
+  // Unreadable or empty: no GPU-level fault.
+  n.conditions[0].status = "True";
+  n.meta.annotations["gpuheal.io/gpu-faults"] = "{}";
+  EXPECT_FALSE(FaultOf(n));
+  n.meta.annotations["gpuheal.io/gpu-faults"] = "{not json";
+  EXPECT_FALSE(FaultOf(n));
 }
 
 TEST(NodeFaults, WhichPodsTheDrainEvicts) {
