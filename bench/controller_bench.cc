@@ -4,15 +4,17 @@
 //     watcher, one fault at a time; baseline in the same run: the same PATCH -> the watcher seeing
 //     the condition itself (the floor: the controller reacts to that very event);
 //   burst: 300 nodes (20 in each pool) set False at once -> every one of them tainted;
-//   eviction: one faulty node with --evict-pods Running pods under a PodDisruptionBudget that
-//     allows it -> pods evicted per second by the controller (first to last eviction seen by a
-//     watcher); baseline in the same run: this program evicting the same number of pods of another
-//     node through the same Eviction API, one call after another (the API's floor for one client);
+//   eviction: --evict-nodes faulty nodes at once, --pods-per-node Running pods each under a
+//     PodDisruptionBudget per node that allows it -> pods evicted per second by the controller
+//     (first to last eviction seen by a watcher); baseline in the same run: this program evicting
+//     as many pods of other nodes through the same Eviction API with the controller's concurrency
+//     (--workers threads, a node's pods one after another, as the controller's workers do);
 //   the controller's RSS and CPU afterwards.
 //   --memory: --nodes nodes and --pods pods (spread over the nodes) cached, no faults: the
 //     controller's RSS once its informers hold them, against its RSS with the nodes alone.
 //
-//   bench_controller [--nodes 1500] [--faults 100] [--burst 300] [--evict-pods 500]
+//   bench_controller [--nodes 1500] [--faults 100] [--burst 300] [--evict-nodes 25] [--pods-per-node 8]
+//                    [--workers 4]
 //   bench_controller --memory [--nodes 5000] [--pods 150000]
 
 #include <fmt/format.h>
@@ -66,8 +68,12 @@ void CreatePods(Client& c, const std::string& ns, const std::string& prefix, int
       for (int i = from + t; i < to; i += 8) {
         const std::string name = fmt::format("{}-{}", prefix, i);
         json pod = gpuheal::testing::PodJson(ns, name, node_of(i), labels);
-        pod["metadata"]["ownerReferences"] = {{{"apiVersion", "apps/v1"}, {"kind", "ReplicaSet"}, {"name", prefix},
-                                               {"uid", "00000000-0000-0000-0000-000000000001"}, {"controller", true}}};
+        if (!running) {
+          // As a Deployment's pod looks (the memory figure). Not with kube-controller-manager:
+          // its garbage collector would delete pods whose owner does not exist.
+          pod["metadata"]["ownerReferences"] = {{{"apiVersion", "apps/v1"}, {"kind", "ReplicaSet"}, {"name", prefix},
+                                                 {"uid", "00000000-0000-0000-0000-000000000001"}, {"controller", true}}};
+        }
         pod["spec"]["containers"][0]["resources"] = {{"limits", {{"nvidia.com/gpu", "1"}}}, {"requests", {{"nvidia.com/gpu", "1"}}}};
         (void)c.Create(PodPath(ns), pod);
         if (running) {
@@ -142,7 +148,7 @@ int Memory(const std::string& kubeconfig, Client& c, int nodes, int pods) {
 }
 
 int main(int argc, char** argv) {
-  int nodes = 1500, faults = 100, burst = 300, evict_pods = 500, pods = 150000;
+  int nodes = 1500, faults = 100, burst = 300, evict_nodes = 25, pods_per_node = 8, pods = 150000, workers = 4;
   bool memory = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--memory")) {
@@ -154,7 +160,9 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--nodes")) nodes = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--faults")) faults = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--burst")) burst = std::stoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--evict-pods")) evict_pods = std::stoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--evict-nodes")) evict_nodes = std::stoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--pods-per-node")) pods_per_node = std::stoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--workers")) workers = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--pods")) pods = std::stoi(argv[++i]);
   }
   std::string log;
@@ -209,7 +217,8 @@ int main(int argc, char** argv) {
                                            // the figures are about speed: gates would hold most of the burst
                                            "pools: {max_unavailable_percent: 100}\nbreaker: {share_percent: 100}\n";
     gpuheal::testing::AgentProcess ctl({GPUHEAL_BIN, "controller", "--kubeconfig", cp->kubeconfig(), "--policy",
-                                        dir + "/policy.yaml", "--listen", "", "--lease-namespace", "default"});
+                                        dir + "/policy.yaml", "--listen", "", "--lease-namespace", "default",
+                                        "--workers", std::to_string(workers)});
     if (!ctl.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, std::chrono::seconds(60))) {
       std::fprintf(stderr, "controller did not start leading\n");
       return 1;
@@ -274,31 +283,39 @@ int main(int argc, char** argv) {
     std::printf("burst: %zu nodes set False in %.2f s; all quarantined %.2f s after the first PATCH\n", targets.size(),
                 sent_s, all_s);
     if (all_s < 0) rc = 1;
-    if (evict_pods > 0) {
-      // Two spare nodes of pool 14, each with evict_pods Running pods under a budget that allows
-      // all of them to go. The bench evicts node B's pods itself (the baseline); the controller
-      // drains node A.
+    if (evict_nodes > 0) {
+      // evict_nodes spare nodes (set A) and as many again (set B), each with pods_per_node Running
+      // pods under its own budget that lets all of them go. The bench evicts set B's pods itself
+      // (the baseline: 4 threads, a node's pods one after another, as the controller's 4 workers
+      // do); the controller drains set A when their conditions turn False at once.
       (void)c.Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ev"}}}});
-      const std::string node_a = fmt::format("bn-{:04d}", nodes - faults - 1), node_b = fmt::format("bn-{:04d}", nodes - faults - 2);
-      for (const char* app : {"ev-a", "ev-b"}) {
-        (void)c.Create(PdbPath("ev"), {{"apiVersion", "policy/v1"}, {"kind", "PodDisruptionBudget"},
-                                       {"metadata", {{"name", app}, {"namespace", "ev"}}},
-                                       {"spec", {{"maxUnavailable", "100%"}, {"selector", {{"matchLabels", {{"app", app}}}}}}}});
+      std::vector<std::string> set_a, set_b;
+      for (int i = 0; i < evict_nodes; ++i) {
+        set_a.push_back(fmt::format("bn-{:04d}", burst + i));
+        set_b.push_back(fmt::format("bn-{:04d}", burst + evict_nodes + i));
       }
       const auto p0 = clk::now();
-      CreatePods(c, "ev", "ev-a", 0, evict_pods, [&](int) { return node_a; }, {{"app", "ev-a"}}, true);
-      CreatePods(c, "ev", "ev-b", 0, evict_pods, [&](int) { return node_b; }, {{"app", "ev-b"}}, true);
-      std::printf("eviction: %d + %d Running pods created in %.1f s\n", evict_pods, evict_pods,
-                  std::chrono::duration<double>(clk::now() - p0).count());
-      // Both budgets allow every pod to go (kube-controller-manager has counted them).
-      const auto pdb_deadline = clk::now() + std::chrono::seconds(60);
-      while (clk::now() < pdb_deadline) {
-        int ready = 0;
-        for (const char* app : {"ev-a", "ev-b"}) {
-          auto r = c.Get(PdbPath("ev", app));
-          if (r && r->ok()) ready += json::parse(r->body)["status"].value("disruptionsAllowed", 0) >= evict_pods;
+      for (const auto* set : {&set_a, &set_b}) {
+        for (const auto& n : *set) {
+          (void)c.Create(PdbPath("ev"), {{"apiVersion", "policy/v1"}, {"kind", "PodDisruptionBudget"},
+                                         {"metadata", {{"name", n}, {"namespace", "ev"}}},
+                                         {"spec", {{"minAvailable", 0}, {"selector", {{"matchLabels", {{"app", n}}}}}}}});
+          CreatePods(c, "ev", "p-" + n, 0, pods_per_node, [&](int) { return n; }, {{"app", n}}, true);
         }
-        if (ready == 2) break;
+      }
+      const int total = evict_nodes * pods_per_node;
+      std::printf("eviction: 2 x %d nodes x %d Running pods, a budget each, created in %.1f s\n", evict_nodes,
+                  pods_per_node, std::chrono::duration<double>(clk::now() - p0).count());
+      // Every budget allows all its pods to go (kube-controller-manager has counted them).
+      const auto pdb_deadline = clk::now() + std::chrono::seconds(120);
+      while (clk::now() < pdb_deadline) {
+        auto r = c.Get(PdbPath("ev"));
+        int ready = 0;
+        if (r && r->ok()) {
+          const json list = json::parse(r->body);
+          for (const auto& pdb : list["items"]) ready += pdb["status"].value("disruptionsAllowed", 0) >= pods_per_node;
+        }
+        if (ready == 2 * evict_nodes) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
       }
       // Pod watcher: the first time each pod is seen going (deletionTimestamp or deleted).
@@ -319,39 +336,61 @@ int main(int argc, char** argv) {
           }, std::chrono::seconds(60), &pstop);
         }
       });
-      auto span = [&](const std::string& prefix) {
+      auto span = [&](const std::vector<std::string>& set) {
         std::lock_guard<std::mutex> lock(mu);
         clk::time_point first = clk::time_point::max(), last = clk::time_point::min();
         int n = 0;
-        for (const auto& [name, t] : gone) {
-          if (name.rfind(prefix, 0) != 0) continue;
-          ++n;
-          first = std::min(first, t);
-          last = std::max(last, t);
+        for (const auto& node : set) {
+          for (int i = 0; i < pods_per_node; ++i) {
+            auto it = gone.find(fmt::format("p-{}-{}", node, i));
+            if (it == gone.end()) continue;
+            ++n;
+            first = std::min(first, it->second);
+            last = std::max(last, it->second);
+          }
         }
         return std::make_tuple(n, n ? std::chrono::duration<double>(last - first).count() : 0.0, first);
       };
-      auto wait_all = [&](const std::string& prefix) {
-        const auto until = clk::now() + std::chrono::seconds(120);
-        while (clk::now() < until && std::get<0>(span(prefix)) < evict_pods) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      auto wait_all = [&](const std::vector<std::string>& set) {
+        const auto until = clk::now() + std::chrono::seconds(180);
+        while (clk::now() < until && std::get<0>(span(set)) < total) std::this_thread::sleep_for(std::chrono::milliseconds(20));
       };
-      // Baseline: one client, one Eviction call after another.
       std::this_thread::sleep_for(std::chrono::seconds(1));
-      for (int i = 0; i < evict_pods; ++i) (void)c.Evict("ev", fmt::format("ev-b-{}", i));
-      wait_all("ev-b-");
-      auto [bn, bs, bfirst] = span("ev-b-");
-      std::printf("baseline: %d pods evicted by one client, call after call: %.2f s first to last, %.0f pods/s\n", bn, bs,
-                  bs > 0 ? (bn - 1) / bs : 0.0);
-      // The controller drains node A: quarantine, checkpoint requests, then the Eviction API.
+      {
+        std::vector<std::thread> ts;
+        for (int t = 0; t < workers; ++t) {
+          ts.emplace_back([&, t] {
+            for (size_t k = static_cast<size_t>(t); k < set_b.size(); k += static_cast<size_t>(workers)) {
+              for (int i = 0; i < pods_per_node; ++i) (void)c.Evict("ev", fmt::format("p-{}-{}", set_b[k], i));
+            }
+          });
+        }
+        for (auto& t : ts) t.join();
+      }
+      wait_all(set_b);
+      auto [bn, bs, bfirst] = span(set_b);
+      std::printf("baseline: %d pods evicted by this program (%d threads, a node's pods in turn): %.2f s first to last, "
+                  "%.0f pods/s\n", bn, workers, bs, bs > 0 ? (bn - 1) / bs : 0.0);
+      // The controller drains set A: quarantine, checkpoint requests, then the Eviction API.
       const auto f0 = clk::now();
-      (void)c.Patch(NodePath(node_a) + "/status", PatchType::kStrategicMerge, Condition(false, "evict"));
-      wait_all("ev-a-");
-      auto [an, as, afirst] = span("ev-a-");
-      std::printf("controller: %d pods evicted: %.2f s first to last, %.0f pods/s; condition False -> first eviction %.2f s "
-                  "(checkpoint window 1 s), -> last %.2f s\n",
+      {
+        std::vector<std::thread> ts;
+        for (int t = 0; t < 4; ++t) {
+          ts.emplace_back([&, t] {
+            for (size_t k = static_cast<size_t>(t); k < set_a.size(); k += 4) {
+              (void)c.Patch(NodePath(set_a[k]) + "/status", PatchType::kStrategicMerge, Condition(false, "evict"));
+            }
+          });
+        }
+        for (auto& t : ts) t.join();
+      }
+      wait_all(set_a);
+      auto [an, as, afirst] = span(set_a);
+      std::printf("controller: %d pods evicted: %.2f s first to last, %.0f pods/s; conditions False -> first eviction "
+                  "%.2f s (checkpoint window 1 s), -> last %.2f s\n",
                   an, as, as > 0 ? (an - 1) / as : 0.0, std::chrono::duration<double>(afirst - f0).count(),
                   std::chrono::duration<double>(afirst - f0).count() + as);
-      if (an < evict_pods) rc = 1;
+      if (an < total) rc = 1;
       pstop = true;
       pw.join();
     }

@@ -149,6 +149,7 @@ Repairer::Repairer(kube::Client& client, World world, Policy policy, bool dry_ru
   kube::EventRecorderOptions eo;
   eo.component = "gpuheal-controller";
   events_ = std::make_unique<kube::EventRecorder>(client_, eo);
+  ev_thread_ = std::thread([this] { EventLoop(); });
   fault_to_quarantine_ = &metrics.GetHistogram("gpuheal_controller_fault_to_quarantine_seconds",
                                                "Condition False (lastTransitionTime) to quarantine taint written",
                                                kLatencyBuckets);
@@ -157,11 +158,44 @@ Repairer::Repairer(kube::Client& client, World world, Policy policy, bool dry_ru
 }
 
 void Repairer::Event(const kube::Node& node, const std::string& type, const std::string& reason, const std::string& msg) {
+  Enqueue({{"Node", "v1", "", node.meta.name, node.meta.uid}, type, reason, msg});
+}
+
+void Repairer::Enqueue(PendingEvent e) {
   if (dry_run_) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  kube::ObjectReference ref{"Node", "v1", "", node.meta.name, node.meta.uid};
-  (void)events_->Record(ref, type, reason, msg);
-  events_->Flush(false);
+  {
+    std::lock_guard<std::mutex> lock(ev_mu_);
+    if (ev_queue_.size() >= 4096) {
+      metrics_.GetCounter("gpuheal_controller_events_dropped_total", "Events dropped: the API server was too slow for them").Inc();
+      return;
+    }
+    ev_queue_.push_back(std::move(e));
+  }
+  ev_cv_.notify_one();
+}
+
+// Events are written off the reconcile path: a slow API server delays an Event, never a taint.
+void Repairer::EventLoop() {
+  std::unique_lock<std::mutex> lock(ev_mu_);
+  for (;;) {
+    ev_cv_.wait_for(lock, std::chrono::seconds(5), [this] { return ev_stop_ || !ev_queue_.empty(); });
+    if (ev_queue_.empty() && ev_stop_) break;
+    std::deque<PendingEvent> batch;
+    batch.swap(ev_queue_);
+    lock.unlock();
+    for (const auto& e : batch) (void)events_->Record(e.ref, e.type, e.reason, e.message);
+    events_->Flush(ev_stop_);
+    lock.lock();
+  }
+}
+
+Repairer::~Repairer() {
+  {
+    std::lock_guard<std::mutex> lock(ev_mu_);
+    ev_stop_ = true;
+  }
+  ev_cv_.notify_one();
+  if (ev_thread_.joinable()) ev_thread_.join();
 }
 
 std::string Repairer::PoolOf(const kube::Node& n) const {
@@ -402,11 +436,8 @@ void Repairer::CheckBreakerKey(SysTime now) {
 }
 
 void Repairer::BreakerEvent(const std::string& type, const std::string& reason, const std::string& msg) {
-  if (dry_run_ || lease_name_.empty()) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  kube::ObjectReference ref{"Lease", "coordination.k8s.io/v1", lease_namespace_, lease_name_, ""};
-  (void)events_->Record(ref, type, reason, msg);
-  events_->Flush(false);
+  if (lease_name_.empty()) return;
+  Enqueue({{"Lease", "coordination.k8s.io/v1", lease_namespace_, lease_name_, ""}, type, reason, msg});
 }
 
 void Repairer::Held(const kube::Node& node, Record& r, const std::string& held) {

@@ -10,7 +10,10 @@
 //   all domains True for the probation period -> release (our taint, our cordon) -> Recovered
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <functional>
+#include <thread>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -58,6 +61,7 @@ inline const std::string kNodeRepairs = "/apis/gpuheal.io/v1alpha1/noderepairs";
 class Repairer {
  public:
   Repairer(kube::Client& client, World world, Policy policy, bool dry_run, Metrics& metrics);
+  ~Repairer();  // writes the Events still queued
 
   // The next step for `node`; when to look again (nullopt: only when something changes).
   std::optional<std::chrono::milliseconds> Reconcile(const std::string& node);
@@ -84,6 +88,12 @@ class Repairer {
   // Held-gate bookkeeping shared by both rungs: the message, a metric and an Event when it changes.
   void Held(const kube::Node& node, Record& r, const std::string& held);
   bool WriteStatus(Record& r);  // and an Event on the Node for each phase it newly records
+  struct PendingEvent {
+    kube::ObjectReference ref;
+    std::string type, reason, message;
+  };
+  void Enqueue(PendingEvent e);
+  void EventLoop();
   void CheckBreakerKey(std::chrono::system_clock::time_point now);
   void BreakerEvent(const std::string& type, const std::string& reason, const std::string& msg);
   void Event(const kube::Node& node, const std::string& type, const std::string& reason, const std::string& msg);
@@ -95,7 +105,12 @@ class Repairer {
   bool dry_run_;
   Metrics& metrics_;
   std::unique_ptr<kube::EventRecorder> events_;
-  std::mutex mu_;  // the breaker and the event recorder: workers reconcile different nodes at once
+  std::mutex mu_;  // the breaker and created_: workers reconcile different nodes at once
+  std::mutex ev_mu_;
+  std::condition_variable ev_cv_;
+  std::deque<PendingEvent> ev_queue_;
+  bool ev_stop_ = false;
+  std::thread ev_thread_;
   std::map<std::string, std::string> created_;  // node -> the last NodeRepair this replica created
   bool breaker_open_ = false;
   std::chrono::system_clock::time_point breaker_last_over_{}, breaker_opened_at_{}, breaker_reset_at_{},

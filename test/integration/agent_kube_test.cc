@@ -60,6 +60,25 @@ class AgentKube : public ::testing::Test {
     listen_ = started->value("listen", "");
   }
 
+  // The agent with NVML (the double: one healthy GPU at pci_, resets by nvml_double_ctl), no
+  // polling, and the reset policy left to the controller's requests. Config in state_dir_/nvml.yaml.
+  gpuheal::testing::TestGpu StartAgentWithOneGpu(gpuheal::testing::Scenario& sc, const std::string& uuid) {
+    gpuheal::testing::TestGpu gpu;
+    gpu.pci = pci_;
+    gpu.bus_id = "0000" + pci_ + ".0";
+    for (char& ch : gpu.bus_id) ch = static_cast<char>(toupper(static_cast<unsigned char>(ch)));
+    gpu.uuid = uuid;
+    sc.Write({{"devices", {gpuheal::testing::HealthyDevice(gpu)}}});
+    const std::string cfg = state_dir_ + "/nvml.yaml";
+    std::filesystem::create_directories(state_dir_ + "/sysfs");
+    std::ofstream(cfg) << fmt::format(
+        "nvidia:\n  poll_period: 1h\n  sysfs_pci_devices: {}/sysfs\n  reset:\n"
+        "    command: [\"{}\", \"reset\", \"{}\", \"{{bus_id}}\"]\n",
+        state_dir_, NVML_DOUBLE_CTL, sc.path());
+    StartAgent({"--config", cfg, "--nvml-library", NVML_DOUBLE});
+    return gpu;
+  }
+
   void Inject(int xid, const std::string& pci) {
     ASSERT_TRUE(WriteKmsg("/dev/kmsg", InjectMessages(InjectSpec{xid, pci, "4242", "trainer"})).ok());
   }
@@ -282,19 +301,8 @@ TEST_F(AgentKube, AVerifiedGpuResetReturnsTheConditionToTrue) {
 // not even after a restart. A malformed request is rejected with a reason.
 TEST_F(AgentKube, TheControllersRecoveryRequestIsActedOnOnceAndAnswered) {
   gpuheal::testing::Scenario sc;
-  gpuheal::testing::TestGpu gpu;
-  gpu.pci = pci_;
-  gpu.bus_id = "0000" + pci_ + ".0";
-  for (char& ch : gpu.bus_id) ch = static_cast<char>(toupper(static_cast<unsigned char>(ch)));
-  gpu.uuid = "GPU-87654321-aaaa-bbbb-cccc-ddddeeeeffff";
-  sc.Write({{"devices", {gpuheal::testing::HealthyDevice(gpu)}}});
+  const auto gpu = StartAgentWithOneGpu(sc, "GPU-87654321-aaaa-bbbb-cccc-ddddeeeeffff");
   const std::string cfg = state_dir_ + "/nvml.yaml";
-  std::filesystem::create_directories(state_dir_ + "/sysfs");
-  std::ofstream(cfg) << fmt::format(
-      "nvidia:\n  poll_period: 1h\n  sysfs_pci_devices: {}/sysfs\n  reset:\n"
-      "    command: [\"{}\", \"reset\", \"{}\", \"{{bus_id}}\"]\n",
-      state_dir_, NVML_DOUBLE_CTL, sc.path());
-  StartAgent({"--config", cfg, "--nvml-library", NVML_DOUBLE});
   ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "True", "NvidiaGPUIsReady"));
   auto annotate = [&](const std::string& value) {
     ASSERT_TRUE(client_->Patch(kube::NodePath(node_), kube::PatchType::kMerge,
@@ -341,19 +349,7 @@ TEST_F(AgentKube, CriticalXidIsRecoveredThroughTheControllersRequest) {
   const std::string repairs = "/apis/gpuheal.io/v1alpha1/noderepairs";
   ASSERT_TRUE(Eventually([&] { auto r = client_->Get(repairs); return r && r->status == 200; }, 30s));
   gpuheal::testing::Scenario sc;
-  gpuheal::testing::TestGpu gpu;
-  gpu.pci = pci_;
-  gpu.bus_id = "0000" + pci_ + ".0";
-  for (char& ch : gpu.bus_id) ch = static_cast<char>(toupper(static_cast<unsigned char>(ch)));
-  gpu.uuid = "GPU-45454545-aaaa-bbbb-cccc-ddddeeeeffff";
-  sc.Write({{"devices", {gpuheal::testing::HealthyDevice(gpu)}}});
-  const std::string cfg = state_dir_ + "/nvml.yaml";
-  std::filesystem::create_directories(state_dir_ + "/sysfs");
-  std::ofstream(cfg) << fmt::format(
-      "nvidia:\n  poll_period: 1h\n  sysfs_pci_devices: {}/sysfs\n  reset:\n"
-      "    command: [\"{}\", \"reset\", \"{}\", \"{{bus_id}}\"]\n",
-      state_dir_, NVML_DOUBLE_CTL, sc.path());
-  StartAgent({"--config", cfg, "--nvml-library", NVML_DOUBLE});
+  StartAgentWithOneGpu(sc, "GPU-45454545-aaaa-bbbb-cccc-ddddeeeeffff");
   ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "True", "NvidiaGPUIsReady"));
   auto annotation = [&](const std::string& key) -> nlohmann::json {
     auto r = client_->Get(kube::NodePath(node_));
