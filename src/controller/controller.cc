@@ -45,8 +45,9 @@ Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Cli
   };
   le.on_stopped_leading = [self] {
     if (!self->leading_) return;
-    Log("warn", "lost leadership: stopping", {{"identity", self->opts_.identity}});
     self->leading_ = false;
+    if (self->shutting_down_) return;  // our own SIGTERM released the Lease: a clean exit
+    Log("warn", "lost leadership: stopping", {{"identity", self->opts_.identity}});
     self->lost_ = true;
     self->queue_.ShutDown();
     if (self->signal_fd_ >= 0) kill(getpid(), SIGTERM);  // wake Run()
@@ -155,6 +156,7 @@ int Controller::Run() {
   elector_->Start();
   signalfd_siginfo si;
   [[maybe_unused]] ssize_t n = read(signal_fd_, &si, sizeof si);
+  shutting_down_ = true;
   JoinWorkers();      // the current reconciles finish first...
   elector_->Stop();   // ...then the Lease is released: a successor takes over at once
   Log("info", "controller stopped");

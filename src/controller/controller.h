@@ -64,6 +64,7 @@ class Controller {
   void JoinWorkers();
   std::atomic<bool> leading_{false};
   std::atomic<bool> lost_{false};
+  std::atomic<bool> shutting_down_{false};  // a signal asked us to stop
   int signal_fd_ = -1;
 };
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <cmath>
@@ -149,7 +151,13 @@ Repairer::Repairer(kube::Client& client, World world, Policy policy, bool dry_ru
   kube::EventRecorderOptions eo;
   eo.component = "gpuheal-controller";
   events_ = std::make_unique<kube::EventRecorder>(client_, eo);
+  // The thread starts with every signal blocked: SIGTERM must reach the thread that waits for it
+  // (Controller::Run), never end the process here before the Lease is released.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
   ev_thread_ = std::thread([this] { EventLoop(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
   fault_to_quarantine_ = &metrics.GetHistogram("gpuheal_controller_fault_to_quarantine_seconds",
                                                "Condition False (lastTransitionTime) to quarantine taint written",
                                                kLatencyBuckets);
