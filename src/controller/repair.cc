@@ -291,9 +291,14 @@ std::optional<milliseconds> Repairer::DeleteNode(const kube::Node& node, Record&
     const auto j = nlohmann::json::parse(list->body, nullptr, false);
     if (j.is_object() && j.contains("items") && j["items"].is_array()) {
       for (const auto& item : j["items"]) {
-        const auto& st = item.value("status", nlohmann::json::object());
-        if (st.is_object() && st.value("nodeName", "") == node.meta.name) {
-          const std::string name = item["metadata"].value("name", "");
+        if (!item.is_object()) continue;
+        const auto st = item.value("status", nlohmann::json::object());
+        const auto meta = item.value("metadata", nlohmann::json::object());
+        if (!st.is_object() || !meta.is_object()) continue;
+        const auto node_name = st.value("nodeName", nlohmann::json());
+        const auto claim = meta.value("name", nlohmann::json());
+        if (node_name.is_string() && node_name == node.meta.name && claim.is_string()) {
+          const std::string name = claim;
           path = "/apis/karpenter.sh/v1/nodeclaims/" + name;
           what = "Karpenter NodeClaim " + name;
           break;
@@ -487,6 +492,7 @@ std::string Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate)
                                       policy_.breaker_share * 100);
   lock.lock();
   const bool was_open = breaker_open_;
+  bool by_hand = false;
   if (gpu_nodes > 0 && static_cast<double>(recent) > policy_.breaker_share * static_cast<double>(gpu_nodes)) {
     breaker_last_over_ = now;
     if (!breaker_open_) {
@@ -495,6 +501,7 @@ std::string Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate)
     }
     breaker_open_ = true;
   } else if (breaker_open_ && (now - breaker_last_over_ >= policy_.breaker_quiet || acknowledged >= breaker_opened_at_)) {
+    by_hand = acknowledged >= breaker_opened_at_;
     breaker_open_ = false;
   }
   metrics_.GetGauge("gpuheal_controller_breaker_open", "1 while the cluster circuit breaker holds evictions and remediation")
@@ -505,8 +512,8 @@ std::string Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate)
     Log(open ? "warn" : "info", open ? "circuit breaker opened" : "circuit breaker closed", {{"why", why}});
     BreakerEvent(open ? "Warning" : "Normal", std::string(open ? reason::kBreakerOpened : reason::kBreakerClosed),
                  open ? "evictions and remediation held: " + why
-                      : acknowledged >= breaker_opened_at_ ? "closed by hand (" + std::string(keys::kBreakerReset) + ")"
-                                                           : "closed after a quiet period: " + why);
+                      : by_hand ? "closed by hand (" + std::string(keys::kBreakerReset) + ")"
+                                : "closed after a quiet period: " + why);
   }
   if (open) return "circuit breaker open: " + why;
   if (!pool_gate) return "";
@@ -641,7 +648,9 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
       if (!Quarantine(*node, *fault)) return milliseconds(500);
       quarantined_now = true;
     }
-    rec.cr.meta.name = fmt::format("{}-{}", name, std::chrono::system_clock::to_time_t(now));
+    // <node>-<unix ms>: one per episode, in time order by name (a superseded GPU-level episode and
+    // the node-level one after it may start within the same second).
+    rec.cr.meta.name = fmt::format("{}-{}", name, duration_cast<milliseconds>(now.time_since_epoch()).count());
     rec.cr.node = name;
     rec.cr.condition = fault->condition;
     rec.cr.reason = fault->reason;

@@ -426,6 +426,20 @@ TEST_F(ControllerTest, AFailedGpuResetQuarantinesTheNodeUntilTheFaultClears) {
   ASSERT_TRUE(Eventually([&] { return !HasTaint(a, "gpuheal.io/gpu-fault") && !Cordoned(a); }, 15s));
 }
 
+TEST_F(ControllerTest, ANodeLevelFaultSupersedesAGpuLevelRepair) {
+  const std::string a = Node("a");
+  StartController("probation: 1s\n");
+  SetGpuFaults(a, CriticalXid45());
+  ASSERT_TRUE(Eventually([&] { return RecoveryRequest(a).is_object(); }, 10s));
+  std::this_thread::sleep_for(1100ms);  // a later lastTransitionTime than the GPU episode's start
+  SetCondition(a, "False", "NvidiaXID79Error");
+  ASSERT_TRUE(Eventually([&] { return Repairs(a).size() == 2 && HasTaint(a, "gpuheal.io/gpu-fault", "catastrophic", "NoExecute"); }, 10s));
+  const auto rs = Repairs(a);
+  EXPECT_EQ(Status(rs[0]).value("phase", ""), "Failed");
+  EXPECT_NE(Status(rs[0]).value("message", "").find("superseded by a node-level fault"), std::string::npos);
+  EXPECT_EQ(rs[1]["spec"]["trigger"]["severity"], "catastrophic");
+}
+
 TEST_F(ControllerTest, BreakerHoldsEvictionAndClosesByHandOrAfterAQuietPeriod) {
   const std::string a = Node("a"), b = Node("b", {{"gpuheal.io/pool", "q-" + id_}});
   Pod("br-" + id_, a);
