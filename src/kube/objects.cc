@@ -101,6 +101,11 @@ error_code Meta(od::value v, ObjectMeta& m) {
     if (k == "resourceVersion") return Str(val, m.resource_version);
     if (k == "labels") return StrMap(val, m.labels);
     if (k == "annotations") return StrMap(val, m.annotations, KeptAnnotation);
+    if (k == "deletionGracePeriodSeconds") {
+      int64_t g = -1;
+      if (!val.get_int64().get(g)) m.deletion_grace_seconds = g;
+      return kOk;
+    }
     if (k == "deletionTimestamp") {
       m.deleting = val.type() != od::json_type::null;
       return kOk;

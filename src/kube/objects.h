@@ -27,6 +27,7 @@ struct ObjectMeta {
   // Machine's (kCapiMachineAnnotation, kCapiNamespaceAnnotation).
   std::map<std::string, std::string> annotations;
   bool deleting = false;  // deletionTimestamp set
+  int64_t deletion_grace_seconds = -1;  // metadata.deletionGracePeriodSeconds; -1 when absent
   std::string controller_kind;  // kind of the ownerReference with controller: true
 };
 

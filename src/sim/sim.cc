@@ -1,0 +1,308 @@
+#include "sim/sim.h"
+
+#include <fmt/format.h>
+
+#include <random>
+
+#include "core/keys.h"
+#include "core/log.h"
+#include "kube/time.h"
+
+namespace gpuheal::sim {
+namespace {
+
+using nlohmann::json;
+using std::chrono::system_clock;
+
+const std::string kLeaseNamespace = "kube-node-lease";
+
+std::string Now() { return kube::RfcTime(system_clock::now()); }
+
+json ReadyConditions() {
+  const std::string now = Now();
+  auto c = [&](const char* type, const char* status, const char* reason, const char* msg) {
+    return json{{"type", type}, {"status", status}, {"reason", reason}, {"message", msg},
+                {"lastHeartbeatTime", now}, {"lastTransitionTime", now}};
+  };
+  return json::array({c("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                      c("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                      c("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                      c("Ready", "True", "KubeletReady", "kubelet is posting ready status (gpuheal sim)")});
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Sim>> Sim::Start(std::unique_ptr<kube::Client> client, std::unique_ptr<kube::Client> watch_client,
+                                        SimOptions opts) {
+  if (opts.nodes < 0 || opts.pools < 1 || opts.standby_per_pool < 0 || opts.gpus_per_node < 0 || opts.api_threads < 1) {
+    return Error{"sim: --nodes, --standby and --gpus must be 0 or more, --pools and API threads 1 or more"};
+  }
+  if (opts.prefix.empty() || opts.prefix.size() > 40) return Error{"sim: --prefix must be 1 to 40 characters"};
+  std::unique_ptr<Sim> s(new Sim());
+  s->opts_ = std::move(opts);
+  s->client_ = std::move(client);
+  s->watch_client_ = std::move(watch_client);
+  const SimOptions& o = s->opts_;
+  for (int p = 0; p < o.pools; ++p) {
+    const std::string pool = fmt::format("{}-pool-{}", o.prefix, p);
+    for (int i = p; i < o.nodes; i += o.pools) s->nodes_.push_back({fmt::format("{}-{}-{}", o.prefix, p, i / o.pools), pool, false, ""});
+    for (int i = 0; i < o.standby_per_pool; ++i) {
+      s->nodes_.push_back({fmt::format("{}-{}-standby-{}", o.prefix, p, i), pool, true, ""});
+    }
+  }
+  for (size_t i = 0; i < s->nodes_.size(); ++i) {
+    s->nodes_[i].ip = fmt::format("10.100.{}.{}", i / 250, i % 250 + 1);
+    s->node_ip_[s->nodes_[i].name] = s->nodes_[i].ip;
+  }
+  for (int i = 0; i < o.api_threads; ++i) s->threads_.emplace_back([p = s.get()] { p->ApiThread(); });
+
+  // Register every node (on the API threads), then keep each alive on its own schedule.
+  std::atomic<int> pending{static_cast<int>(s->nodes_.size())};
+  std::mutex err_mu;
+  std::string first_error;
+  for (const auto& n : s->nodes_) {
+    s->At(Clock::now(), [&, p = s.get(), n] {
+      if (auto st = p->RegisterNode(n); !st) {
+        std::lock_guard<std::mutex> lock(err_mu);
+        if (first_error.empty()) first_error = st.error().message;
+      }
+      --pending;
+    });
+  }
+  while (pending > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (!first_error.empty()) return Error{first_error};
+  std::mt19937 rng(std::random_device{}());
+  for (const auto& n : s->nodes_) {
+    // Spread the renewals over the period, as a fleet of kubelets started at different times.
+    const auto jitter = std::chrono::milliseconds(rng() % static_cast<uint64_t>(std::max<int64_t>(1, o.lease_period.count())));
+    s->At(Clock::now() + jitter, [p = s.get(), name = n.name] { p->RenewLease(name); });
+    s->At(Clock::now() + o.status_period + jitter, [p = s.get(), name = n.name] { p->Heartbeat(name); });
+  }
+
+  s->pods_ = std::make_unique<kube::Informer<kube::Pod>>(*s->watch_client_, "/api/v1/pods", kube::DecodePodList, kube::DecodePod);
+  auto on = [p = s.get()](const kube::Pod& pod) { p->OnPod(pod); };
+  s->pods_->SetHandlers({on, [on](const kube::Pod&, const kube::Pod& pod) { on(pod); }, nullptr});
+  s->pods_->Start();
+  if (!s->pods_->WaitForSynced(std::chrono::seconds(60))) return Error{"sim: the pod informer did not sync within 60 s"};
+  return s;
+}
+
+Sim::~Sim() {
+  if (pods_) pods_->Stop();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+  if (!opts_.keep_nodes && client_) {
+    for (const auto& n : nodes_) (void)client_->Delete(kube::NodePath(n.name));  // its Lease goes with it (owner)
+  }
+}
+
+Sim::Stats Sim::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void Sim::At(Clock::time_point when, std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;
+    timers_.emplace(when, std::move(fn));
+  }
+  cv_.notify_one();
+}
+
+void Sim::ApiThread() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    if (timers_.empty()) {
+      cv_.wait(lock);
+      continue;
+    }
+    auto it = timers_.begin();
+    if (it->first > Clock::now()) {
+      cv_.wait_until(lock, it->first);
+      continue;
+    }
+    auto fn = std::move(it->second);
+    timers_.erase(it);
+    lock.unlock();
+    fn();
+    lock.lock();
+  }
+}
+
+bool Sim::Ok(const Result<kube::Response>& r) {
+  if (r && (r->ok() || r->status == 409)) return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.api_errors;
+  return false;
+}
+
+Status Sim::RegisterNode(const SimNode& n) {
+  json node = {{"apiVersion", "v1"},
+               {"kind", "Node"},
+               {"metadata",
+                {{"name", n.name},
+                 {"labels",
+                  {{"kubernetes.io/hostname", n.name},
+                   {"kubernetes.io/os", "linux"},
+                   {"kubernetes.io/arch", "amd64"},
+                   {"node.kubernetes.io/instance-type", fmt::format("sim.{}gpu", opts_.gpus_per_node)},
+                   {std::string(keys::kDefaultPoolLabel), n.pool},
+                   {"nvidia.com/gpu.present", "true"},
+                   {"gpuheal.io/sim", "true"}}}}},
+               {"spec", {{"providerID", "sim://" + n.name}}}};
+  if (n.standby) {
+    node["spec"]["taints"] = json::array({{{"key", std::string(keys::kStandbyTaint)}, {"value", "true"}, {"effect", "NoSchedule"}}});
+  }
+  auto created = client_->Create(kube::NodePath(), node);
+  if (!created || (!created->ok() && created->status != 409)) {
+    return Error{fmt::format("sim: cannot register node {}: {}", n.name, created ? created->Describe() : created.error().message)};
+  }
+  std::string uid;
+  if (created->ok()) {
+    uid = json::parse(created->body, nullptr, false)["metadata"].value("uid", "");
+  } else if (auto got = client_->Get(kube::NodePath(n.name)); got && got->ok()) {
+    uid = json::parse(got->body, nullptr, false)["metadata"].value("uid", "");  // adopted after a restart
+  }
+  const std::string gpus = std::to_string(opts_.gpus_per_node);
+  const json resources = {{"cpu", "96"}, {"memory", "1056Gi"}, {"pods", "110"}, {"ephemeral-storage", "3500Gi"},
+                          {"nvidia.com/gpu", gpus}};
+  json status = {{"status",
+                  {{"capacity", resources},
+                   {"allocatable", resources},
+                   {"addresses", {{{"type", "InternalIP"}, {"address", n.ip}}, {{"type", "Hostname"}, {"address", n.name}}}},
+                   {"nodeInfo",
+                    {{"machineID", n.name}, {"systemUUID", n.name}, {"bootID", "sim-boot-1"},
+                     {"kernelVersion", "6.1.0-sim"}, {"osImage", "gpuheal sim"}, {"containerRuntimeVersion", "sim://1.0"},
+                     {"kubeletVersion", "v1.31.0-sim"}, {"kubeProxyVersion", ""}, {"operatingSystem", "linux"},
+                     {"architecture", "amd64"}}},
+                   {"conditions", ReadyConditions()}}}};
+  auto st = client_->Patch(kube::NodePath(n.name) + "/status", kube::PatchType::kStrategicMerge, status);
+  if (!st || !st->ok()) {
+    return Error{fmt::format("sim: cannot set the status of node {}: {}", n.name, st ? st->Describe() : st.error().message)};
+  }
+  json lease = {{"apiVersion", "coordination.k8s.io/v1"},
+                {"kind", "Lease"},
+                {"metadata", {{"name", n.name}, {"namespace", kLeaseNamespace}}},
+                {"spec", {{"holderIdentity", n.name}, {"leaseDurationSeconds", 40}, {"renewTime", kube::MicroTime(system_clock::now())}}}};
+  if (!uid.empty()) {
+    lease["metadata"]["ownerReferences"] = json::array({{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", n.name}, {"uid", uid}}});
+  }
+  auto l = client_->Create(kube::LeasePath(kLeaseNamespace), lease);
+  if (!l || (!l->ok() && l->status != 409)) {
+    return Error{fmt::format("sim: cannot create the node Lease of {}: {}", n.name, l ? l->Describe() : l.error().message)};
+  }
+  return Status::Ok();
+}
+
+void Sim::RenewLease(const std::string& node) {
+  auto r = client_->Patch(kube::LeasePath(kLeaseNamespace, node), kube::PatchType::kMerge,
+                          {{"spec", {{"holderIdentity", node}, {"renewTime", kube::MicroTime(system_clock::now())}}}});
+  if (r && r->status == 404) {
+    // The Node was deleted (a repair replaced it, or someone removed it): this kubelet is gone.
+    Log("info", "sim: node gone, no longer renewing its lease", {{"node", node}});
+    return;
+  }
+  if (Ok(r)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.lease_renewals;
+  }
+  At(Clock::now() + opts_.lease_period, [this, node] { RenewLease(node); });
+}
+
+void Sim::Heartbeat(const std::string& node) {
+  const std::string now = Now();
+  auto r = client_->Patch(kube::NodePath(node) + "/status", kube::PatchType::kStrategicMerge,
+                          {{"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"},
+                                                        {"lastHeartbeatTime", now}}}}}}});
+  if (r && r->status == 404) return;
+  (void)Ok(r);
+  At(Clock::now() + opts_.status_period, [this, node] { Heartbeat(node); });
+}
+
+void Sim::OnPod(const kube::Pod& p) {
+  if (p.node_name.empty() || !node_ip_.count(p.node_name)) return;
+  const std::string id = p.meta.namespace_ + "/" + p.meta.name + "/" + p.meta.uid;
+  auto once = [&](const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return handled_.insert(what + "/" + id).second;
+  };
+  if (p.meta.deleting) {
+    if (!once("delete")) return;
+    // The containers get the grace period to stop (capped), then the pod object goes.
+    const int64_t grace = p.meta.deletion_grace_seconds >= 0 ? p.meta.deletion_grace_seconds : 30;
+    const auto wait = std::min<std::chrono::milliseconds>(std::chrono::seconds(grace), opts_.max_termination);
+    At(Clock::now() + wait, [this, ns = p.meta.namespace_, name = p.meta.name, uid = p.meta.uid, id] {
+      auto r = client_->Delete(kube::PodPath(ns, name), uid, "", 0);
+      if (r && (r->ok() || r->status == 404 || r->status == 409)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.pods_deleted;
+        for (const char* k : {"start/", "delete/", "checkpoint/"}) handled_.erase(k + id);
+      } else {
+        (void)Ok(r);
+      }
+    });
+    return;
+  }
+  if (p.phase == "Succeeded" || p.phase == "Failed") return;
+  if (p.phase != "Running" && once("start")) {
+    At(Clock::now(), [this, ns = p.meta.namespace_, name = p.meta.name, node = p.node_name] { StartPod(ns, name, node); });
+  }
+  const auto& ann = p.meta.annotations;
+  if (opts_.checkpoint_delay.count() >= 0 && ann.count(std::string(keys::kCheckpointRequested)) &&
+      !ann.count(std::string(keys::kCheckpointDone)) && once("checkpoint")) {
+    // The workload saves its state and says so.
+    At(Clock::now() + opts_.checkpoint_delay, [this, ns = p.meta.namespace_, name = p.meta.name] {
+      auto r = client_->Patch(kube::PodPath(ns, name), kube::PatchType::kMerge,
+                              {{"metadata", {{"annotations", {{std::string(keys::kCheckpointDone), Now()}}}}}});
+      if (Ok(r)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.checkpoints;
+      }
+    });
+  }
+}
+
+void Sim::StartPod(const std::string& ns, const std::string& name, const std::string& node) {
+  auto got = client_->Get(kube::PodPath(ns, name));
+  if (!got || !got->ok()) return;
+  const json pod = json::parse(got->body, nullptr, false);
+  if (!pod.is_object() || pod["metadata"].contains("deletionTimestamp")) return;
+  const std::string now = Now();
+  uint64_t n;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n = ++stats_.pods_started;
+  }
+  const std::string ip = fmt::format("10.{}.{}.{}", 200 + (n >> 16) % 50, (n >> 8) & 0xff, n & 0xff);
+  json statuses = json::array();
+  const json spec = pod.value("spec", json::object());
+  for (const auto& c : spec.value("containers", json::array())) {
+    const std::string cname = c.value("name", "");
+    statuses.push_back({{"name", cname},
+                        {"image", c.value("image", "")},
+                        {"imageID", "sim://" + c.value("image", "")},
+                        {"containerID", fmt::format("sim://{}-{}", pod["metadata"].value("uid", ""), cname)},
+                        {"ready", true},
+                        {"started", true},
+                        {"restartCount", 0},
+                        {"state", {{"running", {{"startedAt", now}}}}}});
+  }
+  auto cond = [&](const char* type) { return json{{"type", type}, {"status", "True"}, {"lastTransitionTime", now}}; };
+  json status = {{"status",
+                  {{"phase", "Running"},
+                   {"startTime", now},
+                   {"podIP", ip},
+                   {"podIPs", {{{"ip", ip}}}},
+                   {"hostIP", node_ip_.at(node)},
+                   {"hostIPs", {{{"ip", node_ip_.at(node)}}}},
+                   {"conditions", {cond("PodScheduled"), cond("Initialized"), cond("ContainersReady"), cond("Ready")}},
+                   {"containerStatuses", statuses}}}};
+  (void)Ok(client_->Patch(kube::PodPath(ns, name) + "/status", kube::PatchType::kStrategicMerge, status));
+}
+
+}  // namespace gpuheal::sim

@@ -1,0 +1,91 @@
+#pragma once
+// `gpuheal sim`: simulated GPU nodes for tests, drills and scale runs — the kubelet's side of the
+// API, nothing more. It registers Nodes (pool label, GPU capacity, addresses, nodeInfo, Ready),
+// keeps them alive as a kubelet does (a Lease in kube-node-lease renewed every lease period, the
+// Ready condition's heartbeat), reports the pods bound to them Running (conditions, container
+// statuses, pod IP), completes their deletion after the grace period (capped: the simulated
+// containers stop at once when asked), and answers the checkpoint protocol
+// (gpuheal.io/checkpoint-requested -> gpuheal.io/checkpoint-done after a delay). Standby nodes
+// carry the gpuheal.io/standby taint. All API writes go through a small pool of threads fed by
+// one timer queue, so thousands of nodes cost one core.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/result.h"
+#include "kube/client.h"
+#include "kube/informer.h"
+#include "kube/objects.h"
+
+namespace gpuheal::sim {
+
+struct SimOptions {
+  int nodes = 16;              // GPU nodes in service, spread over the pools
+  int pools = 2;
+  int standby_per_pool = 1;    // extra nodes per pool carrying gpuheal.io/standby
+  int gpus_per_node = 8;
+  std::string prefix = "sim";  // node names: <prefix>-<pool>-<index>, standby <prefix>-<pool>-standby-<i>
+  std::chrono::milliseconds lease_period{10000};        // kubelet: renew every 10 s (40 s lease)
+  std::chrono::milliseconds status_period{60000};       // Ready condition heartbeat
+  std::chrono::milliseconds checkpoint_delay{500};      // negative: workloads never say done
+  std::chrono::milliseconds max_termination{2000};      // cap on a deleted pod's grace period
+  bool keep_nodes = false;     // leave the Nodes registered on exit
+  int api_threads = 4;
+};
+
+struct SimNode {
+  std::string name, pool;
+  bool standby = false;
+  std::string ip;  // InternalIP, and the hostIP of its pods
+};
+
+class Sim {
+ public:
+  // `client` for writes (shared by the API threads), `watch_client` for the pod informer.
+  static Result<std::unique_ptr<Sim>> Start(std::unique_ptr<kube::Client> client,
+                                            std::unique_ptr<kube::Client> watch_client, SimOptions opts);
+  ~Sim();  // stops; deletes the Nodes unless keep_nodes
+
+  const std::vector<SimNode>& nodes() const { return nodes_; }
+  struct Stats {
+    uint64_t pods_started = 0, pods_deleted = 0, checkpoints = 0, lease_renewals = 0, api_errors = 0;
+  };
+  Stats stats() const;
+
+ private:
+  Sim() = default;
+  using Clock = std::chrono::steady_clock;
+  void At(Clock::time_point when, std::function<void()> fn);  // runs fn on an API thread at `when`
+  void ApiThread();
+  Status RegisterNode(const SimNode& n);
+  void RenewLease(const std::string& node);
+  void Heartbeat(const std::string& node);
+  void OnPod(const kube::Pod& p);
+  void StartPod(const std::string& ns, const std::string& name, const std::string& node);
+  bool Ok(const Result<kube::Response>& r);
+
+  SimOptions opts_;
+  std::unique_ptr<kube::Client> client_, watch_client_;
+  std::vector<SimNode> nodes_;
+  std::map<std::string, std::string> node_ip_;  // name -> InternalIP
+  std::unique_ptr<kube::Informer<kube::Pod>> pods_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::multimap<Clock::time_point, std::function<void()>> timers_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+  std::set<std::string> handled_;  // "<kind>/<ns>/<pod>/<uid>" already scheduled: started, deleted, checkpointed
+  Stats stats_;
+};
+
+}  // namespace gpuheal::sim

@@ -1,0 +1,143 @@
+// `gpuheal sim` against a real control plane with kube-controller-manager and kube-scheduler: its
+// nodes register and stay alive as a kubelet's do, the scheduler places a Deployment's GPU pods on
+// them and they run, a deleted pod goes after its (capped) grace period and its replacement runs,
+// the checkpoint protocol is answered, and the nodes leave with the sim.
+
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+
+#include <random>
+#include <set>
+
+#include "agent_process.h"
+#include "kube/time.h"
+#include "kube_test_util.h"
+
+namespace gpuheal {
+namespace {
+
+using namespace std::chrono_literals;
+using gpuheal::testing::AgentProcess;
+using gpuheal::testing::ControlPlaneEnv;
+using gpuheal::testing::Eventually;
+using nlohmann::json;
+
+class SimTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    client_ = gpuheal::testing::AdminClient();
+    std::random_device rd;
+    id_ = fmt::format("{:06x}", rd() & 0xffffff);
+    (void)client_->Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "work"}}}});
+  }
+  json Get(const std::string& path) {
+    auto r = client_->Get(path);
+    return r && r->ok() ? json::parse(r->body) : json();
+  }
+  std::vector<json> Pods(const std::string& app) {
+    std::vector<json> out;
+    const json list = Get(kube::PodPath("work") + "?labelSelector=app%3D" + app);
+    if (list.is_object()) {
+      for (const auto& p : list["items"]) out.push_back(p);
+    }
+    return out;
+  }
+  std::unique_ptr<kube::Client> client_;
+  std::string id_;
+};
+
+TEST_F(SimTest, NodesLiveLikeKubeletsAndRunWhatTheSchedulerPlaces) {
+  const std::string prefix = "s" + id_;
+  AgentProcess sim({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--nodes", "4", "--pools", "2",
+                    "--standby", "1", "--prefix", prefix, "--lease-period", "1s", "--checkpoint-delay", "300ms",
+                    "--max-termination", "1s"});
+  auto started = sim.WaitEvent([](const json& j) { return j.value("sim", "") == "started"; }, 60s);
+  ASSERT_TRUE(started);
+  ASSERT_EQ((*started)["nodes"].size(), 6u) << "4 in service + 1 standby in each of 2 pools";
+
+  std::set<std::string> standby, in_service;
+  for (const auto& n : (*started)["nodes"]) (n["standby"].get<bool>() ? standby : in_service).insert(n["name"].get<std::string>());
+  for (const auto& n : (*started)["nodes"]) {
+    const json node = Get(kube::NodePath(n["name"]));
+    ASSERT_TRUE(node.is_object()) << n;
+    EXPECT_EQ(node["metadata"]["labels"]["gpuheal.io/pool"], n["pool"]);
+    EXPECT_EQ(node["status"]["capacity"]["nvidia.com/gpu"], "8");
+    EXPECT_EQ(node["status"]["addresses"][0]["address"], n["ip"]);
+    EXPECT_FALSE(node["status"]["nodeInfo"].value("kubeletVersion", "").empty());
+    bool ready = false, tainted = false;
+    for (const auto& c : node["status"]["conditions"]) ready |= c["type"] == "Ready" && c["status"] == "True";
+    for (const auto& t : node["spec"].value("taints", json::array())) tainted |= t["key"] == "gpuheal.io/standby";
+    EXPECT_TRUE(ready) << node["status"]["conditions"];
+    EXPECT_EQ(tainted, n["standby"].get<bool>());
+  }
+  // The node Lease is renewed, as kubelet's is (here every second).
+  const std::string any = *in_service.begin();
+  const std::string lease_path = kube::LeasePath("kube-node-lease", any);
+  const std::string t0 = Get(lease_path)["spec"].value("renewTime", "");
+  ASSERT_FALSE(t0.empty());
+  ASSERT_TRUE(Eventually([&] { return Get(lease_path)["spec"].value("renewTime", "") > t0; }, 5s));
+
+  // A Deployment of GPU pods: the scheduler places them on the sim's nodes (never the standby
+  // ones), and they run.
+  const std::string app = "sim-" + id_;
+  const json container = {{"name", "trainer"}, {"image", "registry.invalid/trainer:1"},
+                          {"resources", {{"limits", {{"nvidia.com/gpu", "2"}}}}}};
+  const json pod_spec = {{"nodeSelector", {{"gpuheal.io/sim", "true"}}}, {"containers", json::array({container})}};
+  const json labels = {{"app", app}};
+  json deploy = {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}, {"metadata", {{"name", app}, {"namespace", "work"}}}};
+  deploy["spec"] = {{"replicas", 4}, {"selector", {{"matchLabels", labels}}},
+                    {"template", {{"metadata", {{"labels", labels}}}, {"spec", pod_spec}}}};
+  ASSERT_EQ(client_->Create("/apis/apps/v1/namespaces/work/deployments", deploy)->status, 201);
+  auto all_running = [&] {
+    auto pods = Pods(app);
+    if (pods.size() != 4) return false;
+    for (const auto& p : pods) {
+      if (p["status"].value("phase", "") != "Running" || p["status"].value("podIP", "").empty()) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(Eventually(all_running, 60s)) << json(Pods(app)).dump().substr(0, 2000);
+  for (const auto& p : Pods(app)) {
+    EXPECT_TRUE(in_service.count(p["spec"]["nodeName"].get<std::string>())) << p["spec"]["nodeName"];
+    EXPECT_EQ(p["status"]["containerStatuses"][0]["name"], "trainer");
+    EXPECT_TRUE(p["status"]["containerStatuses"][0]["ready"].get<bool>());
+  }
+
+  // The checkpoint protocol: asked, the workload answers after its delay.
+  const std::string first = Pods(app)[0]["metadata"]["name"];
+  ASSERT_TRUE(client_->Patch(kube::PodPath("work", first), kube::PatchType::kMerge,
+                             {{"metadata", {{"annotations", {{"gpuheal.io/checkpoint-requested", kube::RfcTime(std::chrono::system_clock::now())}}}}}})->ok());
+  ASSERT_TRUE(Eventually([&] {
+    return Get(kube::PodPath("work", first))["metadata"].value("annotations", json::object()).contains("gpuheal.io/checkpoint-done");
+  }, 5s));
+
+  // A deleted pod (grace 30 s, capped at 1 s here) goes, and its replacement runs.
+  const auto d0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(client_->Delete(kube::PodPath("work", first))->ok());
+  ASSERT_TRUE(Eventually([&] { return client_->Get(kube::PodPath("work", first))->status == 404; }, 10s));
+  EXPECT_GE(std::chrono::steady_clock::now() - d0, 900ms) << "the containers had their (capped) grace period";
+  ASSERT_TRUE(Eventually(all_running, 30s));
+
+  // The sim leaves: its nodes go with it.
+  EXPECT_EQ(sim.Kill(SIGTERM), 0);
+  for (const auto& n : (*started)["nodes"]) {
+    EXPECT_TRUE(Eventually([&] { return client_->Get(kube::NodePath(n["name"]))->status == 404; }, 10s)) << n;
+  }
+  (void)client_->Delete("/apis/apps/v1/namespaces/work/deployments/" + app);
+}
+
+TEST_F(SimTest, BadFlagsAreUsageErrors) {
+  AgentProcess a({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--lease-period", "soon"});
+  EXPECT_EQ(a.Kill(0), 2);
+  AgentProcess b({GPUHEAL_BIN, "sim", "--kubeconfig", "/nonexistent"});
+  EXPECT_EQ(b.Kill(0), 2);
+}
+
+}  // namespace
+}  // namespace gpuheal
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new gpuheal::testing::ControlPlaneEnv(true));
+  return RUN_ALL_TESTS();
+}
