@@ -20,3 +20,4 @@ if [[ ${BENCH_LONG:-0} == 1 ]]; then
 else
   echo "bench_controller --memory skipped (7 min): BENCH_LONG=1 runs it" >&2
 fi
+"$build/bench/bench_sim"
