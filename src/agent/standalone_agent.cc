@@ -135,12 +135,14 @@ Status StandaloneAgent::Init() {
   sigaddset(&mask, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &mask, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  signal_fd_ = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (signal_fd_ < 0) return Error{fmt::format("signalfd: {}", std::strerror(errno))};
+  if (config_.own_signals) {
+    signal_fd_ = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (signal_fd_ < 0) return Error{fmt::format("signalfd: {}", std::strerror(errno))};
+  }
   // Threads start only now, with the signals blocked: SIGTERM reaches the loop's signalfd.
   output_ = std::make_unique<LineWriter>(out_fd_, kOutputQueueBytes, [this] { output_dropped_->Inc(); });
-  if (auto s = loop_->Watch(signal_fd_, EPOLLIN, [this](uint32_t) { loop_->Stop(); }); !s) {
-    return s;
+  if (signal_fd_ >= 0) {
+    if (auto s = loop_->Watch(signal_fd_, EPOLLIN, [this](uint32_t) { loop_->Stop(); }); !s) return s;
   }
   if (auto s = loop_->Watch(reader_->fd(), EPOLLIN, [this](uint32_t) { OnKmsgReadable(); }); !s) {
     return s;

@@ -17,6 +17,8 @@ struct InjectArgs {
   std::string kmsg = "/dev/kmsg";
   std::string pid;
   std::string name;
+  std::string node;
+  std::string sim_dir = "/tmp/gpuheal-sim";
 };
 }  // namespace
 
@@ -32,6 +34,9 @@ void RegisterInject(CLI::App& app, int& exit_code) {
   cmd->add_option("--kmsg", args->kmsg, "Kernel log device");
   cmd->add_option("--pid", args->pid, "Process id the line names (default '<unknown>')");
   cmd->add_option("--name", args->name, "Process name the line names (default <unknown>)");
+  cmd->add_option("--node", args->node,
+                  "A `gpuheal sim --agents` node: write kernel records to its simulated kernel log instead");
+  cmd->add_option("--sim-dir", args->sim_dir, "The sim's --state-dir (default /tmp/gpuheal-sim)");
   cmd->callback([args, &exit_code] {
     auto pci = NormalisePci(args->pci);
     if (!pci) {
@@ -43,7 +48,8 @@ void RegisterInject(CLI::App& app, int& exit_code) {
     }
     InjectSpec spec{args->xid, *pci, args->pid, args->name};
     const auto messages = InjectMessages(spec);
-    if (auto s = WriteKmsg(args->kmsg, messages); !s) {
+    if (auto s = args->node.empty() ? WriteKmsg(args->kmsg, messages) : WriteSimKernel(args->sim_dir, args->node, messages);
+        !s) {
       std::cerr << "gpuheal inject: " << s.error().message << "\n";
       exit_code = kExitFailure;
       return;

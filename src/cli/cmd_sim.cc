@@ -33,6 +33,10 @@ void RegisterSim(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-termination", (*durations)[3], "Cap on a deleted pod's grace period (default 2s)");
   cmd->add_option("--api-threads", o->api_threads, "Threads making the API calls (default 4)")->check(CLI::Range(1, 64));
   cmd->add_flag("--keep", o->keep_nodes, "Leave the nodes registered on exit");
+  cmd->add_flag("--agents", o->agents,
+                "Run a gpuheal agent per node in this process, reading the node's simulated kernel log "
+                "(<state-dir>/<node>/kmsg; write to it with `gpuheal inject --node`)");
+  cmd->add_option("--state-dir", o->state_dir, "Per-node agent state, kernel log FIFOs and fault lines (default /tmp/gpuheal-sim)");
   cmd->callback([o, kubeconfig, durations, &exit_code] {
     std::chrono::milliseconds* fields[] = {&o->lease_period, &o->status_period, &o->checkpoint_delay, &o->max_termination};
     const char* names[] = {"--lease-period", "--status-period", "--checkpoint-delay", "--max-termination"};
@@ -59,6 +63,8 @@ void RegisterSim(CLI::App& app, int& exit_code) {
     }
     cfg->user_agent = "gpuheal-sim/" GPUHEAL_VERSION;
     cfg->qps = 0;  // a fleet of kubelets: each would have its own limit
+    o->agent_kube = *cfg;
+    o->agent_kube.timeout = std::chrono::seconds(10);
     auto watch = kube::Client::Create(*cfg);
     auto client = kube::Client::Create(std::move(*cfg));
     if (!client || !watch) {

@@ -1,6 +1,8 @@
 #include "cli/inject.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <time.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -84,6 +86,50 @@ Status WriteKmsg(const std::string& path, const std::vector<std::string>& messag
     }
   }
   return Status::Ok();
+}
+
+Status WriteSimKernel(const std::string& sim_dir, const std::string& node, const std::vector<std::string>& messages,
+                      int level) {
+  const std::string dir = sim_dir + "/" + node;
+  const std::string fifo = dir + "/kmsg";
+  const int fd = open(fifo.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    return Error{fmt::format("{}: {}{}", fifo, std::strerror(errno),
+                             errno == ENXIO || errno == ENOENT
+                                 ? " (no agent reads this node's kernel log: is `gpuheal sim --agents` running with this "
+                                   "--state-dir, and is the node one of its nodes?)"
+                                 : "")};
+  }
+  // The sequence number goes on where the last injection left it (one writer at a time).
+  const std::string seq_path = dir + "/seq";
+  const int sfd = open(seq_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (sfd < 0 || flock(sfd, LOCK_EX) != 0) {
+    const int err = errno;
+    close(fd);
+    if (sfd >= 0) close(sfd);
+    return Error{fmt::format("{}: {}", seq_path, std::strerror(err))};
+  }
+  char buf[32] = {};
+  const ssize_t got = pread(sfd, buf, sizeof buf - 1, 0);
+  uint64_t seq = got > 0 ? std::strtoull(buf, nullptr, 10) : 0;
+  Status st = Status::Ok();
+  for (const std::string& m : messages) {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const uint64_t usec = static_cast<uint64_t>(ts.tv_sec) * 1000000 + static_cast<uint64_t>(ts.tv_nsec) / 1000;
+    const std::string rec = fmt::format("{},{},{},-;{}\n", level, ++seq, usec, m);
+    if (write(fd, rec.data(), rec.size()) != static_cast<ssize_t>(rec.size())) {
+      st = Error{fmt::format("{}: write failed: {}", fifo, std::strerror(errno))};
+      break;
+    }
+  }
+  const std::string next = std::to_string(seq);
+  if (ftruncate(sfd, 0) != 0 || pwrite(sfd, next.data(), next.size(), 0) != static_cast<ssize_t>(next.size())) {
+    if (st) st = Error{fmt::format("{}: cannot save the sequence number", seq_path)};
+  }
+  close(sfd);
+  close(fd);
+  return st;
 }
 
 }  // namespace gpuheal

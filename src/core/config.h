@@ -71,6 +71,9 @@ struct AgentConfig {
   // Kubernetes mode: lastHeartbeatTime of the agent's conditions is refreshed this often.
   std::chrono::milliseconds heartbeat_period = std::chrono::minutes(5);
   NvidiaConfig nvidia;
+  // Not from YAML: an agent hosted in another process (gpuheal sim) leaves SIGINT/SIGTERM to its
+  // host, which stops it with Stop().
+  bool own_signals = true;
 };
 
 Result<AgentConfig> LoadAgentConfig(const std::string& path);

@@ -2,7 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <random>
+
+#include "agent/standalone_agent.h"
 
 #include "core/keys.h"
 #include "core/log.h"
@@ -31,6 +40,53 @@ json ReadyConditions() {
 }
 
 }  // namespace
+
+struct Sim::HostedAgent {
+  std::unique_ptr<StandaloneAgent> agent;
+  std::thread thread;
+  int out_fd = -1;
+  ~HostedAgent() {
+    if (agent) agent->Stop();
+    if (thread.joinable()) thread.join();
+    agent.reset();
+    if (out_fd >= 0) close(out_fd);
+  }
+};
+
+Status Sim::StartAgent(const SimNode& n) {
+  const std::string dir = opts_.state_dir + "/" + n.name;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Error{fmt::format("sim: cannot create {}: {}", dir, ec.message())};
+  const std::string fifo = dir + "/kmsg";
+  if (mkfifo(fifo.c_str(), 0600) != 0 && errno != EEXIST) {
+    return Error{fmt::format("sim: cannot create the kernel log FIFO {}: {}", fifo, std::strerror(errno))};
+  }
+  AgentConfig cfg;
+  cfg.kmsg_path = fifo;
+  cfg.state_dir = dir;
+  cfg.listen = "";
+  cfg.nvidia.nvml = NvidiaConfig::Use::kOff;  // the simulated GPUs speak through the kernel log only
+  cfg.own_signals = false;
+  auto h = std::make_unique<HostedAgent>();
+  h->out_fd = open((dir + "/faults.jsonl").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (h->out_fd < 0) return Error{fmt::format("sim: cannot open {}/faults.jsonl: {}", dir, std::strerror(errno))};
+  kube::Config kc = opts_.agent_kube;
+  kc.user_agent = "gpuheal-agent/" GPUHEAL_VERSION " (sim)";
+  auto client = kube::Client::Create(kc);
+  auto watch = kube::Client::Create(kc);
+  if (!client || !watch) return Error{"sim: " + (client ? watch.error().message : client.error().message)};
+  KubeReporterOptions ro;
+  ro.node_name = n.name;
+  ro.heartbeat = cfg.heartbeat_period;
+  auto agent = StandaloneAgent::Create(std::move(cfg), h->out_fd, std::move(*client), ro, std::move(*watch));
+  if (!agent) return Error{fmt::format("sim: the agent of {}: {}", n.name, agent.error().message)};
+  h->agent = std::move(*agent);
+  h->thread = std::thread([a = h->agent.get()] { (void)a->Run(); });
+  std::lock_guard<std::mutex> lock(mu_);
+  agents_.push_back(std::move(h));
+  return Status::Ok();
+}
 
 Result<std::unique_ptr<Sim>> Sim::Start(std::unique_ptr<kube::Client> client, std::unique_ptr<kube::Client> watch_client,
                                         SimOptions opts) {
@@ -71,6 +127,11 @@ Result<std::unique_ptr<Sim>> Sim::Start(std::unique_ptr<kube::Client> client, st
   }
   while (pending > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (!first_error.empty()) return Error{first_error};
+  if (o.agents) {
+    for (const auto& n : s->nodes_) {
+      if (auto st = s->StartAgent(n); !st) return st.error();
+    }
+  }
   std::mt19937 rng(std::random_device{}());
   for (const auto& n : s->nodes_) {
     // Spread the renewals over the period, as a fleet of kubelets started at different times.
@@ -88,6 +149,7 @@ Result<std::unique_ptr<Sim>> Sim::Start(std::unique_ptr<kube::Client> client, st
 }
 
 Sim::~Sim() {
+  agents_.clear();  // each stops and joins
   if (pods_) pods_->Stop();
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -24,6 +24,7 @@
 #include "core/result.h"
 #include "kube/client.h"
 #include "kube/informer.h"
+#include "kube/kube_config.h"
 #include "kube/objects.h"
 
 namespace gpuheal::sim {
@@ -40,6 +41,12 @@ struct SimOptions {
   std::chrono::milliseconds max_termination{2000};      // cap on a deleted pod's grace period
   bool keep_nodes = false;     // leave the Nodes registered on exit
   int api_threads = 4;
+  // A gpuheal agent per node, in this process, reading the node's simulated kernel log: the FIFO
+  // <state_dir>/<node>/kmsg, where `gpuheal inject --node` writes kernel records (the sim plays
+  // the kernel, so they are trusted). Its fault lines go to <state_dir>/<node>/faults.jsonl.
+  bool agents = false;
+  std::string state_dir = "/tmp/gpuheal-sim";
+  kube::Config agent_kube;  // the agents' API server and credentials
 };
 
 struct SimNode {
@@ -78,6 +85,9 @@ class Sim {
   std::vector<SimNode> nodes_;
   std::map<std::string, std::string> node_ip_;  // name -> InternalIP
   std::unique_ptr<kube::Informer<kube::Pod>> pods_;
+  Status StartAgent(const SimNode& n);
+  struct HostedAgent;
+  std::vector<std::unique_ptr<HostedAgent>> agents_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

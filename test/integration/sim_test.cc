@@ -9,7 +9,11 @@
 #include <random>
 #include <set>
 
+#include <filesystem>
+#include <fstream>
+
 #include "agent_process.h"
+#include "run_binary.h"
 #include "kube/time.h"
 #include "kube_test_util.h"
 
@@ -124,6 +128,45 @@ TEST_F(SimTest, NodesLiveLikeKubeletsAndRunWhatTheSchedulerPlaces) {
     EXPECT_TRUE(Eventually([&] { return client_->Get(kube::NodePath(n["name"]))->status == 404; }, 10s)) << n;
   }
   (void)client_->Delete("/apis/apps/v1/namespaces/work/deployments/" + app);
+}
+
+// With --agents, each node has a gpuheal agent reading its own simulated kernel log: a fault
+// injected into one node's log turns that node's condition False, and no other node's.
+TEST_F(SimTest, AgentsReadEachNodesOwnKernelLog) {
+  const std::string prefix = "a" + id_;
+  char tmpl[] = "/tmp/gpuheal-sim-it-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  AgentProcess sim({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--nodes", "2", "--pools", "1",
+                    "--standby", "0", "--prefix", prefix, "--agents", "--state-dir", dir});
+  auto started = sim.WaitEvent([](const json& j) { return j.value("sim", "") == "started"; }, 60s);
+  ASSERT_TRUE(started);
+  const std::string hit = (*started)["nodes"][0]["name"], other = (*started)["nodes"][1]["name"];
+  auto condition = [&](const std::string& node) -> json {
+    const json n = Get(kube::NodePath(node));
+    if (!n.is_object()) return json();
+    for (const auto& c : n["status"].value("conditions", json::array())) {
+      if (c["type"] == "AcceleratedHardwareReady") return c;
+    }
+    return json();
+  };
+  ASSERT_TRUE(Eventually([&] { return condition(hit).value("status", "") == "True" && condition(other).value("status", "") == "True"; }, 20s))
+      << "each agent reports its node healthy";
+  auto run = gpuheal::testing::RunGpuheal("inject --node " + hit + " --sim-dir " + dir + " --xid 79 --pci 0000:3b:00", true);
+  ASSERT_EQ(run.code, 0) << run.out;
+  ASSERT_TRUE(Eventually([&] { return condition(hit).value("reason", "") == "NvidiaXID79Error"; }, 10s)) << condition(hit);
+  EXPECT_EQ(condition(hit)["status"], "False");
+  EXPECT_EQ(condition(other)["status"], "True");
+  std::ifstream faults(dir + "/" + hit + "/faults.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(faults, line));
+  EXPECT_EQ(json::parse(line).value("xid", 0), 79) << line;
+  EXPECT_FALSE(json::parse(line).contains("injected")) << "the sim plays the kernel: its records are trusted";
+  // A node the sim does not run: a clear error.
+  auto bad = gpuheal::testing::RunGpuheal("inject --node nope-" + id_ + " --sim-dir " + dir + " --xid 79", true);
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("no agent reads this node's kernel log"), std::string::npos) << bad.out;
+  EXPECT_EQ(sim.Kill(SIGTERM), 0);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(SimTest, BadFlagsAreUsageErrors) {
