@@ -14,6 +14,11 @@ else
   bash scripts/build-control-plane.sh >/dev/null
 fi
 [[ -n ${LABELS:-} ]] && args+=(-L "$LABELS")
+# Sanitizer builds: a report in any process a test starts (agent, controller, sim) ends that
+# process with an error, so the test sees it; otherwise it would only be text on a child's stderr.
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1 exitcode=66}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 900 "${args[@]}"
 # Nothing a test started may outlive it: every control plane is stopped by its test binary.
 if pgrep -f '/tmp/gpuheal-it-[A-Za-z0-9]+/' >/dev/null; then

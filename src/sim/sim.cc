@@ -184,8 +184,10 @@ void Sim::ApiThread() {
       continue;
     }
     auto it = timers_.begin();
-    if (it->first > Clock::now()) {
-      cv_.wait_until(lock, it->first);
+    if (const Clock::time_point when = it->first; when > Clock::now()) {
+      // A copy: while this thread waits, another may run and erase that very timer (TSan found
+      // the wait reading the freed node, and waiting for a garbage time).
+      cv_.wait_until(lock, when);
       continue;
     }
     auto fn = std::move(it->second);
@@ -198,8 +200,14 @@ void Sim::ApiThread() {
 
 bool Sim::Ok(const Result<kube::Response>& r) {
   if (r && (r->ok() || r->status == 409)) return true;
-  std::lock_guard<std::mutex> lock(mu_);
-  ++stats_.api_errors;
+  uint64_t n;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n = ++stats_.api_errors;
+  }
+  if (n <= 20 || n % 1000 == 0) {  // enough to see what is wrong, not a flood
+    Log("warn", "sim: API write failed", {{"error", r ? r->Describe() : r.error().message}, {"errors_so_far", n}});
+  }
   return false;
 }
 

@@ -100,7 +100,11 @@ TEST_F(SimTest, NodesLiveLikeKubeletsAndRunWhatTheSchedulerPlaces) {
     }
     return true;
   };
-  ASSERT_TRUE(Eventually(all_running, 60s)) << json(Pods(app)).dump().substr(0, 2000);
+  if (!Eventually(all_running, 60s)) {
+    (void)sim.WaitLog([](const json&) { return false; }, 100ms);
+    for (const auto& l : sim.logs()) std::fprintf(stderr, "sim: %s\n", l.dump().substr(0, 400).c_str());
+    FAIL() << json(Pods(app)).dump().substr(0, 2000);
+  }
   for (const auto& p : Pods(app)) {
     EXPECT_TRUE(in_service.count(p["spec"]["nodeName"].get<std::string>())) << p["spec"]["nodeName"];
     EXPECT_EQ(p["status"]["containerStatuses"][0]["name"], "trainer");
