@@ -8,7 +8,7 @@
 //   bench_sim [--nodes 5000] [--seconds 60]
 
 #include <fmt/format.h>
-#include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -26,16 +26,6 @@ using namespace gpuheal::kube;
 using clk = std::chrono::steady_clock;
 using nlohmann::json;
 
-namespace {
-
-double SelfCpuSeconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   int nodes = 5000, seconds = 60;
@@ -86,7 +76,7 @@ int main(int argc, char** argv) {
   // Baseline: the same renewals from this program.
   const int renewals = static_cast<int>(nodes * wall / 10.0);
   std::atomic<int> next{0};
-  const double b_cpu0 = SelfCpuSeconds();
+  const double b_cpu0 = gpuheal::bench::CpuSeconds(getpid());
   const auto b0 = clk::now();
   {
     std::vector<std::thread> ts;
@@ -101,7 +91,7 @@ int main(int argc, char** argv) {
     }
     for (auto& t : ts) t.join();
   }
-  const double b_cpu = SelfCpuSeconds() - b_cpu0;
+  const double b_cpu = gpuheal::bench::CpuSeconds(getpid()) - b_cpu0;
   const double b_wall = std::chrono::duration<double>(clk::now() - b0).count();
   std::printf("%d sim nodes registered in %.1f s (3 API writes each)\n", nodes, reg_s);
   std::printf("sim: %.1f s of CPU over %.0f s = %.1f%% of one core; %d of %d node leases older than 15 s; RSS %ld kB\n",
