@@ -29,6 +29,15 @@ const char* const kDomains[] = {"AcceleratedHardwareReady", "KernelReady", "Netw
                                 "ContainerRuntimeReady"};
 const std::vector<double> kLatencyBuckets = {0.001, 0.0025, 0.005, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 120, 600};
 
+// The node's agent's answer to request `id` (gpuheal.io/gpu-recovery-status), if it has given one.
+std::optional<RecoveryAnswer> AnswerTo(const kube::Node& node, const std::string& id) {
+  auto st = node.meta.annotations.find(std::string(keys::kGpuRecoveryStatus));
+  if (st == node.meta.annotations.end()) return std::nullopt;
+  auto a = ParseRecoveryStatus(st->second);
+  if (!a || a->id != id) return std::nullopt;
+  return *a;
+}
+
 bool Terminal(const std::string& phase) {
   return phase == "Recovered" || phase == "Replaced" || phase == "Failed";
 }
@@ -114,7 +123,6 @@ bool Evictable(const kube::Pod& p, const Policy& policy) {
 
 struct Repairer::Record {
   kube::NodeRepair cr;
-  bool exists = false;
   bool dirty = false;
   // Phases recorded by this reconcile and not yet written: each gets an Event once written.
   std::vector<std::pair<std::string, std::string>> new_phases;  // phase, event message ("" = the record's)
@@ -357,10 +365,7 @@ std::optional<milliseconds> Repairer::RepairGpu(const kube::Node& node, const No
     Event(node, "Normal", std::string(reason::kGPURecoveryRequested), fmt::format("request {} for GPU {}", id, gpus));
     return policy_.critical_request_timeout;
   }
-  std::optional<RecoveryAnswer> answer;
-  if (auto st = node.meta.annotations.find(std::string(keys::kGpuRecoveryStatus)); st != node.meta.annotations.end()) {
-    if (auto a = ParseRecoveryStatus(st->second); a && a->id == id) answer = *a;
-  }
+  const std::optional<RecoveryAnswer> answer = AnswerTo(node, id);
   const auto asked = r.At("Remediating").value_or(now);
   std::string failure;
   if (answer && answer->state == "succeeded") {
@@ -548,7 +553,6 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
     if (detected && now - *detected <= policy_.repairs_window) ++recent_repairs;
     if (!Terminal(r.phase) && !open) {
       rec.cr = r;
-      rec.exists = true;
       open = &rec;
     }
   }
@@ -564,8 +568,7 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
       if (res && res->ok()) {
         if (auto r = kube::DecodeNodeRepair(res->body); r && !Terminal(r->phase)) {
           rec.cr = *r;
-          rec.exists = true;
-          open = &rec;
+              open = &rec;
         }
       }
     }
@@ -606,12 +609,9 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
     if (open && open->cr.severity == "critical" && !open->At("Quarantined")) {
       // A GPU-level episode whose fault cleared (the agent's verified reset, or a reboot): the
       // node never left service, so there is nothing to release and no probation to sit out.
-      std::string how = "the GPU fault cleared";
-      if (auto st = node->meta.annotations.find(std::string(keys::kGpuRecoveryStatus)); st != node->meta.annotations.end()) {
-        if (auto a = ParseRecoveryStatus(st->second); a && a->id == open->cr.meta.name && a->state == "succeeded") {
-          how = "GPU reset and verified by the node's agent";
-        }
-      }
+      const auto answer = AnswerTo(*node, open->cr.meta.name);
+      const std::string how =
+          answer && answer->state == "succeeded" ? "GPU reset and verified by the node's agent" : "the GPU fault cleared";
       open->Phase("Recovered", now, how);
       open->Message(how + "; the node stayed in service");
       if (!WriteStatus(*open)) return milliseconds(2000);
@@ -672,7 +672,6 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
       std::lock_guard<std::mutex> lock(mu_);
       created_[name] = rec.cr.meta.name;
     }
-    rec.exists = true;
     open = &rec;
     rec.Phase("Detected", now, fmt::format("{} {}: {}", fault->condition, fault->reason, fault->message.substr(0, 512)));
     rec.dirty = true;

@@ -66,7 +66,6 @@ class Repairer {
   // The next step for `node`; when to look again (nullopt: only when something changes).
   std::optional<std::chrono::milliseconds> Reconcile(const std::string& node);
 
-  bool breaker_open() const { return breaker_open_; }
   // The Lease whose gpuheal.io/breaker-reset annotation closes the breaker by hand, and where the
   // breaker's Events go.
   void SetBreakerKey(std::string lease_namespace, std::string lease_name) {

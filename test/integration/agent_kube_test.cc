@@ -461,12 +461,7 @@ TEST_F(AgentKube, ShippedManifestsGiveTheAgentItsOwnNodeOnly) {
 
   // A kubeconfig with only that token, for the agent binary and for a client of our own.
   const std::string kc = state_dir_ + "/agent.kubeconfig";
-  {
-    std::ofstream f(kc);
-    f << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " << client_->config().server
-      << "\n    certificate-authority: " << ControlPlaneEnv::dir() << "/pki/ca.crt\nusers:\n- name: agent\n  user:\n"
-      << "    token: " << token << "\ncontexts:\n- name: c\n  context: {cluster: c, user: agent}\ncurrent-context: c\n";
-  }
+  gpuheal::testing::WriteTokenKubeconfig(kc, client_->config().server, token);
   auto acfg = kube::LoadKubeconfig(kc);
   ASSERT_TRUE(acfg.ok()) << acfg.error().message;
   auto as_agent = kube::Client::Create(std::move(*acfg), kube::RetryPolicy{1, 10ms, 10ms});

@@ -509,10 +509,7 @@ TEST_F(ControllerTest, TheShippedRbacIsEnoughForEveryRung) {
                             {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "TokenRequest"}, {"spec", {{"expirationSeconds", 3600}}}});
   ASSERT_EQ(tr->status, 201) << tr->Describe();
   const std::string kc = dir_ + "/controller.kubeconfig";
-  std::ofstream(kc) << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " << client_->config().server
-                    << "\n    certificate-authority: " << ControlPlaneEnv::dir() << "/pki/ca.crt\nusers:\n- name: u\n  user:\n"
-                    << "    token: " << json::parse(tr->body)["status"]["token"].get<std::string>()
-                    << "\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n";
+  gpuheal::testing::WriteTokenKubeconfig(kc, client_->config().server, json::parse(tr->body)["status"]["token"]);
   const std::string a = Node("a"), b = Node("b", {{"gpuheal.io/pool", "rb-" + id_}});
   Pod("rb-" + id_, a);
   ASSERT_EQ(client_->Create("/apis/karpenter.sh/v1/nodeclaims",

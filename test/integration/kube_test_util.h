@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -23,6 +24,14 @@ inline std::unique_ptr<kube::Client> AdminClient() {
   auto c = kube::Client::Create(std::move(*cfg));
   EXPECT_TRUE(c.ok());
   return std::move(*c);
+}
+
+// Writes a kubeconfig for the test control plane that authenticates with `token` only (a
+// ServiceAccount's), so a binary runs with nothing but that account's RBAC.
+inline void WriteTokenKubeconfig(const std::string& path, const std::string& server, const std::string& token) {
+  std::ofstream(path) << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " << server
+                      << "\n    certificate-authority: " << ControlPlaneEnv::dir() << "/pki/ca.crt\nusers:\n- name: u\n  user:\n"
+                      << "    token: " << token << "\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n";
 }
 
 inline nlohmann::json NodeJson(const std::string& name) {
