@@ -14,6 +14,7 @@ void RegisterStatus(CLI::App& app, int& exit_code);
 void RegisterNvmlCheck(CLI::App& app, int& exit_code);
 void RegisterController(CLI::App& app, int& exit_code);
 void RegisterSim(CLI::App& app, int& exit_code);
+void RegisterDrill(CLI::App& app, int& exit_code);
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;

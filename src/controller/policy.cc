@@ -46,11 +46,11 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
     if (!c.IsMap()) return e.At(c, "\"checkpoint\" must be a mapping");
     if (auto k = CheckKeys(e, c, {"window", "catastrophic_window"}, "checkpoint")) return *k;
     if (c["window"]) {
-      TRY(d, AsDuration(e, c["window"], "checkpoint.window"));
+      TRY(d, AsDuration(e, c["window"], "checkpoint.window", true));
       p.checkpoint_window = d;
     }
     if (c["catastrophic_window"]) {
-      TRY(d, AsDuration(e, c["catastrophic_window"], "checkpoint.catastrophic_window"));
+      TRY(d, AsDuration(e, c["catastrophic_window"], "checkpoint.catastrophic_window", true));
       p.catastrophic_checkpoint_window = d;
     }
   }

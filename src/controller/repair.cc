@@ -392,10 +392,41 @@ std::optional<milliseconds> Repairer::RepairGpu(const kube::Node& node, const No
   return std::nullopt;
 }
 
+bool Repairer::HasAction(const Record& r, std::string_view prefix) {
+  return std::any_of(r.cr.actions.begin(), r.cr.actions.end(), [&](const std::string& a) { return a.starts_with(prefix); });
+}
+
+// The standby provider: remove gpuheal.io/standby from a healthy standby node of the same pool.
+// Done at quarantine, not after the toleration window: it only adds capacity, so the pods evicted
+// from the faulty node have somewhere to run at once. No gate holds it (it disrupts nothing).
+std::optional<milliseconds> Repairer::PromoteStandby(const kube::Node& node, Record& r) {
+  if (dry_run_ || HasAction(r, "promoted standby")) return std::nullopt;
+  const std::string pool = PoolOf(node);
+  for (const auto& n : world_.nodes()) {
+    if (n.meta.name == node.meta.name || PoolOf(n) != pool || FaultOf(n) || !HasTaint(n, keys::kStandbyTaint, "", "")) continue;
+    bool released = false;
+    auto res = client_.Update(kube::NodePath(n.meta.name), [&](nlohmann::json& j) {
+      nlohmann::json taints = nlohmann::json::array();
+      for (const auto& t : j["spec"].value("taints", nlohmann::json::array())) {
+        if (t.value("key", "") != keys::kStandbyTaint) taints.push_back(t);
+      }
+      // Another faulty node of the pool may have taken it meanwhile (read fresh on a conflict).
+      released = taints.size() != j["spec"].value("taints", nlohmann::json::array()).size();
+      j["spec"]["taints"] = taints;
+      return released;
+    });
+    if (!res || !res->ok()) return milliseconds(2000);
+    if (!released) continue;
+    r.Action("promoted standby " + n.meta.name);
+    Event(node, "Normal", "StandbyPromoted", "standby " + n.meta.name + " promoted; this node becomes the standby once it recovers");
+    return std::nullopt;
+  }
+  r.Message("no ready standby node in pool \"" + pool + "\"");
+  return std::nullopt;
+}
+
 std::optional<milliseconds> Repairer::Release(const kube::Node& node, Record* r) {
-  const bool standby_promoted = r && std::any_of(r->cr.actions.begin(), r->cr.actions.end(), [](const std::string& a) {
-                                  return a.rfind("promoted standby", 0) == 0;
-                                });
+  const bool standby_promoted = r && HasAction(*r, "promoted standby");
   if (!dry_run_) {
     auto res = client_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
       bool changed = false;
@@ -706,6 +737,9 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
                         ToString(f.severity), f.severity >= Severity::kCatastrophic ? "NoExecute" : "NoSchedule"));
   }
   if (r.cr.phase == "Detected" || r.cr.phase.empty()) r.Phase("Quarantined", now);
+  if (policy_.provider == Provider::kStandby) {
+    if (auto retry = PromoteStandby(node, r)) return retry;
+  }
 
   // 2. Gates for everything disruptive.
   if (std::string held = Gate(node, static_cast<int>(r.cr.attempts), true); !held.empty()) {
@@ -809,29 +843,15 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
       return std::nullopt;
     }
     case Provider::kStandby: {
-      if (std::any_of(r.cr.actions.begin(), r.cr.actions.end(), [](const std::string& a) { return a.rfind("promoted standby", 0) == 0; })) {
-        return std::nullopt;
+      // Usually promoted at quarantine already (PromoteStandby); here the remediation is that
+      // the standby has the node's place until the node recovers.
+      if (!HasAction(r, "promoted standby")) {
+        if (auto retry = PromoteStandby(node, r)) return retry;
+        if (!HasAction(r, "promoted standby")) return milliseconds(30000);
       }
-      const std::string pool = PoolOf(node);
-      for (const auto& n : world_.nodes()) {
-        if (n.meta.name == node.meta.name || PoolOf(n) != pool || FaultOf(n) || !HasTaint(n, keys::kStandbyTaint, "", "")) continue;
-        auto res = client_.Update(kube::NodePath(n.meta.name), [&](nlohmann::json& j) {
-          nlohmann::json taints = nlohmann::json::array();
-          for (const auto& t : j["spec"].value("taints", nlohmann::json::array())) {
-            if (t.value("key", "") != keys::kStandbyTaint) taints.push_back(t);
-          }
-          j["spec"]["taints"] = taints;
-          return true;
-        });
-        if (!res || !res->ok()) return milliseconds(2000);
-        r.Phase("Remediating", now);
-        r.Action("promoted standby " + n.meta.name);
-        r.Message("standby " + n.meta.name + " promoted; this node becomes the standby once it recovers");
-        Event(node, "Normal", "StandbyPromoted", r.cr.message);
-        return std::nullopt;
-      }
-      r.Message("no ready standby node in pool \"" + pool + "\"");
-      return milliseconds(30000);
+      if (!r.At("Remediating")) r.Phase("Remediating", now);
+      r.Message("drained; a standby node has this node's place, and this node becomes the pool's standby once it recovers");
+      return std::nullopt;
     }
   }
   return std::nullopt;

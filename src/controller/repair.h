@@ -79,6 +79,8 @@ class Repairer {
                                                   bool quarantined);
   std::optional<std::chrono::milliseconds> RepairGpu(const kube::Node& node, const NodeFault& f, Record& r);
   std::optional<std::chrono::milliseconds> Release(const kube::Node& node, Record* r);
+  std::optional<std::chrono::milliseconds> PromoteStandby(const kube::Node& node, Record& r);
+  static bool HasAction(const Record& r, std::string_view prefix);
   std::optional<std::chrono::milliseconds> DeleteNode(const kube::Node& node, Record& r);
   bool Quarantine(const kube::Node& node, const NodeFault& f);
   // "" = disruptive actions allowed; else which gate holds them and why. The pool gate counts

@@ -55,11 +55,13 @@ Result<int> AsInt(const ConfigError& err, const YAML::Node& n, std::string_view 
   return err.At(n, fmt::format("\"{}\" must be an integer from {} to {}", key, lo, hi));
 }
 
-Result<std::chrono::milliseconds> AsDuration(const ConfigError& err, const YAML::Node& n, std::string_view key) {
+Result<std::chrono::milliseconds> AsDuration(const ConfigError& err, const YAML::Node& n, std::string_view key,
+                                             bool allow_zero) {
   if (n.IsScalar()) {
-    if (auto d = ParseDuration(n.as<std::string>()); d && d->count() > 0) return *d;
+    if (auto d = ParseDuration(n.as<std::string>()); d && (d->count() > 0 || (allow_zero && d->count() == 0))) return *d;
   }
-  return err.At(n, fmt::format("\"{}\" must be a positive duration such as 500ms, 30s, 10m, 24h, 7d", key));
+  return err.At(n, fmt::format("\"{}\" must be a {}duration such as {}500ms, 30s, 10m, 24h, 7d", key,
+                               allow_zero ? "" : "positive ", allow_zero ? "0s, " : ""));
 }
 
 }  // namespace gpuheal

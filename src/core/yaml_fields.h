@@ -30,6 +30,7 @@ std::optional<Error> CheckKeys(const ConfigError& err, const YAML::Node& map, co
 Result<std::string> AsString(const ConfigError& err, const YAML::Node& n, std::string_view key);
 Result<bool> AsBool(const ConfigError& err, const YAML::Node& n, std::string_view key);
 Result<int> AsInt(const ConfigError& err, const YAML::Node& n, std::string_view key, int lo, int hi);
-Result<std::chrono::milliseconds> AsDuration(const ConfigError& err, const YAML::Node& n, std::string_view key);
+Result<std::chrono::milliseconds> AsDuration(const ConfigError& err, const YAML::Node& n, std::string_view key,
+                                             bool allow_zero = false);
 
 }  // namespace gpuheal

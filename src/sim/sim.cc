@@ -62,7 +62,9 @@ Status Sim::StartAgent(const SimNode& n) {
   if (mkfifo(fifo.c_str(), 0600) != 0 && errno != EEXIST) {
     return Error{fmt::format("sim: cannot create the kernel log FIFO {}: {}", fifo, std::strerror(errno))};
   }
+  if (opts_.external_agents.count(n.name)) return Status::Ok();  // its agent is a process of its own
   AgentConfig cfg;
+  if (opts_.agent_quiet_period.count() > 0) cfg.quiet_period = opts_.agent_quiet_period;
   cfg.kmsg_path = fifo;
   cfg.state_dir = dir;
   cfg.listen = "";

@@ -47,6 +47,11 @@ struct SimOptions {
   bool agents = false;
   std::string state_dir = "/tmp/gpuheal-sim";
   kube::Config agent_kube;  // the agents' API server and credentials
+  // Nodes whose kernel log FIFO is made but whose agent is not hosted here: a `gpuheal agent`
+  // process reads it (gpuheal drill's agent-restart scenario kills and restarts it).
+  std::set<std::string> external_agents;
+  // The hosted agents' recovery.quiet_period (0: the agent's default, 10 min).
+  std::chrono::milliseconds agent_quiet_period{0};
 };
 
 struct SimNode {

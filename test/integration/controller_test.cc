@@ -498,9 +498,9 @@ TEST_F(ControllerTest, TheShippedRbacIsEnoughForEveryRung) {
   static bool applied = false;
   if (!applied) {
     for (const YAML::Node& doc : YAML::LoadAllFromFile(std::string(GPUHEAL_SOURCE_DIR) + "/deploy/kubernetes/controller.yaml")) {
-      json obj = gpuheal::testing::YamlToJson(doc);
+      json obj = kube::YamlToJson(doc);
       if (obj["kind"] == "Deployment") continue;  // no kubelet here to run it: the binary runs below
-      auto r = client_->Create(gpuheal::testing::CollectionPath(obj), obj);
+      auto r = client_->Create(*kube::CollectionPath(obj), obj);
       ASSERT_TRUE(r.ok() && (r->status == 201 || r->status == 409)) << obj["kind"] << ": " << (r ? r->Describe() : "");
     }
     applied = true;

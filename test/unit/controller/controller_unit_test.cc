@@ -77,11 +77,19 @@ TEST(Policy, TheShippedConfigMapIsValidAndStatesTheDefaults) {
   EXPECT_EQ(p->critical_node_level, d.critical_node_level);
 }
 
+TEST(Policy, ACheckpointWindowOfZeroEvictsWithoutWaiting) {
+  auto p = ParsePolicy("checkpoint: {window: 0s, catastrophic_window: 0s}\n", "p.yaml");
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->checkpoint_window.count(), 0);
+  EXPECT_EQ(p->catastrophic_checkpoint_window.count(), 0);
+}
+
 TEST(Policy, ErrorsNameFileLineAndField) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"tolerations: {}\n", "p.yaml:1:1: unknown key \"tolerations\""},
       {"toleration:\n  GPUReady: 5m\n", "p.yaml:2:3: unknown condition \"GPUReady\""},
-      {"checkpoint:\n  window: soon\n", "\"checkpoint.window\" must be a positive duration"},
+      {"checkpoint:\n  window: soon\n", "\"checkpoint.window\" must be a duration such as 0s"},
+      {"probation: 0s\n", "\"probation\" must be a positive duration"},
       {"eviction:\n  after_drain_timeout: kill\n", "must be wait or force-delete"},
       {"pools:\n  max_unavailable_percent: 0\n", "\"pools.max_unavailable_percent\" must be an integer from 1 to 100"},
       {"provider:\n  name: reboot\n", "\"provider.name\" must be one of none, delete-node, exec, standby"},

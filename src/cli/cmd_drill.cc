@@ -1,0 +1,127 @@
+// gpuheal drill: a self-healing rehearsal with the T+ms timeline from the kernel line to the
+// replacement pods Running (docs/drill.md).
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "cli/commands.h"
+#include "drill/drill.h"
+
+namespace gpuheal::cli {
+
+namespace {
+std::string SelfPath() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.string();
+}
+}  // namespace
+
+void RegisterDrill(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<drill::DrillOptions>();
+  auto json_out = std::make_shared<bool>(false);
+  auto chart = std::make_shared<std::string>();
+  auto timeout = std::make_shared<int>(90);
+  o->source_dir = GPUHEAL_SOURCE_DIR;
+  CLI::App* cmd = app.add_subcommand(
+      "drill", "Rehearse a GPU fault end to end: a local control plane, the controller, simulated GPU nodes with real "
+               "agents, a fault in one node's kernel log, and the T+ms timeline of the recovery");
+  std::string scenarios;
+  for (const auto& s : drill::Scenarios()) scenarios += (scenarios.empty() ? "" : ", ") + s;
+  cmd->add_option("--scenario", o->scenario, "What to rehearse: " + scenarios + " (default single)")
+      ->check(CLI::IsMember(drill::Scenarios()));
+  cmd->add_option("--kubeconfig", o->kubeconfig,
+                  "Drill in this cluster instead of starting a local control plane (it needs kube-scheduler and "
+                  "kube-controller-manager; the drill registers simulated nodes in it)");
+  cmd->add_option("--xid", o->xid, "The Xid to inject (default: the scenario's; single: 79, GPU has fallen off the bus)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--nodes", o->nodes, "GPU nodes in service (default 16)")->check(CLI::Range(1, 2000));
+  cmd->add_option("--pools", o->pools, "Node pools (default 2)")->check(CLI::Range(1, 100));
+  cmd->add_option("--gpus", o->gpus, "GPUs per node (default 8)")->check(CLI::Range(2, 64));
+  cmd->add_option("--standby", o->standby, "Standby nodes per pool (default 1)")->check(CLI::Range(0, 100));
+  cmd->add_option("--fault-nodes", o->fault_nodes,
+                  "correlated: nodes faulted at once (default: the fewest that trip the circuit breaker)")
+      ->check(CLI::Range(1, 2000));
+  cmd->add_option("--repeat", o->repeat, "Runs, each on a fresh simulated cluster: p50/p99 of each step (default 1)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_flag("--json", *json_out, "Print one JSON object (docs/drill.md) on stdout; the timeline goes to stderr");
+  cmd->add_option("--chart", *chart, "Also write the timeline as an SVG chart to this file");
+  cmd->add_flag("--keep", o->keep, "Leave everything running after the drill to explore with kubectl; Ctrl-C cleans up");
+  cmd->add_option("--work-dir", o->work_dir, "Logs, policy and simulated kernel logs (default: a new /tmp/gpuheal-drill-*)");
+  cmd->add_option("--source-dir", o->source_dir, "A gpuheal checkout: deploy/ and scripts/control-plane.sh (default: the one built from)");
+  cmd->add_option("--timeout", *timeout, "Seconds a run may take from the fault to its last step (default 90)")
+      ->check(CLI::Range(5, 3600));
+  cmd->callback([o, json_out, chart, timeout, &exit_code] {
+    o->self = SelfPath();
+    o->run_timeout = std::chrono::seconds(*timeout);
+    if (o->scenario == "correlated" && o->fault_nodes > o->nodes) {
+      std::cerr << "gpuheal drill: --fault-nodes " << o->fault_nodes << " is more than --nodes " << o->nodes << "\n";
+      exit_code = kExitUsage;
+      return;
+    }
+    if (o->scenario != "correlated" && o->fault_nodes > 0) {
+      std::cerr << "gpuheal drill: --fault-nodes is for --scenario correlated\n";
+      exit_code = kExitUsage;
+      return;
+    }
+    if (o->nodes < o->pools) {
+      std::cerr << "gpuheal drill: --nodes " << o->nodes << " is fewer than --pools " << o->pools << "\n";
+      exit_code = kExitUsage;
+      return;
+    }
+    if (!chart->empty()) {
+      std::ofstream test(*chart, std::ios::app);
+      if (!test) {
+        std::cerr << "gpuheal drill: --chart " << *chart << ": cannot write there\n";
+        exit_code = kExitUsage;
+        return;
+      }
+    }
+    // Ctrl-C and SIGTERM end the drill through its cleanup: blocked before any thread starts, and
+    // taken by one thread that sets the flag the drill's waits check.
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+    static std::atomic<bool> interrupted{false};
+    std::thread([mask] {
+      int sig = 0;
+      sigwait(&mask, &sig);
+      interrupted = true;
+    }).detach();
+    const int out_fd = *json_out ? dup(STDERR_FILENO) : STDOUT_FILENO;
+    o->live = [out_fd](const std::string& s) {
+      size_t off = 0;
+      while (off < s.size()) {
+        const ssize_t n = write(out_fd, s.data() + off, s.size() - off);
+        if (n <= 0) break;
+        off += static_cast<size_t>(n);
+      }
+    };
+    auto report = drill::RunDrill(*o, interrupted);
+    if (!report) {
+      std::cerr << "gpuheal drill: " << report.error().message << "\n";
+      exit_code = interrupted ? 130 : kExitFailure;
+      return;
+    }
+    if (*json_out) {
+      std::cout << drill::ToJson(*report).dump(2) << std::endl;
+    } else {
+      std::cout << drill::ToText(*report) << std::flush;
+    }
+    if (!chart->empty()) {
+      std::ofstream(*chart, std::ios::trunc) << drill::ToSvg(*report);
+      o->live("chart: " + *chart + "\n");
+    }
+    exit_code = report->interrupted ? 130 : report->ok() ? kExitOk : kExitFailure;
+  });
+}
+
+}  // namespace gpuheal::cli

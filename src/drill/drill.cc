@@ -1,0 +1,980 @@
+#include "drill/drill.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cli/inject.h"
+#include "core/config.h"
+#include "core/keys.h"
+#include "core/log.h"
+#include "drill/child.h"
+#include "kube/client.h"
+#include "kube/informer.h"
+#include "kube/kube_config.h"
+#include "kube/manifest.h"
+#include "kube/objects.h"
+#include "sim/sim.h"
+
+namespace gpuheal::drill {
+namespace {
+
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+using nlohmann::json;
+
+constexpr const char* kRepairs = "/apis/gpuheal.io/v1alpha1/noderepairs";
+constexpr const char* kSystemNs = "gpuheal-system";
+constexpr const char* kLease = "gpuheal-drill";
+const char* const kDomains[] = {"AcceleratedHardwareReady", "KernelReady", "NetworkingReady", "StorageReady",
+                                "ContainerRuntimeReady"};
+
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+bool HasTaint(const kube::Node& n, std::string_view key) {
+  return std::any_of(n.taints.begin(), n.taints.end(), [&](const kube::Taint& t) { return t.key == key; });
+}
+
+// What one scenario does differently.
+struct Plan {
+  int xid = 79;
+  int repeats = 1;              // records written (Xid 13 five times: raised to fatal by repetition)
+  int pods_per_node = 1;
+  int fault_nodes = 1;
+  std::string checkpoint_delay = "200ms";
+  std::string policy;           // the controller's policy for this scenario
+  bool external_agent = false;  // the target's agent is a process the drill can kill
+  milliseconds agent_quiet{0};
+};
+
+std::string PolicyYaml(const std::string& toleration, const std::string& probation) {
+  // The shipped defaults (deploy/kubernetes/controller.yaml) with drill-sized windows: a repair is
+  // rehearsed in seconds, not in the 10 minutes a real node gets to recover on its own. A GPU that
+  // fell off the bus has no state to save: its pods are evicted without a checkpoint wait.
+  return fmt::format(
+      "# gpuheal drill: the shipped policy with drill-sized windows\n"
+      "toleration: {{AcceleratedHardwareReady: {0}, default: {0}}}\n"
+      "checkpoint: {{window: 30s, catastrophic_window: 0s}}\n"
+      "eviction: {{drain_timeout: 10m, after_drain_timeout: wait, gpu_pods_only: false}}\n"
+      "skip: {{namespaces: [kube-system]}}\n"
+      "pools: {{label: gpuheal.io/pool, max_unavailable_percent: 20}}\n"
+      "breaker: {{share_percent: 30, window: 5m, quiet: 15m}}\n"
+      "attempts: {{max: 3, window: 7d}}\n"
+      "probation: {1}\n"
+      "provider: {{name: standby}}\n"
+      "critical: {{action: gpu-reset, request_timeout: 1m}}\n",
+      toleration, probation);
+}
+
+Plan PlanFor(const DrillOptions& o) {
+  Plan p;
+  p.policy = PolicyYaml("2s", "2s");
+  const int gpu_nodes = o.nodes + o.standby * o.pools;
+  if (o.scenario == "pdb") {
+    // Two pods per node and a budget of one: the second eviction waits for the first pod's
+    // replacement to be Ready. Fatal (NoSchedule): a catastrophic fault's NoExecute taint would
+    // have Kubernetes' taint manager delete the pods without asking the budget.
+    p.xid = 48;
+    p.pods_per_node = 2;
+  } else if (o.scenario == "flap") {
+    // Xid 13 five times: raised to fatal by repetition, cleared after a quiet period (2 s here).
+    p.xid = 13;
+    p.repeats = 5;
+    p.agent_quiet = 2s;
+    p.policy = PolicyYaml("60s", "1s");
+  } else if (o.scenario == "correlated") {
+    p.xid = 48;
+    p.fault_nodes = o.fault_nodes > 0 ? o.fault_nodes : gpu_nodes * 30 / 100 + 1;
+  } else if (o.scenario == "controller-crash") {
+    p.xid = 48;
+    p.pods_per_node = 2;
+    p.checkpoint_delay = "1500ms";  // the controller is killed inside the checkpoint window
+  } else if (o.scenario == "agent-restart") {
+    p.external_agent = true;
+  } else if (o.scenario == "critical") {
+    p.xid = 45;
+    p.external_agent = true;
+  }
+  if (o.xid > 0) p.xid = o.xid;
+  return p;
+}
+
+// One run's world: the simulated cluster's names and what the drill saw happen, timed.
+struct PodTrack {
+  std::string name, node;
+  bool initial = false;    // existed when the fault was injected
+  int64_t scheduled_us = 0, running_us = 0, deleting_us = 0;
+  bool checkpoint_requested = false, checkpoint_done = false;
+};
+
+struct NodeTrack {
+  kube::Node node;
+  int false_transitions = 0;  // a domain turned False (seen by the drill)
+  bool was_false = false;
+  std::string false_since;    // lastTransitionTime of the first False domain
+};
+
+class Observer {
+ public:
+  explicit Observer(const std::function<void(const std::string&)>& live) : live_(live) {}
+  ~Observer() { Stop(); }
+
+  Status Start(const kube::Config& cfg, const std::string& ns, const std::set<std::string>& nodes) {
+    ns_ = ns;
+    nodes_ = nodes;
+    for (int i = 0; i < 3; ++i) {
+      auto c = kube::Client::Create(cfg);
+      if (!c) return c.error();
+      clients_.push_back(std::move(*c));
+    }
+    node_inf_ = std::make_unique<kube::Informer<kube::Node>>(*clients_[0], kube::NodePath() + "?labelSelector=gpuheal.io%2Fsim%3Dtrue",
+                                                             kube::DecodeNodeList, kube::DecodeNode);
+    pod_inf_ = std::make_unique<kube::Informer<kube::Pod>>(*clients_[1], kube::PodPath(ns), kube::DecodePodList, kube::DecodePod);
+    rep_inf_ = std::make_unique<kube::Informer<kube::NodeRepair>>(*clients_[2], kRepairs, kube::DecodeNodeRepairList,
+                                                                  kube::DecodeNodeRepair);
+    node_inf_->SetHandlers({[this](const kube::Node& n) { OnNode(n); }, [this](const kube::Node&, const kube::Node& n) { OnNode(n); },
+                            nullptr});
+    pod_inf_->SetHandlers({[this](const kube::Pod& p) { OnPod(p); }, [this](const kube::Pod&, const kube::Pod& p) { OnPod(p); },
+                           nullptr});
+    rep_inf_->SetHandlers({[this](const kube::NodeRepair& r) { OnRepair(r); },
+                           [this](const kube::NodeRepair&, const kube::NodeRepair& r) { OnRepair(r); }, nullptr});
+    node_inf_->Start();
+    pod_inf_->Start();
+    rep_inf_->Start();
+    if (!node_inf_->WaitForSynced(30s) || !pod_inf_->WaitForSynced(30s) || !rep_inf_->WaitForSynced(30s)) {
+      return Error{"the drill's watches of Nodes, Pods and NodeRepairs did not sync within 30 s"};
+    }
+    return Status::Ok();
+  }
+
+  void Stop() {
+    stop_ = true;
+    if (file_thread_.joinable()) file_thread_.join();
+    if (node_inf_) node_inf_->Stop();
+    if (pod_inf_) pod_inf_->Stop();
+    if (rep_inf_) rep_inf_->Stop();
+  }
+
+  // The fault is about to be written into these nodes' kernel logs: pods seen so far are the
+  // workload's, later ones replacements; time runs from `t0`.
+  void Arm(const std::vector<std::string>& targets, const std::map<std::string, std::string>& fault_files,
+           std::set<std::string> standby_nodes, int replicas, int64_t t0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    targets_ = std::set<std::string>(targets.begin(), targets.end());
+    standby_ = std::move(standby_nodes);
+    replicas_ = replicas;
+    for (auto& [uid, p] : pods_) {
+      p.initial = true;
+      if (targets_.count(p.node)) ++target_pods_;
+    }
+    for (const auto& [node, path] : fault_files) {
+      struct stat st {};
+      file_size_[path] = stat(path.c_str(), &st) == 0 ? st.st_size : 0;
+    }
+    t0_ = t0;
+    file_thread_ = std::thread([this, fault_files] { WatchFaultFiles(fault_files); });
+  }
+
+  // Records a step the drill itself caused (a kill, a restart).
+  void Mark(const std::string& key, const std::string& detail) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Record(key, NowUs(), detail);
+  }
+
+  // Waits until `pred` holds (checked on every change and every 20 ms) or the deadline.
+  bool WaitFor(const std::function<bool()>& pred, std::chrono::steady_clock::time_point deadline,
+               const std::atomic<bool>& interrupted) {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!pred()) {
+      if (interrupted || std::chrono::steady_clock::now() >= deadline) return false;
+      cv_.wait_for(lock, 20ms);
+    }
+    return true;
+  }
+  // Under the lock: for predicates passed to WaitFor and for the checks.
+  bool Has(const std::string& step) const { return steps_.count(step) > 0; }
+  int64_t At(const std::string& step) const { return steps_.count(step) ? steps_.at(step) : 0; }
+  int RunningPods() const {
+    int n = 0;
+    for (const auto& [uid, p] : pods_) n += p.running_us > 0 && p.deleting_us == 0;
+    return n;
+  }
+  bool AgentsReporting(const std::vector<std::string>& nodes) const {
+    for (const auto& n : nodes) {
+      auto it = nodes_seen_.find(n);
+      if (it == nodes_seen_.end()) return false;
+      const auto& c = it->second.node.conditions;
+      if (std::none_of(c.begin(), c.end(), [](const kube::NodeCondition& x) { return x.type == "AcceleratedHardwareReady"; })) {
+        return false;
+      }
+    }
+    return true;
+  }
+  std::mutex& mu() { return mu_; }
+  const std::map<std::string, PodTrack>& pods() const { return pods_; }
+  const std::map<std::string, NodeTrack>& nodes() const { return nodes_seen_; }
+  const std::map<std::string, kube::NodeRepair>& repairs() const { return repairs_; }
+  std::map<std::string, double> StepsMs() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::map<std::string, double> out;
+    for (const auto& [k, us] : steps_) out[k] = static_cast<double>(us - t0_) / 1000.0;
+    return out;
+  }
+  int target_pods() const { return target_pods_; }
+
+ private:
+  void Record(const std::string& key, int64_t us, const std::string& detail) {
+    if (t0_ == 0 || steps_.count(key)) return;
+    steps_[key] = us;
+    if (live_) live_(fmt::format("  T+{:>9.1f} ms  {:<30} {}\n", static_cast<double>(us - t0_) / 1000.0, StepLabel(key), detail));
+    cv_.notify_all();
+  }
+
+  void WatchFaultFiles(std::map<std::string, std::string> files) {
+    const int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (fd < 0) return;
+    for (const auto& [node, path] : files) inotify_add_watch(fd, path.c_str(), IN_MODIFY);
+    std::set<std::string> grown;
+    while (!stop_ && grown.size() < files.size()) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 50) > 0) {
+        char buf[4096];
+        while (read(fd, buf, sizeof buf) > 0) {
+        }
+      }
+      const int64_t now = NowUs();
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [node, path] : files) {
+        struct stat st {};
+        if (!grown.count(node) && stat(path.c_str(), &st) == 0 && st.st_size > file_size_[path]) {
+          grown.insert(node);
+          if (grown.size() == files.size()) {
+            Record("detected", now, files.size() == 1 ? "fault line from the agent of " + node
+                                                      : fmt::format("by the agents of all {} nodes", files.size()));
+          }
+        }
+      }
+    }
+    close(fd);
+  }
+
+  void OnNode(const kube::Node& n) {
+    const int64_t now = NowUs();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!nodes_.count(n.meta.name)) return;
+    NodeTrack& t = nodes_seen_[n.meta.name];
+    t.node = n;
+    bool any_false = false;
+    for (const auto& c : n.conditions) {
+      if (std::find(std::begin(kDomains), std::end(kDomains), c.type) != std::end(kDomains) && c.status == "False") {
+        any_false = true;
+        if (t.false_since.empty()) t.false_since = c.last_transition_time;
+      }
+    }
+    if (any_false && !t.was_false) ++t.false_transitions;
+    t.was_false = any_false;
+    Evaluate(now, n.meta.name);
+    cv_.notify_all();
+  }
+
+  void OnPod(const kube::Pod& p) {
+    const int64_t now = NowUs();
+    std::lock_guard<std::mutex> lock(mu_);
+    PodTrack& t = pods_[p.meta.uid];
+    t.name = p.meta.name;
+    if (!p.node_name.empty()) {
+      t.node = p.node_name;
+      if (!t.scheduled_us) t.scheduled_us = now;
+    }
+    if (p.phase == "Running" && !t.running_us) t.running_us = now;
+    if (p.meta.deleting && !t.deleting_us) t.deleting_us = now;
+    t.checkpoint_requested = p.meta.annotations.count(std::string(keys::kCheckpointRequested)) > 0;
+    t.checkpoint_done = p.meta.annotations.count(std::string(keys::kCheckpointDone)) > 0;
+    Evaluate(now, "");
+    cv_.notify_all();
+  }
+
+  void OnRepair(const kube::NodeRepair& r) {
+    const int64_t now = NowUs();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!targets_.count(r.node)) {
+      if (nodes_.count(r.node)) repairs_[r.meta.name] = r;
+      return;
+    }
+    repairs_[r.meta.name] = r;
+    std::set<std::string> phases;
+    for (const auto& [ph, at] : r.phase_times) phases.insert(ph);
+    if (!r.phase.empty()) phases.insert(r.phase);
+    for (const auto& ph : phases) {
+      // For several nodes at once: the step is when the last of them reached the phase.
+      int reached = 0;
+      for (const auto& [name, rec] : repairs_) {
+        if (targets_.count(rec.node) && (rec.phase == ph || rec.phase_times.count(ph))) ++reached;
+      }
+      if (reached < static_cast<int>(targets_.size())) continue;
+      std::string key = "repair_" + ph;
+      std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
+      Record(key, now, targets_.size() == 1 ? r.meta.name + (r.message.empty() ? "" : ": " + r.message.substr(0, 120)) : "");
+    }
+    cv_.notify_all();
+  }
+
+  // Derived steps, from the state of all nodes and pods.
+  void Evaluate(int64_t now, const std::string& changed_node) {
+    if (t0_ == 0) return;
+    const size_t k = targets_.size();
+    auto all_targets = [&](const std::function<bool(const NodeTrack&)>& f) {
+      for (const auto& name : targets_) {
+        auto it = nodes_seen_.find(name);
+        if (it == nodes_seen_.end() || !f(it->second)) return false;
+      }
+      return true;
+    };
+    auto target_desc = [&](const std::string& what) {
+      return k == 1 ? what + " on " + *targets_.begin() : fmt::format("{} on all {} nodes", what, k);
+    };
+    if (!changed_node.empty()) {
+      if (all_targets([](const NodeTrack& t) { return t.was_false; })) {
+        std::string detail;
+        for (const auto& c : nodes_seen_[*targets_.begin()].node.conditions) {
+          if (c.status == "False" && std::find(std::begin(kDomains), std::end(kDomains), c.type) != std::end(kDomains)) {
+            detail = c.type + "=False " + c.reason;
+          }
+        }
+        Record("condition", now, k == 1 ? detail + " on " + *targets_.begin() : target_desc("a domain False"));
+      }
+      if (all_targets([](const NodeTrack& t) { return HasTaint(t.node, keys::kFaultTaint); })) {
+        std::string detail;
+        for (const auto& t : nodes_seen_[*targets_.begin()].node.taints) {
+          if (t.key == keys::kFaultTaint) detail = fmt::format("{}={}:{}", t.key, t.value, t.effect);
+        }
+        Record("taint", now, target_desc(detail));
+      }
+      if (Has("condition") && all_targets([](const NodeTrack& t) { return !t.was_false; })) {
+        Record("condition_cleared", now, target_desc("every domain True"));
+      }
+      if (Has("taint") && all_targets([](const NodeTrack& t) { return !HasTaint(t.node, keys::kFaultTaint) && !t.node.unschedulable; })) {
+        Record("released", now, target_desc("taint and cordon removed"));
+      }
+      if (all_targets([](const NodeTrack& t) {
+            auto a = t.node.meta.annotations.find(std::string(keys::kGpuFaults));
+            return a != t.node.meta.annotations.end() && a->second != "{}" && !a->second.empty();
+          })) {
+        Record("gpu_fault_published", now, target_desc(std::string(keys::kGpuFaults)));
+      }
+      if (all_targets([](const NodeTrack& t) { return t.node.meta.annotations.count(std::string(keys::kGpuRecoveryRequest)) > 0; })) {
+        Record("gpu_recovery_requested", now, target_desc(std::string(keys::kGpuRecoveryRequest)));
+      }
+      if (all_targets([](const NodeTrack& t) {
+            auto a = t.node.meta.annotations.find(std::string(keys::kGpuRecoveryStatus));
+            return a != t.node.meta.annotations.end() && a->second.find("\"succeeded\"") != std::string::npos;
+          })) {
+        Record("gpu_recovered", now, target_desc("the agent's answer: succeeded"));
+      }
+      for (const auto& s : standby_) {
+        auto it = nodes_seen_.find(s);
+        if (it != nodes_seen_.end() && !HasTaint(it->second.node, keys::kStandbyTaint)) {
+          Record("standby_released", now, s + ": " + std::string(keys::kStandbyTaint) + " removed");
+        }
+      }
+    }
+    // Pods.
+    int on_targets = 0, requested = 0, done = 0, deleting = 0, new_scheduled = 0, new_running = 0, serving = 0;
+    bool new_on_target = false;
+    for (const auto& [uid, p] : pods_) {
+      if (p.initial && targets_.count(p.node)) {
+        ++on_targets;
+        requested += p.checkpoint_requested;
+        done += p.checkpoint_done && !p.deleting_us;
+        deleting += p.deleting_us > 0;
+      }
+      if (!p.initial) {
+        new_scheduled += p.scheduled_us > 0;
+        new_running += p.running_us > 0;
+        new_on_target |= targets_.count(p.node) > 0;
+      }
+      serving += p.running_us > 0 && !p.deleting_us && !targets_.count(p.node);
+    }
+    if (on_targets == 0) return;
+    if (requested > 0) Record("checkpoint_requested", now, fmt::format("{} pod(s) annotated {}", requested, keys::kCheckpointRequested));
+    if (done == on_targets) Record("checkpoint_done", now, fmt::format("{} pod(s) answered {}", done, keys::kCheckpointDone));
+    if (deleting > 0) Record("first_eviction", now, "a pod of the faulty node is terminating");
+    if (deleting == on_targets) Record("last_eviction", now, fmt::format("all {} pod(s) of the faulty node(s) terminating", on_targets));
+    if (deleting > 0 && new_scheduled >= deleting && deleting == on_targets) {
+      Record("replacement_scheduled", now, fmt::format("{} replacement pod(s) bound to a node", new_scheduled));
+    }
+    if (deleting > 0 && new_running >= deleting && deleting == on_targets) {
+      Record("replacement_running", now, fmt::format("{} replacement pod(s) Running", new_running));
+    }
+    if (deleting > 0 && serving >= replicas_ && !new_on_target) {
+      Record("capacity_restored", now, fmt::format("{}/{} replicas Running on healthy nodes", serving, replicas_));
+    }
+  }
+
+  const std::function<void(const std::string&)>& live_;
+  std::string ns_;
+  std::set<std::string> nodes_;  // this run's nodes
+  std::vector<std::unique_ptr<kube::Client>> clients_;
+  std::unique_ptr<kube::Informer<kube::Node>> node_inf_;
+  std::unique_ptr<kube::Informer<kube::Pod>> pod_inf_;
+  std::unique_ptr<kube::Informer<kube::NodeRepair>> rep_inf_;
+  std::thread file_thread_;
+  std::atomic<bool> stop_{false};
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t t0_ = 0;
+  std::set<std::string> targets_, standby_;
+  int replicas_ = 0, target_pods_ = 0;
+  std::map<std::string, off_t> file_size_;
+  std::map<std::string, int64_t> steps_;
+  std::map<std::string, PodTrack> pods_;  // by uid
+  std::map<std::string, NodeTrack> nodes_seen_;
+  std::map<std::string, kube::NodeRepair> repairs_;
+};
+
+class Drill {
+ public:
+  Drill(const DrillOptions& o, const std::atomic<bool>& interrupted) : o_(o), interrupted_(interrupted) {}
+  ~Drill() { Cleanup(); }
+
+  Result<Report> Run() {
+    if (auto s = Setup(); !s) return s.error();
+    const Plan plan = PlanFor(o_);
+    std::vector<RunResult> runs;
+    for (int i = 0; i < o_.repeat && !interrupted_; ++i) {
+      if (o_.repeat > 1) Say(fmt::format("\nrun {}/{}\n", i + 1, o_.repeat));
+      auto r = RunOnce(plan, i);
+      if (!r) return r.error();
+      runs.push_back(std::move(*r));
+    }
+    return Summarise(o_.scenario, runs, interrupted_.load());
+  }
+
+  // --keep: everything stays up until Ctrl-C.
+  void Hold() {
+    {
+      Say(fmt::format(
+          "\n--keep: everything is still running. Explore with\n  export KUBECONFIG={}\n  kubectl get nodes,noderepairs\n"
+          "  kubectl -n {} get pods -o wide\nLogs: {}\nPress Ctrl-C to clean up.\n",
+          kubeconfig_, last_ns_, work_));
+    }
+    while (!interrupted_) std::this_thread::sleep_for(100ms);
+  }
+
+ private:
+  void Say(const std::string& s) {
+    if (o_.live) o_.live(s);
+  }
+
+  Status Setup() {
+    if (o_.work_dir.empty()) {
+      char tmpl[] = "/tmp/gpuheal-drill-XXXXXX";
+      if (!mkdtemp(tmpl)) return Error{fmt::format("cannot create a work directory in /tmp: {}", std::strerror(errno))};
+      work_ = tmpl;
+    } else {
+      work_ = o_.work_dir;
+      std::error_code ec;
+      std::filesystem::create_directories(work_, ec);
+      if (ec) return Error{fmt::format("--work-dir {}: {}", work_, ec.message())};
+    }
+    // The logs of everything the drill runs in its own process (the sim, its agents) and of the
+    // processes it starts go to files in the work directory; the terminal gets the timeline.
+    const int log = open((work_ + "/drill.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log >= 0) {
+      saved_stderr_ = dup(STDERR_FILENO);
+      dup2(log, STDERR_FILENO);
+      close(log);
+    }
+    id_ = fmt::format("{:04x}", std::random_device{}() & 0xffff);
+    kubeconfig_ = o_.kubeconfig;
+    if (kubeconfig_.empty()) {
+      if (auto s = StartControlPlane(); !s) return s;
+    }
+    auto cfg = kube::LoadKubeconfig(kubeconfig_);
+    if (!cfg) return cfg.error();
+    cfg->user_agent = "gpuheal-drill/" GPUHEAL_VERSION;
+    cfg->qps = 0;
+    cfg_ = *cfg;
+    auto c = kube::Client::Create(*cfg);
+    if (!c) return c.error();
+    client_ = std::move(*c);
+    // deploy/: the NodeRepair CRD, the controller's namespace, RBAC and policy ConfigMap (not its
+    // Deployment: the simulated nodes run no containers, so the controller runs here as a process).
+    Say("installing deploy/crds/noderepairs.yaml and deploy/kubernetes/controller.yaml (without its Deployment)\n");
+    json system_ns = {{"apiVersion", "v1"}, {"kind", "Namespace"}};
+    system_ns["metadata"]["name"] = kSystemNs;
+    if (auto s = kube::CreateObjects(*client_, {system_ns}); !s) return s.error();
+    for (const std::string file : {"/deploy/crds/noderepairs.yaml", "/deploy/kubernetes/controller.yaml"}) {
+      auto objs = kube::ReadManifest(o_.source_dir + file);
+      if (!objs) return objs.error();
+      if (auto s = kube::CreateObjects(*client_, *objs, [](const json& j) { return j.value("kind", "") != "Deployment"; }); !s) {
+        return Error{o_.source_dir + file + ": " + s.error().message};
+      }
+    }
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    for (;;) {
+      auto r = client_->Get(std::string(kRepairs) + "?limit=1");
+      if (r && r->ok()) break;
+      if (std::chrono::steady_clock::now() > deadline) return Error{"the NodeRepair CRD was not served within 30 s"};
+      std::this_thread::sleep_for(100ms);
+    }
+    return Status::Ok();
+  }
+
+  Status StartControlPlane() {
+    const std::string script = o_.source_dir + "/scripts/control-plane.sh";
+    if (access(script.c_str(), R_OK) != 0) {
+      return Error{fmt::format("no {}: give --kubeconfig of a cluster to drill in, or --source-dir of a gpuheal checkout", script)};
+    }
+    cp_dir_ = work_ + "/control-plane";
+    Say("starting a local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) in " + cp_dir_ + "\n");
+    const std::string log = work_ + "/control-plane.log";
+    auto child = Child::Spawn({"/bin/bash", script, "up", "--with-controllers", "--dir", cp_dir_}, log, log);
+    if (!child) return child.error();
+    int rc = -1;
+    while ((rc = (*child)->Wait(200ms)) < 0) {
+      if (interrupted_) {
+        (*child)->Stop(2s);
+        return Error{"interrupted while the control plane was starting"};
+      }
+    }
+    std::ifstream in(log);
+    std::string line, kc;
+    while (std::getline(in, line)) {
+      if (line.starts_with("KUBECONFIG=")) kc = line.substr(11);
+    }
+    if (rc != 0 || kc.empty()) return Error{fmt::format("the control plane did not start (exit {}); its log: {}", rc, log)};
+    kubeconfig_ = kc;
+    return Status::Ok();
+  }
+
+  Status StartController() {
+    ++controllers_started_;
+    controller_id_ = fmt::format("drill-{}-{}", getpid(), controllers_started_);
+    auto c = Child::Spawn({o_.self, "controller", "--kubeconfig", kubeconfig_, "--policy", policy_path_, "--listen", "",
+                           "--lease-namespace", kSystemNs, "--lease-name", kLease, "--id", controller_id_,
+                           "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "250ms"},
+                          work_ + "/controller.log", work_ + "/controller.log");
+    if (!c) return c.error();
+    controller_ = std::move(*c);
+    return Status::Ok();
+  }
+
+  bool ControllerLeads(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!interrupted_ && std::chrono::steady_clock::now() < deadline) {
+      auto r = client_->Get(kube::LeasePath(kSystemNs, kLease));
+      if (r && r->ok()) {
+        auto l = kube::DecodeLease(r->body);
+        if (l && l->holder == controller_id_) return true;
+      }
+      if (controller_ && !controller_->running()) return false;
+      std::this_thread::sleep_for(50ms);
+    }
+    return false;
+  }
+
+  Result<RunResult> RunOnce(const Plan& plan, int index) {
+    RunResult res;
+    const std::string prefix = fmt::format("d{}{}", id_, index);
+    const std::string ns = "gpuheal-drill-" + prefix;
+    last_ns_ = ns;
+    const std::string state = work_ + "/" + prefix;
+    auto fail = [&](const std::string& name, const std::string& why) { res.checks.push_back({name, false, why}); };
+
+    // The controller: once per drill (a crash scenario restarts it).
+    if (!controller_) {
+      policy_path_ = work_ + "/policy.yaml";
+      std::ofstream(policy_path_) << plan.policy;
+      Say(fmt::format("controller policy: {}\n", policy_path_));
+      if (auto s = StartController(); !s) return s.error();
+      if (!ControllerLeads(30s)) return Error{"the controller did not take the lead within 30 s; its log: " + work_ + "/controller.log"};
+    }
+
+    // The simulated cluster.
+    sim::SimOptions so;
+    so.nodes = o_.nodes;
+    so.pools = o_.pools;
+    so.standby_per_pool = o_.standby;
+    so.gpus_per_node = o_.gpus;
+    so.prefix = prefix;
+    so.checkpoint_delay = plan.checkpoint_delay == "never" ? milliseconds(-1) : *ParseDurationMs(plan.checkpoint_delay);
+    so.max_termination = 500ms;
+    so.agents = true;
+    so.state_dir = state;
+    so.agent_kube = cfg_;
+    so.agent_kube.timeout = 10s;
+    so.agent_quiet_period = plan.agent_quiet;
+    // Fault targets: the first nodes of each pool in turn, each running one of the workload's pods.
+    std::vector<std::string> targets;
+    for (int j = 0; j < plan.fault_nodes && j < o_.nodes; ++j) targets.push_back(fmt::format("{}-{}-{}", prefix, j % o_.pools, j / o_.pools));
+    if (plan.external_agent) so.external_agents = {targets[0]};
+    auto wc = kube::Client::Create(cfg_);
+    auto sc = kube::Client::Create(cfg_);
+    if (!wc || !sc) return Error{"drill: " + (wc ? sc.error().message : wc.error().message)};
+    std::set<std::string> node_names;
+    for (int p = 0; p < o_.pools; ++p) {
+      for (int i = 0; i < (o_.nodes + o_.pools - 1 - p) / o_.pools; ++i) node_names.insert(fmt::format("{}-{}-{}", prefix, p, i));
+      for (int i = 0; i < o_.standby; ++i) node_names.insert(fmt::format("{}-{}-standby-{}", prefix, p, i));
+    }
+    Observer obs(o_.live);
+    if (auto s = obs.Start(cfg_, ns, node_names); !s) return s.error();
+    Say(fmt::format("simulated cluster {}: {} pools x {} GPU nodes x {} GPUs + {} standby per pool, a gpuheal agent per node\n",
+                    prefix, o_.pools, o_.nodes / o_.pools, o_.gpus, o_.standby));
+    auto simr = sim::Sim::Start(std::move(*sc), std::move(*wc), so);
+    if (!simr) return Error{simr.error().message};
+    sim_ = std::move(*simr);
+    std::unique_ptr<Child> agent;
+    auto start_agent = [&]() -> Status {
+      const std::string dir = state + "/" + targets[0];
+      auto a = Child::Spawn({o_.self, "agent", "--kmsg", dir + "/kmsg", "--state-dir", dir, "--node-name", targets[0],
+                             "--kubeconfig", kubeconfig_, "--listen", ""},
+                            dir + "/faults.jsonl", dir + "/agent.log");
+      if (!a) return a.error();
+      agent = std::move(*a);
+      return Status::Ok();
+    };
+    if (plan.external_agent) {
+      if (auto s = start_agent(); !s) return s.error();
+    }
+
+    // The workload: every GPU of the nodes in service taken, behind a budget of one.
+    const int gpus_per_pod = std::max(1, o_.gpus / plan.pods_per_node);
+    const int replicas = o_.nodes * (o_.gpus / gpus_per_pod);
+    if (auto s = CreateWorkload(ns, prefix, replicas, gpus_per_pod); !s) return s.error();
+    Say(fmt::format("workload: Deployment {}/trainer, {} pods x {} GPUs, PodDisruptionBudget maxUnavailable 1\n", ns, replicas,
+                    gpus_per_pod));
+    const auto ready_deadline = std::chrono::steady_clock::now() + 120s;
+    if (!obs.WaitFor([&] { return obs.RunningPods() >= replicas && obs.AgentsReporting(targets); }, ready_deadline, interrupted_)) {
+      if (!interrupted_) fail("setup", fmt::format("the workload was not Running on the simulated nodes within 120 s ({}/{})",
+                                                   [&] { std::lock_guard<std::mutex> l(obs.mu()); return obs.RunningPods(); }(), replicas));
+      Teardown(ns, prefix, obs);
+      return res;
+    }
+
+    // The fault.
+    std::map<std::string, std::string> files;
+    for (const auto& t : targets) files[t] = state + "/" + t + "/faults.jsonl";
+    std::set<std::string> standby;
+    for (const auto& t : targets) {
+      const std::string pool = t.substr(prefix.size() + 1, t.find('-', prefix.size() + 1) - prefix.size() - 1);
+      for (int i = 0; i < o_.standby; ++i) standby.insert(fmt::format("{}-{}-standby-{}", prefix, pool, i));
+    }
+    std::vector<std::string> messages;
+    const auto lines = InjectMessages(InjectSpec{plan.xid, "0000:3b:00", "4242", "trainer"});
+    for (int r = 0; r < plan.repeats; ++r) messages.insert(messages.end(), lines.begin(), lines.end());
+    const int64_t t0 = NowUs();
+    obs.Arm(targets, files, standby, replicas, t0);
+    Say(fmt::format("\n  T+{:>9.1f} ms  {:<30} {}{}\n", 0.0, "kernel line",
+                    targets.size() == 1 ? targets[0] : fmt::format("{} nodes", targets.size()), ": " + lines.back()));
+    for (const auto& t : targets) {
+      if (auto s = WriteSimKernel(state, t, messages); !s) return Error{"injecting the fault: " + s.error().message};
+    }
+
+    const auto deadline = std::chrono::steady_clock::now() + o_.run_timeout;
+    auto wait = [&](const std::function<bool()>& pred, const std::string& what) {
+      if (obs.WaitFor(pred, deadline, interrupted_)) return true;
+      if (!interrupted_) fail("finished in time", "timed out waiting for " + what);
+      return false;
+    };
+    std::unique_lock<std::mutex> held(obs.mu(), std::defer_lock);
+    std::string pre_kill_transition;
+    size_t lines_before_kill = 0;
+    if (o_.scenario == "single" || o_.scenario == "pdb" || o_.scenario == "controller-crash" || o_.scenario == "agent-restart") {
+      if (o_.scenario == "controller-crash") {
+        if (wait([&] { return obs.Has("repair_checkpointrequested"); }, "the repair's CheckpointRequested phase")) {
+          controller_->Signal(SIGKILL);
+          controller_->Wait(5s);
+          obs.Mark("controller_killed", "SIGKILL inside the checkpoint window, before the drain");
+          if (auto s = StartController(); !s) return s.error();
+          if (ControllerLeads(30s)) obs.Mark("controller_leader", controller_id_ + " holds the Lease");
+        }
+      }
+      if (o_.scenario == "agent-restart") {
+        if (wait([&] { return obs.Has("detected"); }, "the agent's detection")) {
+          agent->Signal(SIGKILL);
+          agent->Wait(5s);
+          obs.Mark("agent_killed", "SIGKILL right after it detected the fault");
+          lines_before_kill = CountLines(files[targets[0]]);
+          {
+            std::lock_guard<std::mutex> l(obs.mu());
+            auto it = obs.nodes().find(targets[0]);
+            if (it != obs.nodes().end()) pre_kill_transition = it->second.false_since;
+          }
+          if (auto s = start_agent(); !s) return s.error();
+          obs.Mark("agent_restarted", "same state directory");
+        }
+      }
+      wait([&] { return obs.Has("capacity_restored") && obs.Has("repair_remediating"); },
+           "capacity back to 100% and the repair's Remediating phase");
+    } else if (o_.scenario == "flap") {
+      wait([&] { return obs.Has("released") && obs.Has("repair_recovered"); }, "the node's release after the fault cleared");
+    } else if (o_.scenario == "correlated") {
+      if (wait([&] { return obs.Has("taint"); }, "every faulty node's quarantine")) {
+        // Hold long enough for a gate that does not hold to show it: the repair of a node that is
+        // let through reaches its drain within a few seconds.
+        obs.WaitFor([] { return false; }, std::chrono::steady_clock::now() + 5s, interrupted_);
+      }
+    } else if (o_.scenario == "critical") {
+      wait([&] { return obs.Has("repair_recovered") || obs.Has("repair_failed"); }, "the GPU-level repair's end");
+    }
+    if (!interrupted_) {
+      if (o_.scenario == "agent-restart") std::this_thread::sleep_for(1s);  // the restarted agent has spoken
+      held.lock();
+      Checks(plan, targets, standby, replicas, obs, res);
+      if (o_.scenario == "agent-restart") {
+        const size_t after = CountLines(files[targets[0]]);
+        res.checks.push_back({"nothing reported twice", after == lines_before_kill && lines_before_kill > 0,
+                              fmt::format("{} fault line(s) before the kill, {} after the restart", lines_before_kill, after)});
+        auto it = obs.nodes().find(targets[0]);
+        const bool still = it != obs.nodes().end() && it->second.was_false && it->second.false_transitions == 1 &&
+                           (pre_kill_transition.empty() || it->second.false_since == pre_kill_transition);
+        res.checks.push_back({"nothing lost", still,
+                              still ? "the restarted agent kept the condition False (one transition, from its saved active faults)"
+                                    : "the condition did not stay False through the restart, or turned False twice"});
+      }
+      held.unlock();
+      res.steps_ms = obs.StepsMs();
+    }
+    if (agent) agent->Stop();
+    Teardown(ns, prefix, obs);
+    return res;
+  }
+
+  static size_t CountLines(const std::string& path) {
+    std::ifstream in(path);
+    std::string line;
+    size_t n = 0;
+    while (std::getline(in, line)) n += !line.empty();
+    return n;
+  }
+
+  // Under the observer's lock.
+  void Checks(const Plan& plan, const std::vector<std::string>& targets, const std::set<std::string>& standby, int replicas,
+              Observer& obs, RunResult& res) {
+    auto check = [&](const std::string& name, bool ok, const std::string& detail) { res.checks.push_back({name, ok, detail}); };
+    std::map<std::string, std::vector<const kube::NodeRepair*>> by_node;
+    for (const auto& [name, r] : obs.repairs()) by_node[r.node].push_back(&r);
+    const std::string& t = targets[0];
+    auto records = [&](const std::string& node) { return by_node.count(node) ? by_node[node] : std::vector<const kube::NodeRepair*>{}; };
+    auto evicted_once = [&](const kube::NodeRepair& r) {
+      std::set<std::string> s(r.evicted_pods.begin(), r.evicted_pods.end());
+      return s.size() == r.evicted_pods.size();
+    };
+    int target_pods = 0, deleted = 0;
+    bool replacement_on_target = false;
+    int replacements_running = 0;
+    for (const auto& [uid, p] : obs.pods()) {
+      if (p.initial && std::count(targets.begin(), targets.end(), p.node)) {
+        ++target_pods;
+        deleted += p.deleting_us > 0;
+      }
+      if (!p.initial) {
+        replacement_on_target |= std::count(targets.begin(), targets.end(), p.node) > 0;
+        replacements_running += p.running_us > 0;
+      }
+    }
+    check("fault detected", obs.Has("detected"), obs.Has("detected") ? "the node's agent read the kernel line" : "no fault line from the agent");
+    if (o_.scenario == "critical") {
+      auto n = obs.nodes().count(t) ? obs.nodes().at(t).node : kube::Node{};
+      check("GPU-level repair", obs.Has("gpu_recovery_requested") && obs.Has("repair_recovered"),
+            obs.Has("repair_recovered") ? "recovery requested from the agent, GPU reset and verified, repair Recovered"
+                                        : "the repair did not reach Recovered");
+      check("node stayed schedulable", !obs.Has("taint") && !n.unschedulable && deleted == 0,
+            fmt::format("taint: {}, cordoned: {}, pods evicted: {}", obs.Has("taint") ? "yes" : "no", n.unschedulable ? "yes" : "no", deleted));
+      return;
+    }
+    check("NodeCondition False", obs.Has("condition"), obs.Has("condition") ? "set by the agent" : "never seen");
+    check("quarantined", obs.Has("taint"), obs.Has("taint") ? "tainted and cordoned by the controller" : "no gpuheal.io/gpu-fault taint");
+    if (o_.scenario == "correlated") {
+      // What the gates must let through: the breaker holds everything when more than its share of
+      // GPU nodes is faulty at once; otherwise a pool with more faulty nodes than it may lose at
+      // once holds them all.
+      const int gpu_nodes = o_.nodes + o_.standby * o_.pools;
+      const bool breaker = plan.fault_nodes * 100 > 30 * gpu_nodes;
+      std::map<int, int> per_pool;
+      for (size_t j = 0; j < targets.size(); ++j) per_pool[static_cast<int>(j) % o_.pools]++;
+      int expect_drained = 0, drained = 0, held = 0;
+      for (size_t j = 0; j < targets.size(); ++j) {
+        const int pool = static_cast<int>(j) % o_.pools;
+        const int pool_size = (o_.nodes + o_.pools - 1 - pool) / o_.pools + o_.standby;
+        const int allowed = std::max(1, (pool_size * 20 + 99) / 100);
+        const bool through = !breaker && per_pool[pool] <= allowed;
+        expect_drained += through;
+        for (const auto* r : records(targets[j])) {
+          drained += r->phase_times.count("CheckpointRequested") > 0;
+          held += r->message.starts_with("circuit breaker open") || r->message.starts_with("pool gate");
+        }
+      }
+      check("gates held", drained == expect_drained && held == static_cast<int>(targets.size()) - expect_drained,
+            fmt::format("{} of {} GPU nodes faulty at once (breaker {}): {} held by a gate, {} went on to drain (expected {})",
+                        targets.size(), gpu_nodes, breaker ? "open" : "closed", held, drained, expect_drained));
+      return;
+    }
+    const auto recs = records(t);
+    if (o_.scenario == "flap") {
+      const bool remediated = std::any_of(recs.begin(), recs.end(), [](const kube::NodeRepair* r) {
+        return r->phase_times.count("Remediating") || r->phase_times.count("Replaced");
+      });
+      check("fault cleared inside the toleration window", obs.Has("condition_cleared"),
+            obs.Has("condition_cleared") ? "the agent turned the condition True after its quiet period" : "the condition stayed False");
+      check("node released", obs.Has("released") && obs.Has("repair_recovered"),
+            obs.Has("released") ? "taint and cordon removed after probation, repair Recovered" : "still quarantined");
+      check("no remediation", !remediated, remediated ? "a remediation ran" : "no Remediating or Replaced phase");
+      return;
+    }
+    check("pods evicted", target_pods > 0 && deleted == target_pods, fmt::format("{}/{} pods of the faulty node terminated", deleted, target_pods));
+    check("standby released", obs.Has("standby_released"),
+          obs.Has("standby_released") ? *standby.begin() + " took the faulty node's place" : "no standby node released");
+    check("replacements Running elsewhere", replacements_running >= target_pods && !replacement_on_target,
+          fmt::format("{} replacement pod(s) Running, none on the faulty node", replacements_running));
+    check("capacity restored", obs.Has("capacity_restored"), fmt::format("{} replicas Running on healthy nodes", replicas));
+    const bool one = recs.size() == 1;
+    const bool complete = one && recs[0]->phase_times.count("Remediating") && evicted_once(*recs[0]);
+    check("one repair, each pod evicted once", complete,
+          one ? fmt::format("{}: phase {}, {} pod(s) evicted through the Eviction API{}", recs[0]->meta.name, recs[0]->phase,
+                            recs[0]->evicted_pods.size(), evicted_once(*recs[0]) ? "" : " (a pod evicted twice)")
+              : fmt::format("{} NodeRepair records for {}", recs.size(), t));
+    if (o_.scenario == "pdb") {
+      // The budget allows one pod down: the second pod of the node goes only once the first one's
+      // replacement is Running elsewhere.
+      std::vector<int64_t> deletions, runnings;
+      for (const auto& [uid, p] : obs.pods()) {
+        if (p.initial && p.node == t && p.deleting_us) deletions.push_back(p.deleting_us);
+        if (!p.initial && p.running_us) runnings.push_back(p.running_us);
+      }
+      std::sort(deletions.begin(), deletions.end());
+      std::sort(runnings.begin(), runnings.end());
+      const bool held = deletions.size() >= 2 && !runnings.empty() && deletions[1] >= runnings[0];
+      check("budget held the second eviction", held,
+            deletions.size() >= 2 && !runnings.empty()
+                ? fmt::format("second eviction {:.1f} ms after the first replacement was Running",
+                              static_cast<double>(deletions[1] - runnings[0]) / 1000.0)
+                : "fewer than two pods evicted");
+    }
+    if (o_.scenario == "controller-crash") {
+      check("controller restarted and continued", obs.Has("controller_killed") && obs.Has("controller_leader"),
+            obs.Has("controller_leader") ? "a new controller took the Lease and finished the same repair" : "no new leader");
+    }
+  }
+
+  Status CreateWorkload(const std::string& ns, const std::string& prefix, int replicas, int gpus_per_pod) {
+    json pools = json::array();
+    for (int p = 0; p < o_.pools; ++p) pools.push_back(fmt::format("{}-pool-{}", prefix, p));
+    const json labels = {{"app", "trainer"}};
+    json ns_obj = {{"apiVersion", "v1"}, {"kind", "Namespace"}};
+    ns_obj["metadata"] = {{"name", ns}, {"labels", {{"gpuheal.io/drill", "true"}}}};
+    json pdb = {{"apiVersion", "policy/v1"}, {"kind", "PodDisruptionBudget"}};
+    pdb["metadata"] = {{"name", "trainer"}, {"namespace", ns}};
+    pdb["spec"]["maxUnavailable"] = 1;
+    pdb["spec"]["selector"]["matchLabels"] = labels;
+    json container = {{"name", "train"}, {"image", "registry.k8s.io/pause:3.9"}};
+    container["resources"]["limits"]["nvidia.com/gpu"] = gpus_per_pod;
+    json term = json::object();
+    term["matchExpressions"] = json::array({{{"key", "gpuheal.io/pool"}, {"operator", "In"}, {"values", pools}}});
+    json pod_spec = {{"terminationGracePeriodSeconds", 30}, {"containers", json::array({container})}};
+    pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] = json::array({term});
+    json deploy = {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}};
+    deploy["metadata"] = {{"name", "trainer"}, {"namespace", ns}};
+    deploy["spec"]["replicas"] = replicas;
+    deploy["spec"]["selector"]["matchLabels"] = labels;
+    deploy["spec"]["template"]["metadata"]["labels"] = labels;
+    deploy["spec"]["template"]["spec"] = pod_spec;
+    const std::vector<json> objs = {ns_obj, pdb, deploy};
+    return kube::CreateObjects(*client_, objs);
+  }
+
+  void Teardown(const std::string& ns, const std::string& prefix, Observer& obs) {
+    if (o_.keep) {
+      obs.Stop();
+      return;  // the sim stays up with its nodes, pods and agents (Hold)
+    }
+    // The namespace first, so that the sim completes its pods' deletion; then the nodes.
+    (void)client_->Delete("/api/v1/namespaces/" + ns);
+    obs.WaitFor([&] { return std::all_of(obs.pods().begin(), obs.pods().end(), [](const auto& kv) { return kv.second.deleting_us > 0; }); },
+                std::chrono::steady_clock::now() + 10s, interrupted_);
+    std::vector<std::string> records;
+    {
+      std::lock_guard<std::mutex> l(obs.mu());
+      for (const auto& [name, r] : obs.repairs()) records.push_back(name);
+    }
+    obs.Stop();
+    std::this_thread::sleep_for(600ms);  // the sim's capped grace period
+    sim_.reset();
+    for (const auto& r : records) (void)client_->Delete(std::string(kRepairs) + "/" + r);
+    (void)prefix;
+  }
+
+  void Cleanup() {
+    sim_.reset();
+    if (saved_stderr_ >= 0) {
+      dup2(saved_stderr_, STDERR_FILENO);
+      close(saved_stderr_);
+      saved_stderr_ = -1;
+    }
+    if (controller_) {
+      controller_->Stop();
+      controller_.reset();
+    }
+    if (!cp_dir_.empty() && !o_.keep) {
+      auto down = Child::Spawn({"/bin/bash", o_.source_dir + "/scripts/control-plane.sh", "down", "--dir", cp_dir_},
+                               work_ + "/control-plane.log", work_ + "/control-plane.log");
+      if (down) (*down)->Wait(60s);
+    }
+    if (!ok_ && !o_.keep) Say("logs kept in " + work_ + "\n");
+    if (o_.keep || o_.work_dir.size() || !ok_) return;
+    std::error_code ec;
+    std::filesystem::remove_all(work_, ec);
+  }
+
+  static std::optional<milliseconds> ParseDurationMs(const std::string& s) { return ParseDuration(s); }
+
+  const DrillOptions& o_;
+  const std::atomic<bool>& interrupted_;
+  std::string work_, id_, kubeconfig_, cp_dir_, policy_path_, controller_id_, last_ns_;
+  kube::Config cfg_;
+  std::unique_ptr<kube::Client> client_;
+  std::unique_ptr<Child> controller_;
+  int controllers_started_ = 0;
+  std::unique_ptr<sim::Sim> sim_;
+  int saved_stderr_ = -1;
+ public:
+  bool ok_ = false;  // the drill passed: its work directory can go
+};
+
+}  // namespace
+
+const std::vector<std::string>& Scenarios() {
+  static const std::vector<std::string> s = {"single", "correlated", "flap", "pdb", "controller-crash", "agent-restart", "critical"};
+  return s;
+}
+
+Result<Report> RunDrill(const DrillOptions& opts, const std::atomic<bool>& interrupted) {
+  Drill d(opts, interrupted);
+  auto r = d.Run();
+  d.ok_ = r && r->ok();
+  if (r && opts.keep && !interrupted) d.Hold();
+  return r;
+}
+
+}  // namespace gpuheal::drill

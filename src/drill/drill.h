@@ -1,0 +1,45 @@
+#pragma once
+// `gpuheal drill`: a self-healing rehearsal on a real control plane (started here, or reused with
+// --kubeconfig). It installs the CRD, RBAC and policy from deploy/, runs the real controller as a
+// process, a simulated GPU cluster with a real agent per node (gpuheal sim), and a Deployment of
+// GPU pods behind a PodDisruptionBudget; then it writes a fault into one node's kernel log and
+// watches the recovery through the API, each step timed from the kernel line. Each scenario
+// ends with checks and a verdict (docs/drill.md).
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "core/result.h"
+#include "drill/report.h"
+
+namespace gpuheal::drill {
+
+struct DrillOptions {
+  std::string scenario = "single";  // single correlated flap pdb controller-crash agent-restart critical
+  std::string kubeconfig;           // empty: start a local control plane (scripts/control-plane.sh)
+  std::string source_dir;           // where deploy/ and scripts/ are
+  std::string self;                 // this gpuheal binary: the controller and agents run from it
+  int xid = 0;                      // 0: the scenario's own (docs/drill.md)
+  int nodes = 16, pools = 2, gpus = 8, standby = 1;
+  int fault_nodes = 0;              // correlated: 0 picks the fewest that trip the circuit breaker
+  int repeat = 1;
+  bool keep = false;
+  std::string work_dir;             // default: a new /tmp/gpuheal-drill-XXXXXX
+  std::chrono::milliseconds run_timeout{90000};
+  std::string nvml_double, nvml_double_ctl;  // critical: the simulated node's GPUs (test/nvml_double)
+  // The timeline as it happens, and progress. The drill sends its processes' and its hosted
+  // agents' logs (stderr) to <work-dir>/drill.log meanwhile.
+  std::function<void(const std::string&)> live;
+};
+
+// The known scenarios, for the CLI's check and its help.
+const std::vector<std::string>& Scenarios();
+
+// Runs the drill. An error is a drill that could not be set up (exit 2 for bad options is the
+// caller's; a failed check is in the report, not an error). `interrupted` (Ctrl-C) ends it early:
+// everything started is cleaned up either way, unless `keep`.
+Result<Report> RunDrill(const DrillOptions& opts, const std::atomic<bool>& interrupted);
+
+}  // namespace gpuheal::drill
