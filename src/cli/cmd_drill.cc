@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "drill/drill.h"
+#include "kube/kube_config.h"
 
 namespace gpuheal::cli {
 
@@ -55,10 +56,17 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
   cmd->add_flag("--keep", o->keep, "Leave everything running after the drill to explore with kubectl; Ctrl-C cleans up");
   cmd->add_option("--work-dir", o->work_dir, "Logs, policy and simulated kernel logs (default: a new /tmp/gpuheal-drill-*)");
   cmd->add_option("--source-dir", o->source_dir, "A gpuheal checkout: deploy/ and scripts/control-plane.sh (default: the one built from)");
+  cmd->add_option("--nvml-double", o->nvml_double,
+                  "critical: the NVML test double that plays the simulated node's GPUs (default: the build's test/libnvml_double.so)");
+  cmd->add_option("--nvml-double-ctl", o->nvml_double_ctl,
+                  "critical: the double's reset tool, run as the node's GPU reset command (default: the build's test/nvml_double_ctl)");
   cmd->add_option("--timeout", *timeout, "Seconds a run may take from the fault to its last step (default 90)")
       ->check(CLI::Range(5, 3600));
   cmd->callback([o, json_out, chart, timeout, &exit_code] {
     o->self = SelfPath();
+    const std::string build_dir = std::filesystem::path(o->self).parent_path().string();
+    if (o->nvml_double.empty()) o->nvml_double = build_dir + "/test/libnvml_double.so";
+    if (o->nvml_double_ctl.empty()) o->nvml_double_ctl = build_dir + "/test/nvml_double_ctl";
     o->run_timeout = std::chrono::seconds(*timeout);
     if (o->scenario == "correlated" && o->fault_nodes > o->nodes) {
       std::cerr << "gpuheal drill: --fault-nodes " << o->fault_nodes << " is more than --nodes " << o->nodes << "\n";
@@ -72,6 +80,26 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
     }
     if (o->nodes < o->pools) {
       std::cerr << "gpuheal drill: --nodes " << o->nodes << " is fewer than --pools " << o->pools << "\n";
+      exit_code = kExitUsage;
+      return;
+    }
+    if (!o->kubeconfig.empty()) {
+      if (auto cfg = kube::LoadKubeconfig(o->kubeconfig); !cfg) {
+        std::cerr << "gpuheal drill: " << cfg.error().message << "\n";
+        exit_code = kExitUsage;
+        return;
+      }
+    } else if (access((o->source_dir + "/scripts/control-plane.sh").c_str(), R_OK) != 0) {
+      std::cerr << "gpuheal drill: no " << o->source_dir << "/scripts/control-plane.sh to start a local control plane "
+                << "with: give --kubeconfig of a cluster to drill in, or --source-dir of a gpuheal checkout\n";
+      exit_code = kExitUsage;
+      return;
+    }
+    if (o->scenario == "critical" &&
+        (access(o->nvml_double.c_str(), R_OK) != 0 || access(o->nvml_double_ctl.c_str(), X_OK) != 0)) {
+      std::cerr << "gpuheal drill: the critical scenario plays the node's GPUs with the NVML test double; build it "
+                << "(cmake --build build --target nvml_double nvml_double_ctl) or give --nvml-double and --nvml-double-ctl "
+                << "(looked for " << o->nvml_double << " and " << o->nvml_double_ctl << ")\n";
       exit_code = kExitUsage;
       return;
     }

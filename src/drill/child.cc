@@ -14,7 +14,8 @@
 namespace gpuheal::drill {
 
 Result<std::unique_ptr<Child>> Child::Spawn(const std::vector<std::string>& argv, const std::string& out_path,
-                                            const std::string& err_path) {
+                                            const std::string& err_path,
+                                            const std::vector<std::pair<std::string, std::string>>& env) {
   if (argv.empty()) return Error{"no program to start"};
   const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (out < 0) return Error{fmt::format("cannot open {}: {}", out_path, std::strerror(errno))};
@@ -49,6 +50,7 @@ Result<std::unique_ptr<Child>> Child::Spawn(const std::vector<std::string>& argv
     dup2(err, STDERR_FILENO);
     const int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     execv(args[0], args.data());
     const int e = errno;
     [[maybe_unused]] ssize_t w = write(ready[1], &e, sizeof e);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/result.h"
@@ -19,7 +20,8 @@ class Child {
   // stdout to `out_path` (appended), stderr to `err_path` (appended). The child starts with
   // SIGINT/SIGTERM unblocked whatever the parent's mask is.
   static Result<std::unique_ptr<Child>> Spawn(const std::vector<std::string>& argv, const std::string& out_path,
-                                              const std::string& err_path);
+                                              const std::string& err_path,
+                                              const std::vector<std::pair<std::string, std::string>>& env = {});
   ~Child();
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;

@@ -190,8 +190,14 @@ class Observer {
       struct stat st {};
       file_size_[path] = stat(path.c_str(), &st) == 0 ? st.st_size : 0;
     }
-    t0_ = t0;
+    t0_ = armed_at_ = t0;
     file_thread_ = std::thread([this, fault_files] { WatchFaultFiles(fault_files); });
+  }
+
+  // The run is over: what teardown does is not part of the timeline.
+  void Disarm() {
+    std::lock_guard<std::mutex> lock(mu_);
+    t0_ = 0;
   }
 
   // Records a step the drill itself caused (a kill, a restart).
@@ -236,7 +242,7 @@ class Observer {
   std::map<std::string, double> StepsMs() const {
     std::lock_guard<std::mutex> lock(mu_);
     std::map<std::string, double> out;
-    for (const auto& [k, us] : steps_) out[k] = static_cast<double>(us - t0_) / 1000.0;
+    for (const auto& [k, us] : steps_) out[k] = static_cast<double>(us - armed_at_) / 1000.0;
     return out;
   }
   int target_pods() const { return target_pods_; }
@@ -442,7 +448,8 @@ class Observer {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  int64_t t0_ = 0;
+  int64_t t0_ = 0;        // 0 while the drill is not timing (before the fault, after the checks)
+  int64_t armed_at_ = 0;  // the kernel line's time
   std::set<std::string> targets_, standby_;
   int replicas_ = 0, target_pods_ = 0;
   std::map<std::string, off_t> file_size_;
@@ -647,9 +654,19 @@ class Drill {
     std::unique_ptr<Child> agent;
     auto start_agent = [&]() -> Status {
       const std::string dir = state + "/" + targets[0];
-      auto a = Child::Spawn({o_.self, "agent", "--kmsg", dir + "/kmsg", "--state-dir", dir, "--node-name", targets[0],
-                             "--kubeconfig", kubeconfig_, "--listen", ""},
-                            dir + "/faults.jsonl", dir + "/agent.log");
+      std::vector<std::string> argv = {o_.self, "agent", "--kmsg", dir + "/kmsg", "--state-dir", dir, "--node-name", targets[0],
+                                       "--kubeconfig", kubeconfig_, "--listen", ""};
+      std::vector<std::pair<std::string, std::string>> env;
+      if (o_.scenario == "critical") {
+        // The node's GPUs: the NVML double (test/nvml_double, the real NVML ABI) with eight
+        // healthy GPUs, and its control tool as the reset command, so the agent drains, resets
+        // and verifies the faulty one through NVML as on a real node.
+        auto files = WriteSimulatedGpus(dir);
+        if (!files) return files.error();
+        argv.insert(argv.end(), {"--config", files->first, "--nvml-library", o_.nvml_double});
+        env.push_back({"GPUHEAL_NVML_SCENARIO", files->second});
+      }
+      auto a = Child::Spawn(argv, dir + "/faults.jsonl", dir + "/agent.log", env);
       if (!a) return a.error();
       agent = std::move(*a);
       return Status::Ok();
@@ -756,9 +773,46 @@ class Drill {
       held.unlock();
       res.steps_ms = obs.StepsMs();
     }
+    obs.Disarm();
     if (agent) agent->Stop();
     Teardown(ns, prefix, obs);
     return res;
+  }
+
+  // An agent config and an NVML double scenario for a node of eight healthy GPUs, the faulty one
+  // at the bus id the injected line names (0000:3b:00). Returns {config, scenario}.
+  Result<std::pair<std::string, std::string>> WriteSimulatedGpus(const std::string& dir) {
+    if (access(o_.nvml_double.c_str(), R_OK) != 0 || access(o_.nvml_double_ctl.c_str(), X_OK) != 0) {
+      return Error{fmt::format("the critical scenario plays the node's GPUs with the NVML test double: build it "
+                               "(cmake --build build --target nvml_double nvml_double_ctl) or give --nvml-double and "
+                               "--nvml-double-ctl (looked for {} and {})", o_.nvml_double, o_.nvml_double_ctl)};
+    }
+    json devices = json::array();
+    const int buses[] = {0x1b, 0x2b, 0x3b, 0x4b, 0x5b, 0x6b, 0x7b, 0x8b};
+    for (int i = 0; i < 8; ++i) {
+      devices.push_back({{"bus_id", fmt::format("00000000:{:02X}:00.0", buses[i])},
+                         {"uuid", fmt::format("GPU-{}-0000-4000-8000-{:012x}", id_ + "0000", i)},
+                         {"name", "NVIDIA H100 80GB HBM3"},
+                         {"ecc", {{"volatile_uncorrected", 0}, {"volatile_corrected", 0}}},
+                         {"remapped_rows", {{"corrected", 0}, {"uncorrected", 0}, {"pending", 0}, {"failure", 0}}},
+                         {"retired_pages_pending", false},
+                         {"nvlink", {{"links", 18}, {"down", json::array()}, {"errors", 0}}},
+                         {"clock_event_reasons", 0},
+                         {"pcie", {{"gen", 5}, {"max_gen", 5}, {"width", 16}, {"max_width", 16}}},
+                         {"temperature", 40},
+                         {"temperature_slowdown", 87},
+                         {"recovery_action", 0},
+                         {"persistence_mode", false},
+                         {"processes", json::array()}});
+    }
+    const std::string scenario = dir + "/gpus.json", config = dir + "/agent.yaml";
+    std::error_code ec;
+    std::filesystem::create_directories(dir + "/sysfs", ec);
+    std::ofstream(scenario) << json({{"driver_version", "570.86.15"}, {"devices", devices}}).dump(2);
+    std::ofstream(config) << fmt::format(
+        "nvidia:\n  poll_period: 1h\n  sysfs_pci_devices: {}/sysfs\n  reset:\n    command: [\"{}\", \"reset\", \"{}\", \"{{bus_id}}\"]\n",
+        dir, o_.nvml_double_ctl, scenario);
+    return std::make_pair(config, scenario);
   }
 
   static size_t CountLines(const std::string& path) {
@@ -905,9 +959,10 @@ class Drill {
   }
 
   void Teardown(const std::string& ns, const std::string& prefix, Observer& obs) {
-    if (o_.keep) {
+    if (o_.keep && !interrupted_) {
       obs.Stop();
-      return;  // the sim stays up with its nodes, pods and agents (Hold)
+      kept_ns_ = ns;
+      return;  // the sim stays up with its nodes, pods and agents until Ctrl-C (Hold, Cleanup)
     }
     // The namespace first, so that the sim completes its pods' deletion; then the nodes.
     (void)client_->Delete("/api/v1/namespaces/" + ns);
@@ -926,7 +981,21 @@ class Drill {
   }
 
   void Cleanup() {
+    if (!kept_ns_.empty() && client_) {
+      (void)client_->Delete("/api/v1/namespaces/" + kept_ns_);
+      std::this_thread::sleep_for(1500ms);  // the sim completes its pods' deletion (capped grace)
+    }
     sim_.reset();
+    if (client_) {
+      // This drill's NodeRepair records (their nodes are gone with the sim).
+      auto r = client_->Get(kRepairs);
+      if (r && r->ok()) {
+        auto list = kube::DecodeNodeRepairList(r->body);
+        for (const auto& rec : list ? list->items : std::vector<kube::NodeRepair>{}) {
+          if (rec.node.starts_with("d" + id_)) (void)client_->Delete(std::string(kRepairs) + "/" + rec.meta.name);
+        }
+      }
+    }
     if (saved_stderr_ >= 0) {
       dup2(saved_stderr_, STDERR_FILENO);
       close(saved_stderr_);
@@ -951,7 +1020,7 @@ class Drill {
 
   const DrillOptions& o_;
   const std::atomic<bool>& interrupted_;
-  std::string work_, id_, kubeconfig_, cp_dir_, policy_path_, controller_id_, last_ns_;
+  std::string work_, id_, kubeconfig_, cp_dir_, policy_path_, controller_id_, last_ns_, kept_ns_;
   kube::Config cfg_;
   std::unique_ptr<kube::Client> client_;
   std::unique_ptr<Child> controller_;

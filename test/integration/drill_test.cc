@@ -1,0 +1,274 @@
+// `gpuheal drill` end to end on a real control plane with kube-controller-manager and
+// kube-scheduler: each scenario is run as a user runs it (the binary, a small cluster) and must
+// pass its own checks with the steps of its timeline in order; Ctrl-C cleans up what the drill
+// started; the first run starts its own control plane, as `make drill` does.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "kube_test_util.h"
+
+namespace gpuheal {
+namespace {
+
+using namespace std::chrono_literals;
+using gpuheal::testing::ControlPlaneEnv;
+using gpuheal::testing::Eventually;
+using nlohmann::json;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The drill as a child process, its stdout and stderr in files.
+class DrillProcess {
+ public:
+  explicit DrillProcess(std::vector<std::string> args) {
+    char tmpl[] = "/tmp/gpuheal-drilltest-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    work_ = dir_ + "/work";
+    args.insert(args.begin(), {GPUHEAL_BIN, "drill", "--work-dir", work_});
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int out = open((dir_ + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = open((dir_ + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(out, STDOUT_FILENO);
+      dup2(err, STDERR_FILENO);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~DrillProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    std::filesystem::remove_all(dir_);
+  }
+  // Waits for the exit; its code, or -1 past the timeout (then killed).
+  int Wait(std::chrono::seconds timeout = 300s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    int st = 0;
+    while (waitpid(pid_, &st, WNOHANG) != pid_) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &st, 0);
+        pid_ = -1;
+        return -1;
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    pid_ = -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  }
+  void Signal(int sig) { kill(pid_, sig); }
+  bool WaitErr(const std::string& text, std::chrono::seconds timeout) {
+    return Eventually([&] { return err().find(text) != std::string::npos; }, timeout);
+  }
+  std::string out() const { return Slurp(dir_ + "/out"); }
+  std::string err() const { return Slurp(dir_ + "/err"); }
+  // What to show when a test fails: the drill's output and its processes' logs.
+  std::string Explain() const {
+    std::string s = "stdout:\n" + out() + "\nstderr:\n" + err();
+    for (const char* f : {"/controller.log", "/drill.log"}) {
+      std::string log = Slurp(work_ + f);
+      if (log.size() > 6000) log = log.substr(log.size() - 6000);
+      s += std::string("\n") + f + " (tail):\n" + log;
+    }
+    return s;
+  }
+  const std::string& work() const { return work_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::string dir_, work_;
+};
+
+class DrillTest : public ::testing::Test {
+ protected:
+  void SetUp() override { client_ = gpuheal::testing::AdminClient(); }
+
+  // Runs a scenario on the shared control plane with a small cluster; returns the --json report.
+  json Run(const std::string& scenario, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"--kubeconfig", ControlPlaneEnv::kubeconfig(), "--scenario", scenario, "--json"};
+    if (std::find(extra.begin(), extra.end(), "--nodes") == extra.end()) args.insert(args.end(), {"--nodes", "4"});
+    args.insert(args.end(), extra.begin(), extra.end());
+    DrillProcess d(args);
+    const int rc = d.Wait();
+    const json report = json::parse(d.out(), nullptr, false);
+    EXPECT_EQ(rc, 0) << d.Explain();
+    EXPECT_TRUE(report.is_object() && report.value("ok", false)) << d.Explain();
+    EXPECT_TRUE(d.err().find("kernel line") != std::string::npos) << "the timeline goes to stderr with --json\n" << d.Explain();
+    return report.is_object() ? report : json::object();
+  }
+
+  // The steps are present and happened in this order (p50 of each).
+  static void ExpectInOrder(const json& report, const std::vector<std::string>& steps) {
+    const json& t = report.value("timeline_ms", json::object());
+    double last = 0;
+    for (const auto& s : steps) {
+      ASSERT_TRUE(t.contains(s)) << s << " missing: " << report.dump(2);
+      const double v = t[s]["p50"].get<double>();
+      EXPECT_GE(v, last) << s << " before the step that precedes it: " << report.dump(2);
+      EXPECT_GE(t[s]["p99"].get<double>(), v);
+      last = v;
+    }
+  }
+
+  static bool CheckOk(const json& report, const std::string& name) {
+    for (const auto& c : report.value("checks", json::array())) {
+      if (c["name"] == name) return c["ok"].get<bool>();
+    }
+    return false;
+  }
+
+  // Simulated nodes the drill registered whose name starts with `prefix`.
+  int SimNodes() {
+    auto r = client_->Get("/api/v1/nodes?labelSelector=gpuheal.io%2Fsim%3Dtrue");
+    if (!r || !r->ok()) return -1;
+    return static_cast<int>(json::parse(r->body)["items"].size());
+  }
+
+  std::unique_ptr<kube::Client> client_;
+};
+
+// What `make drill` runs: no kubeconfig, so the drill starts (and stops) its own control plane.
+TEST_F(DrillTest, SingleStartsItsOwnControlPlaneAndRecovers) {
+  DrillProcess d({"--nodes", "4", "--json", "--chart", "chart.svg"});
+  const int rc = d.Wait();
+  const json report = json::parse(d.out(), nullptr, false);
+  ASSERT_EQ(rc, 0) << d.Explain();
+  ASSERT_TRUE(report.is_object()) << d.Explain();
+  EXPECT_EQ(report["scenario"], "single");
+  EXPECT_EQ(report["runs"], 1);
+  EXPECT_TRUE(report["ok"].get<bool>());
+  ExpectInOrder(report, {"detected", "condition", "taint", "first_eviction", "replacement_scheduled", "replacement_running",
+                         "capacity_restored"});
+  ExpectInOrder(report, {"taint", "standby_released", "replacement_scheduled"});
+  ExpectInOrder(report, {"repair_quarantined", "repair_draining", "repair_drained", "repair_remediating"});
+  for (const char* c : {"quarantined", "pods evicted", "standby released", "replacements Running elsewhere",
+                        "capacity restored", "one repair, each pod evicted once"}) {
+    EXPECT_TRUE(CheckOk(report, c)) << c << ": " << report.dump(2);
+  }
+  // The chart (relative to the drill's working directory, here the test's).
+  const std::string svg = Slurp("chart.svg");
+  EXPECT_NE(svg.find("<svg"), std::string::npos);
+  EXPECT_NE(svg.find("replacement pods Running"), std::string::npos);
+  std::filesystem::remove("chart.svg");
+  // Nothing it started outlives it: its control plane lived under its work directory.
+  // ('[/]tmp...': a pattern that does not match the shell running pgrep)
+  const std::string pattern = "'[/]" + d.work().substr(1) + "'";
+  EXPECT_TRUE(Eventually([&] { return std::system(("pgrep -f " + pattern + " >/dev/null").c_str()) != 0; }, 10s))
+      << "processes left running under " << d.work();
+}
+
+TEST_F(DrillTest, RepeatGivesPercentilesOverFreshClusters) {
+  const json r = Run("single", {"--repeat", "2"});
+  EXPECT_EQ(r["runs"], 2);
+  ExpectInOrder(r, {"detected", "condition", "taint", "replacement_running"});
+  EXPECT_EQ(r["timeline_ms"]["taint"]["runs"], 2);
+  EXPECT_EQ(SimNodes(), 0) << "each run's nodes are removed";
+}
+
+TEST_F(DrillTest, PdbHoldsTheSecondEvictionUntilAReplicaIsHealthyElsewhere) {
+  const json r = Run("pdb");
+  EXPECT_TRUE(CheckOk(r, "budget held the second eviction")) << r.dump(2);
+  ExpectInOrder(r, {"taint", "checkpoint_requested", "checkpoint_done", "first_eviction", "last_eviction"});
+}
+
+TEST_F(DrillTest, FlapIsReleasedWithoutRemediation) {
+  const json r = Run("flap");
+  EXPECT_TRUE(CheckOk(r, "no remediation")) << r.dump(2);
+  ExpectInOrder(r, {"condition", "taint", "condition_cleared", "released", "repair_recovered"});
+  EXPECT_FALSE(r["timeline_ms"].contains("repair_remediating"));
+}
+
+TEST_F(DrillTest, CorrelatedFaultsAreHeldByTheGates) {
+  // 4 + 2 standby GPU nodes: the default (2 faulty, > 30%) trips the breaker.
+  const json r = Run("correlated");
+  EXPECT_TRUE(CheckOk(r, "gates held")) << r.dump(2);
+  EXPECT_FALSE(r["timeline_ms"].contains("repair_draining")) << r.dump(2);
+  // Two faulty nodes of one pool of 3 (at most 1 at once), the breaker not tripped (2 of 10).
+  const json p = Run("correlated", {"--nodes", "8", "--pools", "1", "--standby", "2", "--fault-nodes", "2"});
+  EXPECT_TRUE(CheckOk(p, "gates held")) << p.dump(2);
+}
+
+TEST_F(DrillTest, ControllerCrashMidDrainCompletesTheRepairOnce) {
+  const json r = Run("controller-crash");
+  EXPECT_TRUE(CheckOk(r, "one repair, each pod evicted once")) << r.dump(2);
+  ExpectInOrder(r, {"repair_checkpointrequested", "controller_killed", "controller_leader", "repair_remediating"});
+}
+
+TEST_F(DrillTest, AgentRestartLosesNothingAndRepeatsNothing) {
+  const json r = Run("agent-restart");
+  EXPECT_TRUE(CheckOk(r, "nothing lost")) << r.dump(2);
+  EXPECT_TRUE(CheckOk(r, "nothing reported twice")) << r.dump(2);
+  ExpectInOrder(r, {"detected", "agent_killed", "agent_restarted", "repair_remediating"});
+}
+
+TEST_F(DrillTest, CriticalRecoversTheGpuAndTheNodeStaysSchedulable) {
+  const json r = Run("critical", {"--nvml-double", NVML_DOUBLE, "--nvml-double-ctl", NVML_DOUBLE_CTL});
+  EXPECT_TRUE(CheckOk(r, "node stayed schedulable")) << r.dump(2);
+  ExpectInOrder(r, {"detected", "gpu_fault_published", "gpu_recovery_requested", "gpu_recovered", "repair_recovered"});
+  EXPECT_FALSE(r["timeline_ms"].contains("taint"));
+}
+
+TEST_F(DrillTest, CtrlCCleansUpMidRunAndAfterKeep) {
+  {
+    DrillProcess d({"--kubeconfig", ControlPlaneEnv::kubeconfig(), "--nodes", "4"});
+    ASSERT_TRUE(d.WaitErr("", 1s));
+    ASSERT_TRUE(Eventually([&] { return d.out().find("kernel line") != std::string::npos; }, 120s)) << d.Explain();
+    d.Signal(SIGINT);
+    EXPECT_EQ(d.Wait(60s), 130) << d.Explain();
+    EXPECT_EQ(SimNodes(), 0) << "the interrupted run's nodes are removed";
+  }
+  {
+    DrillProcess d({"--kubeconfig", ControlPlaneEnv::kubeconfig(), "--nodes", "4", "--keep"});
+    ASSERT_TRUE(Eventually([&] { return d.out().find("Press Ctrl-C to clean up") != std::string::npos; }, 120s)) << d.Explain();
+    EXPECT_EQ(SimNodes(), 6) << "--keep leaves the simulated cluster running";
+    std::this_thread::sleep_for(1s);
+    EXPECT_EQ(SimNodes(), 6);
+    d.Signal(SIGINT);
+    EXPECT_EQ(d.Wait(60s), 0) << d.Explain();
+    EXPECT_EQ(SimNodes(), 0);
+  }
+}
+
+TEST_F(DrillTest, BadOptionsAreUsageErrors) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"--scenario", "meteor"},
+                                                                 {"--fault-nodes", "3"},
+                                                                 {"--nodes", "1", "--pools", "2"},
+                                                                 {"--scenario", "correlated", "--nodes", "4", "--fault-nodes", "5"},
+                                                                 {"--kubeconfig", "/nonexistent"}}) {
+    DrillProcess d(args);
+    EXPECT_EQ(d.Wait(60s), 2) << args[0] << " " << args[1] << "\n" << d.Explain();
+    EXPECT_FALSE(d.err().empty());
+  }
+}
+
+}  // namespace
+}  // namespace gpuheal
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new gpuheal::testing::ControlPlaneEnv(true));
+  return RUN_ALL_TESTS();
+}
