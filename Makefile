@@ -1,5 +1,7 @@
 # gpuheal front door. Every target works on a fresh Debian 12 machine by itself.
-#   make run    the main job: the standalone agent on this host's kernel log
+#   make drill  the main job: setup + build + a local control plane + the self-healing drill
+#               (DRILL_ARGS="--scenario pdb --repeat 5 ..." for more; docs/drill.md)
+#   make run    the standalone agent on this host's kernel log
 #   make test   setup + build (incl. the test control plane, cached) + every test tier
 
 SHELL := /bin/bash
@@ -7,7 +9,7 @@ BUILD := build
 JOBS ?= $(shell nproc)
 STATE_DIR ?= $(HOME)/.cache/gpuheal/state
 
-.PHONY: setup build test integration run golden asan tsan fuzz bench clean
+.PHONY: setup build test integration drill run golden asan tsan fuzz bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -22,6 +24,9 @@ test: build
 # Only the integration tier (a real control plane built from Go modules, cached in ~/.cache/gpuheal).
 integration: build
 	@LABELS=integration bash scripts/run-tests.sh $(BUILD)
+
+drill: build
+	$(BUILD)/gpuheal drill $(DRILL_ARGS)
 
 run: build
 	$(BUILD)/gpuheal agent --standalone --state-dir $(STATE_DIR)

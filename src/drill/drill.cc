@@ -118,12 +118,51 @@ Plan PlanFor(const DrillOptions& o) {
   return p;
 }
 
+// A pod as the drill watches it: the typed pod and who is taking it away (its DisruptionTarget
+// condition: EvictionByEvictionAPI for gpuheal's evictions, DeletionByTaintManager when
+// Kubernetes' NoExecute taint manager deletes it first).
+struct DrillPod {
+  kube::ObjectMeta meta;
+  kube::Pod pod;
+  std::string disruption;
+};
+
+Result<DrillPod> DecodeDrillPod(std::string_view j) {
+  auto p = kube::DecodePod(j);
+  if (!p) return p.error();
+  DrillPod d{p->meta, *p, ""};
+  const json js = json::parse(j, nullptr, false);
+  if (js.is_object() && js.contains("status") && js["status"].is_object()) {
+    for (const auto& c : js["status"].value("conditions", json::array())) {
+      if (c.is_object() && c.value("type", "") == "DisruptionTarget" && c.value("status", "") == "True") d.disruption = c.value("reason", "");
+    }
+  }
+  return d;
+}
+
+Result<kube::List<DrillPod>> DecodeDrillPodList(std::string_view j) {
+  const json js = json::parse(j, nullptr, false);
+  if (!js.is_object() || !js.contains("items") || !js["items"].is_array()) return Error{"PodList: not a list"};
+  kube::List<DrillPod> out;
+  if (js.contains("metadata") && js["metadata"].is_object()) {
+    out.resource_version = js["metadata"].value("resourceVersion", "");
+    out.continue_token = js["metadata"].value("continue", "");
+  }
+  for (const auto& item : js["items"]) {
+    auto d = DecodeDrillPod(item.dump());
+    if (!d) return d.error();
+    out.items.push_back(std::move(*d));
+  }
+  return out;
+}
+
 // One run's world: the simulated cluster's names and what the drill saw happen, timed.
 struct PodTrack {
   std::string name, node;
   bool initial = false;    // existed when the fault was injected
   int64_t scheduled_us = 0, running_us = 0, deleting_us = 0;
   bool checkpoint_requested = false, checkpoint_done = false;
+  std::string disruption;  // DisruptionTarget reason once it is going
 };
 
 struct NodeTrack {
@@ -148,12 +187,12 @@ class Observer {
     }
     node_inf_ = std::make_unique<kube::Informer<kube::Node>>(*clients_[0], kube::NodePath() + "?labelSelector=gpuheal.io%2Fsim%3Dtrue",
                                                              kube::DecodeNodeList, kube::DecodeNode);
-    pod_inf_ = std::make_unique<kube::Informer<kube::Pod>>(*clients_[1], kube::PodPath(ns), kube::DecodePodList, kube::DecodePod);
+    pod_inf_ = std::make_unique<kube::Informer<DrillPod>>(*clients_[1], kube::PodPath(ns), DecodeDrillPodList, DecodeDrillPod);
     rep_inf_ = std::make_unique<kube::Informer<kube::NodeRepair>>(*clients_[2], kRepairs, kube::DecodeNodeRepairList,
                                                                   kube::DecodeNodeRepair);
     node_inf_->SetHandlers({[this](const kube::Node& n) { OnNode(n); }, [this](const kube::Node&, const kube::Node& n) { OnNode(n); },
                             nullptr});
-    pod_inf_->SetHandlers({[this](const kube::Pod& p) { OnPod(p); }, [this](const kube::Pod&, const kube::Pod& p) { OnPod(p); },
+    pod_inf_->SetHandlers({[this](const DrillPod& p) { OnPod(p); }, [this](const DrillPod&, const DrillPod& p) { OnPod(p); },
                            nullptr});
     rep_inf_->SetHandlers({[this](const kube::NodeRepair& r) { OnRepair(r); },
                            [this](const kube::NodeRepair&, const kube::NodeRepair& r) { OnRepair(r); }, nullptr});
@@ -302,10 +341,12 @@ class Observer {
     cv_.notify_all();
   }
 
-  void OnPod(const kube::Pod& p) {
+  void OnPod(const DrillPod& dp) {
     const int64_t now = NowUs();
+    const kube::Pod& p = dp.pod;
     std::lock_guard<std::mutex> lock(mu_);
     PodTrack& t = pods_[p.meta.uid];
+    if (!dp.disruption.empty()) t.disruption = dp.disruption;
     t.name = p.meta.name;
     if (!p.node_name.empty()) {
       t.node = p.node_name;
@@ -406,12 +447,14 @@ class Observer {
     // Pods.
     int on_targets = 0, requested = 0, done = 0, deleting = 0, new_scheduled = 0, new_running = 0, serving = 0;
     bool new_on_target = false;
+    std::string first_by;
     for (const auto& [uid, p] : pods_) {
       if (p.initial && targets_.count(p.node)) {
         ++on_targets;
         requested += p.checkpoint_requested;
         done += p.checkpoint_done && !p.deleting_us;
         deleting += p.deleting_us > 0;
+        if (p.deleting_us && first_by.empty()) first_by = p.disruption;
       }
       if (!p.initial) {
         new_scheduled += p.scheduled_us > 0;
@@ -423,7 +466,12 @@ class Observer {
     if (on_targets == 0) return;
     if (requested > 0) Record("checkpoint_requested", now, fmt::format("{} pod(s) annotated {}", requested, keys::kCheckpointRequested));
     if (done == on_targets) Record("checkpoint_done", now, fmt::format("{} pod(s) answered {}", done, keys::kCheckpointDone));
-    if (deleting > 0) Record("first_eviction", now, "a pod of the faulty node is terminating");
+    if (deleting > 0) {
+      Record("first_eviction", now,
+             first_by == "EvictionByEvictionAPI"    ? "a pod of the faulty node evicted through the Eviction API"
+             : first_by == "DeletionByTaintManager" ? "a pod of the faulty node deleted by Kubernetes' NoExecute taint manager"
+                                                    : "a pod of the faulty node is terminating");
+    }
     if (deleting == on_targets) Record("last_eviction", now, fmt::format("all {} pod(s) of the faulty node(s) terminating", on_targets));
     if (deleting > 0 && new_scheduled >= deleting && deleting == on_targets) {
       Record("replacement_scheduled", now, fmt::format("{} replacement pod(s) bound to a node", new_scheduled));
@@ -441,7 +489,7 @@ class Observer {
   std::set<std::string> nodes_;  // this run's nodes
   std::vector<std::unique_ptr<kube::Client>> clients_;
   std::unique_ptr<kube::Informer<kube::Node>> node_inf_;
-  std::unique_ptr<kube::Informer<kube::Pod>> pod_inf_;
+  std::unique_ptr<kube::Informer<DrillPod>> pod_inf_;
   std::unique_ptr<kube::Informer<kube::NodeRepair>> rep_inf_;
   std::thread file_thread_;
   std::atomic<bool> stop_{false};
