@@ -44,6 +44,12 @@ void NodeState::Prune(Clock::time_point now) {
   if (history_.size() >= kMaxKeys) history_.clear();  // degrade to no escalation, never to OOM
 }
 
+void NodeState::Remember(const Fault& f, Clock::time_point at) {
+  if (f.xid == 79 && !f.pci.empty() && (f.kind == FaultKind::kXid || f.kind == FaultKind::kGpuFallenOffBus)) {
+    lost_[f.pci] = {at, f.source};
+  }
+}
+
 std::optional<Fault> NodeState::Observe(Fault f, Clock::time_point now, Merge* merge) {
   Prune(now);
   const std::string key = KeyOf(f);

@@ -30,6 +30,11 @@ class NodeState {
   };
   std::optional<Fault> Observe(Fault f, Clock::time_point now, Merge* merge = nullptr);
 
+  // A fault reported before a restart (the saved active faults), last seen at `at`: a line of the
+  // same driver message read after the restart (Xid 79's companion "fallen off the bus" line,
+  // when the agent was killed between the two) joins it instead of being reported again.
+  void Remember(const Fault& f, Clock::time_point at);
+
   size_t tracked_keys() const { return history_.size(); }
 
   // The escalation key: Xid (or SXid) and GPU for driver faults, reason and device otherwise.

@@ -87,6 +87,10 @@ Status StandaloneAgent::Init() {
   boot_id_ = ReadBootId();
   const Cursor& saved = state_->cursor();
   if (saved.valid && saved.boot_id == boot_id_) resume_after_ = saved.last_seq;
+  if (!resume_after_ && config_.kmsg_from_end) {
+    reader_->SeekEnd();
+    Log("info", "first start in this boot: reading new kernel records only (kmsg_start: end)");
+  }
 
   // Active faults survive restarts; a reboot clears those whose recovery rule says so.
   active_path_ = config_.state_dir + "/active-faults.json";
@@ -95,6 +99,11 @@ Status StandaloneAgent::Init() {
     active_ = std::move(*active);
   } else {
     Log("warn", "active faults unreadable; starting with none", {{"error", active.error().message}});
+  }
+  // A restart between two lines of one driver message must not make the second a new fault.
+  for (const auto& [key, a] : active_.all()) {
+    const int64_t ago = std::time(nullptr) - a.last_seen_unix;
+    if (a.boot_id == boot_id_ && ago >= 0 && ago <= 60) node_state_.Remember(a.fault, NodeState::Clock::now() - std::chrono::seconds(ago));
   }
   for (const ActiveFault& a : active_.ClearAfterReboot(boot_id_, [](const std::string& pci) { return GpuPresent(pci); })) {
     Log("info", "fault cleared by reboot",

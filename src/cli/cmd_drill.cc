@@ -51,6 +51,9 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 2000));
   cmd->add_option("--repeat", o->repeat, "Runs, each on a fresh simulated cluster: p50/p99 of each step (default 1)")
       ->check(CLI::Range(1, 1000));
+  cmd->add_flag("--real-kmsg", o->real_kmsg,
+                "The faulty node's agent reads this machine's /dev/kmsg and the fault is written there (root; not "
+                "with correlated or critical)");
   cmd->add_flag("--json", *json_out, "Print one JSON object (docs/drill.md) on stdout; the timeline goes to stderr");
   cmd->add_option("--chart", *chart, "Also write the timeline as an SVG chart to this file");
   cmd->add_flag("--keep", o->keep, "Leave everything running after the drill to explore with kubectl; Ctrl-C cleans up");
@@ -80,6 +83,17 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
     }
     if (o->nodes < o->pools) {
       std::cerr << "gpuheal drill: --nodes " << o->nodes << " is fewer than --pools " << o->pools << "\n";
+      exit_code = kExitUsage;
+      return;
+    }
+    if (o->real_kmsg && (o->scenario == "correlated" || o->scenario == "critical")) {
+      std::cerr << "gpuheal drill: --real-kmsg is for one faulty node whose GPUs speak through the kernel log: not with --scenario "
+                << o->scenario << "\n";
+      exit_code = kExitUsage;
+      return;
+    }
+    if (o->real_kmsg && access("/dev/kmsg", W_OK) != 0) {
+      std::cerr << "gpuheal drill: --real-kmsg writes the fault into /dev/kmsg: run as root\n";
       exit_code = kExitUsage;
       return;
     }

@@ -134,7 +134,7 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
   if (root.IsNull()) return cfg;  // an empty file means all defaults
   if (!root.IsMap()) return err.At(root, "the config must be a mapping of keys to values");
   if (auto e = CheckKeys(err, root,
-                         {"kmsg", "state_dir", "accept_injected", "listen", "xids", "escalation",
+                         {"kmsg", "kmsg_start", "state_dir", "accept_injected", "listen", "xids", "escalation",
                           "npd_rules", "monitors", "self_check_period", "recovery", "kubernetes", "nvidia"},
                          "")) {
     return *e;
@@ -142,6 +142,11 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
   if (root["kmsg"]) {
     GPUHEAL_TRY(v, AsString(err, root["kmsg"], "kmsg"));
     cfg.kmsg_path = v;
+  }
+  if (root["kmsg_start"]) {
+    GPUHEAL_TRY(v, AsString(err, root["kmsg_start"], "kmsg_start"));
+    if (v != "beginning" && v != "end") return err.At(root["kmsg_start"], "\"kmsg_start\" must be beginning or end");
+    cfg.kmsg_from_end = v == "end";
   }
   if (root["state_dir"]) {
     GPUHEAL_TRY(v, AsString(err, root["state_dir"], "state_dir"));

@@ -60,6 +60,10 @@ struct AgentConfig {
   std::string kmsg_path = "/dev/kmsg";
   std::string state_dir = "/var/lib/gpuheal";
   bool accept_injected = false;
+  // Where a first start (no cursor saved in this boot) begins: the whole kernel buffer, so that
+  // faults from before the agent ran are reported, or only records written from now on (a drill
+  // on a machine whose buffer holds old injected faults).
+  bool kmsg_from_end = false;
   std::string listen = "127.0.0.1:9464";  // /metrics and /healthz; empty disables
   std::map<int, XidOverride> xid_overrides;
   EscalationPolicy escalation;

@@ -115,6 +115,7 @@ Plan PlanFor(const DrillOptions& o) {
     p.external_agent = true;
   }
   if (o.xid > 0) p.xid = o.xid;
+  if (o.real_kmsg) p.external_agent = true;
   return p;
 }
 
@@ -705,7 +706,13 @@ class Drill {
       std::vector<std::string> argv = {o_.self, "agent", "--kmsg", dir + "/kmsg", "--state-dir", dir, "--node-name", targets[0],
                                        "--kubeconfig", kubeconfig_, "--listen", ""};
       std::vector<std::pair<std::string, std::string>> env;
-      if (o_.scenario == "critical") {
+      if (o_.real_kmsg) {
+        // The machine's kernel log, from its end (older records are not this drill's), trusting
+        // the drill's records although they come from user space.
+        std::ofstream(dir + "/agent.yaml") << "kmsg_start: end\naccept_injected: true\n";
+        argv[3] = "/dev/kmsg";
+        argv.insert(argv.end(), {"--config", dir + "/agent.yaml"});
+      } else if (o_.scenario == "critical") {
         // The node's GPUs: the NVML double (test/nvml_double, the real NVML ABI) with eight
         // healthy GPUs, and its control tool as the reset command, so the agent drains, resets
         // and verifies the faulty one through NVML as on a real node.
@@ -753,7 +760,8 @@ class Drill {
     Say(fmt::format("\n  T+{:>9.1f} ms  {:<30} {}{}\n", 0.0, "kernel line",
                     targets.size() == 1 ? targets[0] : fmt::format("{} nodes", targets.size()), ": " + lines.back()));
     for (const auto& t : targets) {
-      if (auto s = WriteSimKernel(state, t, messages); !s) return Error{"injecting the fault: " + s.error().message};
+      auto s = o_.real_kmsg ? WriteKmsg("/dev/kmsg", messages) : WriteSimKernel(state, t, messages);
+      if (!s) return Error{"injecting the fault: " + s.error().message};
     }
 
     const auto deadline = std::chrono::steady_clock::now() + o_.run_timeout;

@@ -25,6 +25,9 @@ struct DrillOptions {
   int nodes = 16, pools = 2, gpus = 8, standby = 1;
   int fault_nodes = 0;              // correlated: 0 picks the fewest that trip the circuit breaker
   int repeat = 1;
+  // The target's agent reads this machine's /dev/kmsg (from its end, accepting injected records)
+  // and the fault is written there: the path runs through the real kernel. Root.
+  bool real_kmsg = false;
   bool keep = false;
   std::string work_dir;             // default: a new /tmp/gpuheal-drill-XXXXXX
   std::chrono::milliseconds run_timeout{90000};

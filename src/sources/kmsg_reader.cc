@@ -14,6 +14,10 @@ namespace {
 constexpr size_t kRecordMax = 16 * 1024;
 }  // namespace
 
+void KmsgReader::SeekEnd() {
+  if (device_) (void)lseek(fd_, 0, SEEK_END);
+}
+
 Result<std::unique_ptr<KmsgReader>> KmsgReader::Open(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {

@@ -29,6 +29,9 @@ class KmsgReader {
   // On kRecord, `record` holds the raw record ("PRI,SEQ,TS,FLAGS;MSG" plus "\n KEY=VALUE" lines,
   // without the final newline) and stays valid until the next call.
   Status Next(std::string_view& record);
+  // Skips what the kernel buffer holds now: the next record read is the next one written. A FIFO
+  // has no history to skip.
+  void SeekEnd();
   int last_errno() const { return errno_; }
 
  private:

@@ -231,6 +231,16 @@ TEST_F(DrillTest, CriticalRecoversTheGpuAndTheNodeStaysSchedulable) {
   EXPECT_FALSE(r["timeline_ms"].contains("taint"));
 }
 
+// --real-kmsg: the faulty node's agent reads this machine's /dev/kmsg and the fault goes through
+// the kernel; killed and restarted, the agent resumes from its saved cursor.
+TEST_F(DrillTest, AgentRestartThroughTheRealKernelLog) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to write /dev/kmsg";
+  const json r = Run("agent-restart", {"--real-kmsg"});
+  EXPECT_TRUE(CheckOk(r, "nothing reported twice")) << r.dump(2);
+  EXPECT_TRUE(CheckOk(r, "nothing lost")) << r.dump(2);
+  ExpectInOrder(r, {"detected", "condition", "taint", "replacement_running"});
+}
+
 TEST_F(DrillTest, CtrlCCleansUpMidRunAndAfterKeep) {
   {
     DrillProcess d({"--kubeconfig", ControlPlaneEnv::kubeconfig(), "--nodes", "4"});
@@ -257,7 +267,8 @@ TEST_F(DrillTest, BadOptionsAreUsageErrors) {
                                                                  {"--fault-nodes", "3"},
                                                                  {"--nodes", "1", "--pools", "2"},
                                                                  {"--scenario", "correlated", "--nodes", "4", "--fault-nodes", "5"},
-                                                                 {"--kubeconfig", "/nonexistent"}}) {
+                                                                 {"--kubeconfig", "/nonexistent"},
+                                                                 {"--real-kmsg", "--scenario", "critical"}}) {
     DrillProcess d(args);
     EXPECT_EQ(d.Wait(60s), 2) << args[0] << " " << args[1] << "\n" << d.Explain();
     EXPECT_FALSE(d.err().empty());

@@ -71,6 +71,17 @@ TEST(NodeState, Xid79AndTheFallenOffLineAreOneEvent) {
   EXPECT_TRUE(st.Observe(Xid(79, "0000:3b:00", Severity::kCatastrophic), t0 + 1min));
 }
 
+// The agent was killed between the two lines: the restarted one remembers the saved fault, so the
+// companion line read after the restart is not a second fault; a later loss still is.
+TEST(NodeState, AFaultRememberedFromBeforeARestartJoinsItsCompanionLine) {
+  NodeState st(EscalationPolicy{});
+  const auto t0 = NodeState::Clock::time_point{} + 1000h;
+  st.Remember(Xid(79, "0000:3b:00", Severity::kCatastrophic), t0);
+  EXPECT_FALSE(st.Observe(Xid(79, "0000:3b:00", Severity::kCatastrophic, FaultKind::kGpuFallenOffBus), t0 + 2s));
+  EXPECT_TRUE(st.Observe(Xid(79, "0000:86:00", Severity::kCatastrophic, FaultKind::kGpuFallenOffBus), t0 + 2s));
+  EXPECT_TRUE(st.Observe(Xid(79, "0000:3b:00", Severity::kCatastrophic), t0 + 1min));
+}
+
 TEST(NodeState, MemoryIsBoundedUnderAStormOfDistinctDevices) {
   NodeState st(EscalationPolicy{});
   const auto t0 = NodeState::Clock::time_point{} + 1000h;
