@@ -21,3 +21,6 @@ else
   echo "bench_controller --memory skipped (7 min): BENCH_LONG=1 runs it" >&2
 fi
 "$build/bench/bench_sim"
+# The drill, end to end (docs/drill.md): p50/p99 of each step over fresh simulated clusters.
+# 50 runs take about 17 minutes on 2 cores; without BENCH_LONG, 10.
+"$build/gpuheal" drill --repeat "$([[ ${BENCH_LONG:-0} == 1 ]] && echo 50 || echo 10)"

@@ -387,8 +387,11 @@ void StandaloneAgent::HandleFault(Fault f, uint64_t detected) {
     }
     return;
   }
-  Emit(*reported, detected);
+  // Saved before the line is written: the cursor is already past this record, so an agent killed
+  // between the two would otherwise come back without the fault (found by the drill's
+  // agent-restart scenario under TSan's timing).
   if (active_.Observe(*reported, std::time(nullptr), boot_id_)) ActiveFaultsChanged(static_cast<int64_t>(detected));
+  Emit(*reported, detected);
   if (reported->severity < Severity::kFatal && reported->severity >= Severity::kWarn && reporter_) {
     std::string where = reported->pci.empty() ? reported->device : "GPU " + reported->pci;
     if (!reported->uuid.empty()) where += " (" + reported->uuid + ")";

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -234,6 +235,22 @@ class Observer {
     file_thread_ = std::thread([this, fault_files] { WatchFaultFiles(fault_files); });
   }
 
+  // The same-run baseline: a merge patch of one annotation on `node` until the watch delivers it.
+  std::optional<double> ProbeApiWrite(kube::Client& c, const std::string& node, const std::atomic<bool>& interrupted) {
+    std::string value;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      probe_value_ = value = std::to_string(++probes_);
+      probe_seen_us_ = 0;
+    }
+    const int64_t start = NowUs();
+    auto r = c.Patch(kube::NodePath(node), kube::PatchType::kMerge, {{"metadata", {{"annotations", {{kProbe, value}}}}}});
+    if (!r || !r->ok()) return std::nullopt;
+    if (!WaitFor([&] { return probe_seen_us_ != 0; }, std::chrono::steady_clock::now() + 5s, interrupted)) return std::nullopt;
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<double>(probe_seen_us_ - start) / 1000.0;
+  }
+
   // The run is over: what teardown does is not part of the timeline.
   void Disarm() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -327,6 +344,10 @@ class Observer {
     const int64_t now = NowUs();
     std::lock_guard<std::mutex> lock(mu_);
     if (!nodes_.count(n.meta.name)) return;
+    if (auto p = n.meta.annotations.find(kProbe); p != n.meta.annotations.end() && p->second == probe_value_ && !probe_seen_us_) {
+      probe_seen_us_ = now;
+      cv_.notify_all();
+    }
     NodeTrack& t = nodes_seen_[n.meta.name];
     t.node = n;
     bool any_false = false;
@@ -506,6 +527,10 @@ class Observer {
   std::map<std::string, PodTrack> pods_;  // by uid
   std::map<std::string, NodeTrack> nodes_seen_;
   std::map<std::string, kube::NodeRepair> repairs_;
+  static constexpr const char* kProbe = "gpuheal.io/drill-probe";
+  std::string probe_value_;
+  int probes_ = 0;
+  int64_t probe_seen_us_ = 0;
 };
 
 class Drill {
@@ -742,6 +767,12 @@ class Drill {
                                                    [&] { std::lock_guard<std::mutex> l(obs.mu()); return obs.RunningPods(); }(), replicas));
       Teardown(ns, prefix, obs);
       return res;
+    }
+
+    // The baseline, on a node of the cluster that is not faulted.
+    const std::string probe_node = fmt::format("{}-{}-standby-0", prefix, o_.pools - 1);
+    for (int i = 0; i < 3 && o_.standby > 0; ++i) {
+      if (auto ms = obs.ProbeApiWrite(*client_, probe_node, interrupted_)) res.api_write_ms.push_back(*ms);
     }
 
     // The fault.

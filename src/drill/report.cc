@@ -72,6 +72,11 @@ Report Summarise(const std::string& scenario, const std::vector<RunResult>& runs
   r.runs = static_cast<int>(runs.size());
   r.interrupted = interrupted;
   std::map<std::string, std::vector<double>> values;
+  std::vector<double> writes;
+  for (const auto& run : runs) writes.insert(writes.end(), run.api_write_ms.begin(), run.api_write_ms.end());
+  if (!writes.empty()) {
+    r.api_write = {Percentile(writes, 50), Percentile(writes, 99), *std::max_element(writes.begin(), writes.end()), writes.size()};
+  }
   for (size_t i = 0; i < runs.size(); ++i) {
     for (const auto& [k, v] : runs[i].steps_ms) values[k].push_back(v);
     for (const auto& c : runs[i].checks) {
@@ -138,6 +143,9 @@ nlohmann::ordered_json ToJson(const Report& r) {
     const auto& s = r.timeline.at(k);
     j["timeline_ms"][k] = {{"p50", Round(s.p50)}, {"p99", Round(s.p99)}, {"runs", s.runs}};
   }
+  if (r.api_write.runs > 0) {
+    j["baseline_ms"]["api_write_seen"] = {{"p50", Round(r.api_write.p50)}, {"p99", Round(r.api_write.p99)}, {"samples", r.api_write.runs}};
+  }
   return j;
 }
 
@@ -151,6 +159,10 @@ std::string ToText(const Report& r) {
       out += r.runs > 1 ? fmt::format("  {:<34} {:>10.1f} {:>10.1f}\n", StepLabel(k), s.p50, s.p99)
                         : fmt::format("  {:<34} {:>10.1f}\n", StepLabel(k), s.p50);
     }
+  }
+  if (r.api_write.runs > 0) {
+    out += fmt::format("  baseline, same run: one API write seen through a watch: p50 {:.1f} ms, p99 {:.1f} ms ({} samples)\n",
+                       r.api_write.p50, r.api_write.p99, r.api_write.runs);
   }
   out += "checks:\n";
   for (const auto& c : r.checks) out += fmt::format("  [{}] {}: {}\n", c.ok ? "ok" : "FAIL", c.name, c.detail);

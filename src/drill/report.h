@@ -20,6 +20,9 @@ struct Check {
 struct RunResult {
   std::map<std::string, double> steps_ms;  // step -> ms after the kernel line
   std::vector<Check> checks;
+  // Measured in the same run, before the fault: one write to the API server (a Node annotation
+  // patch) until the drill's watch delivers it, the unit every step above is made of.
+  std::vector<double> api_write_ms;
   bool ok() const;
 };
 
@@ -34,6 +37,7 @@ struct Report {
   bool interrupted = false;
   std::vector<Check> checks;  // merged over runs: ok only when ok in every run
   std::map<std::string, StepStats> timeline;
+  StepStats api_write;  // the baseline: one API write seen through a watch
   bool ok() const;
 };
 
