@@ -387,11 +387,16 @@ void StandaloneAgent::HandleFault(Fault f, uint64_t detected) {
     }
     return;
   }
-  // Saved before the line is written: the cursor is already past this record, so an agent killed
-  // between the two would otherwise come back without the fault (found by the drill's
-  // agent-restart scenario under TSan's timing).
+  // A fault new to the active set (or worse than it was) is saved before its line is written:
+  // the cursor is already past this record, so an agent killed between the two would otherwise
+  // come back without the fault (found by the drill's agent-restart scenario under TSan's
+  // timing). A repeat of an active fault only raises its count: its line goes first, so the
+  // save stays off the detection path (the fault itself is saved already).
+  const auto prev = active_.all().find(NodeState::KeyOf(*reported));
+  const bool news = prev == active_.all().end() || reported->severity > prev->second.fault.severity;
+  if (!news) Emit(*reported, detected);
   if (active_.Observe(*reported, std::time(nullptr), boot_id_)) ActiveFaultsChanged(static_cast<int64_t>(detected));
-  Emit(*reported, detected);
+  if (news) Emit(*reported, detected);
   if (reported->severity < Severity::kFatal && reported->severity >= Severity::kWarn && reporter_) {
     std::string where = reported->pci.empty() ? reported->device : "GPU " + reported->pci;
     if (!reported->uuid.empty()) where += " (" + reported->uuid + ")";

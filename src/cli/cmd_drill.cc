@@ -127,11 +127,7 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
     }
     // Ctrl-C and SIGTERM end the drill through its cleanup: blocked before any thread starts, and
     // taken by one thread that sets the flag the drill's waits check.
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+    const sigset_t mask = BlockStopSignals();
     static std::atomic<bool> interrupted{false};
     std::thread([mask] {
       int sig = 0;

@@ -73,11 +73,7 @@ void RegisterSim(CLI::App& app, int& exit_code) {
       return;
     }
     // Signals are blocked before any thread starts, so that they reach sigwait below.
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+    const sigset_t mask = BlockStopSignals();
     auto s = sim::Sim::Start(std::move(*client), std::move(*watch), *o);
     if (!s) {
       std::cerr << "gpuheal " << s.error().message << "\n";

@@ -78,11 +78,11 @@ Status CreateObjects(Client& c, const std::vector<nlohmann::json>& objects,
     if (want && !want(obj)) continue;
     auto path = CollectionPath(obj);
     if (!path) return path.error();
+    const nlohmann::json meta = obj.value("metadata", nlohmann::json::object());
+    const std::string what = obj.value("kind", "") + " " + (meta.is_object() ? meta.value("name", "") : "");
     auto r = c.Create(*path, obj);
-    if (!r) return Error{fmt::format("creating {} {}: {}", obj["kind"].get<std::string>(), obj["metadata"].value("name", ""), r.error().message)};
-    if (!r->ok() && r->status != 409) {
-      return Error{fmt::format("creating {} {}: {}", obj["kind"].get<std::string>(), obj["metadata"].value("name", ""), r->Describe())};
-    }
+    if (!r) return Error{fmt::format("creating {}: {}", what, r.error().message)};
+    if (!r->ok() && r->status != 409) return Error{fmt::format("creating {}: {}", what, r->Describe())};
   }
   return Status::Ok();
 }

@@ -131,6 +131,7 @@ Result<std::unique_ptr<Sim>> Sim::Start(std::unique_ptr<kube::Client> client, st
   if (!first_error.empty()) return Error{first_error};
   if (o.agents) {
     for (const auto& n : s->nodes_) {
+      if (!o.agent_nodes.empty() && !o.agent_nodes.count(n.name)) continue;
       if (auto st = s->StartAgent(n); !st) return st.error();
     }
   }

@@ -47,6 +47,9 @@ struct SimOptions {
   bool agents = false;
   std::string state_dir = "/tmp/gpuheal-sim";
   kube::Config agent_kube;  // the agents' API server and credentials
+  // With `agents`: only these nodes run one (empty: every node). An agent costs a few threads;
+  // a drill on a thousand nodes runs them on the nodes it faults.
+  std::set<std::string> agent_nodes;
   // Nodes whose kernel log FIFO is made but whose agent is not hosted here: a `gpuheal agent`
   // process reads it (gpuheal drill's agent-restart scenario kills and restarts it).
   std::set<std::string> external_agents;
