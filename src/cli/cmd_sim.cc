@@ -36,6 +36,9 @@ void RegisterSim(CLI::App& app, int& exit_code) {
   cmd->add_flag("--agents", o->agents,
                 "Run a gpuheal agent per node in this process, reading the node's simulated kernel log "
                 "(<state-dir>/<node>/kmsg; write to it with `gpuheal inject --node`)");
+  cmd->add_option("--real-kmsg", o->real_kmsg_node,
+                  "With --agents: this node's agent reads the machine's real /dev/kmsg (new records only, injected "
+                  "ones acted on), so `gpuheal inject --xid N` faults it through the kernel (root)");
   cmd->add_option("--state-dir", o->state_dir, "Per-node agent state, kernel log FIFOs and fault lines (default /tmp/gpuheal-sim)");
   cmd->callback([o, kubeconfig, durations, &exit_code] {
     std::chrono::milliseconds* fields[] = {&o->lease_period, &o->status_period, &o->checkpoint_delay, &o->max_termination};
@@ -54,6 +57,11 @@ void RegisterSim(CLI::App& app, int& exit_code) {
         return;
       }
       *fields[i] = *d;
+    }
+    if (!o->real_kmsg_node.empty() && !o->agents) {
+      std::cerr << "gpuheal sim: --real-kmsg " << o->real_kmsg_node << " needs --agents\n";
+      exit_code = kExitUsage;
+      return;
     }
     auto cfg = kube::LoadKubeconfig(*kubeconfig);
     if (!cfg) {
@@ -77,7 +85,8 @@ void RegisterSim(CLI::App& app, int& exit_code) {
     auto s = sim::Sim::Start(std::move(*client), std::move(*watch), *o);
     if (!s) {
       std::cerr << "gpuheal " << s.error().message << "\n";
-      exit_code = kExitFailure;
+      // Options that name no node are the user's to fix; the rest is the cluster's answer.
+      exit_code = s.error().message.starts_with("sim: --") ? kExitUsage : kExitFailure;
       return;
     }
     nlohmann::ordered_json started;

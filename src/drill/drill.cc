@@ -766,7 +766,8 @@ class Drill {
     if (auto s = CreateWorkload(ns, prefix, replicas, gpus_per_pod); !s) return s.error();
     Say(fmt::format("workload: Deployment {}/trainer, {} pods x {} GPUs, PodDisruptionBudget maxUnavailable 1\n", ns, replicas,
                     gpus_per_pod));
-    const auto ready_deadline = std::chrono::steady_clock::now() + 120s + replicas * 100ms;
+    // kube-controller-manager creates a ReplicaSet's pods at its default 20 requests/s.
+    const auto ready_deadline = std::chrono::steady_clock::now() + 120s + replicas * 300ms;
     if (!obs.WaitFor([&] { return obs.RunningPods() >= replicas && obs.AgentsReporting(targets); }, ready_deadline, interrupted_)) {
       if (!interrupted_) fail("setup", fmt::format("the workload was not Running on the simulated nodes in time ({}/{} pods)",
                                                    [&] { std::lock_guard<std::mutex> l(obs.mu()); return obs.RunningPods(); }(), replicas));

@@ -65,7 +65,13 @@ Status Sim::StartAgent(const SimNode& n) {
   if (opts_.external_agents.count(n.name)) return Status::Ok();  // its agent is a process of its own
   AgentConfig cfg;
   if (opts_.agent_quiet_period.count() > 0) cfg.quiet_period = opts_.agent_quiet_period;
+
   cfg.kmsg_path = fifo;
+  if (n.name == opts_.real_kmsg_node) {
+    cfg.kmsg_path = "/dev/kmsg";
+    cfg.kmsg_from_end = true;
+    cfg.accept_injected = true;
+  }
   cfg.state_dir = dir;
   cfg.listen = "";
   cfg.nvidia.nvml = NvidiaConfig::Use::kOff;  // the simulated GPUs speak through the kernel log only
@@ -108,6 +114,10 @@ Result<std::unique_ptr<Sim>> Sim::Start(std::unique_ptr<kube::Client> client, st
       s->nodes_.push_back({fmt::format("{}-{}-standby-{}", o.prefix, p, i), pool, true, ""});
     }
   }
+  if (!o.real_kmsg_node.empty() && std::none_of(s->nodes_.begin(), s->nodes_.end(), [&](const SimNode& n) { return n.name == o.real_kmsg_node; })) {
+    return Error{fmt::format("sim: --real-kmsg {}: no such node (names are {}-<pool>-<i>, e.g. {}-0-0)", o.real_kmsg_node, o.prefix, o.prefix)};
+  }
+  if (!o.real_kmsg_node.empty() && !o.agents) return Error{"sim: --real-kmsg needs --agents"};
   for (size_t i = 0; i < s->nodes_.size(); ++i) {
     s->nodes_[i].ip = fmt::format("10.100.{}.{}", i / 250, i % 250 + 1);
     s->node_ip_[s->nodes_[i].name] = s->nodes_[i].ip;

@@ -53,6 +53,10 @@ struct SimOptions {
   // Nodes whose kernel log FIFO is made but whose agent is not hosted here: a `gpuheal agent`
   // process reads it (gpuheal drill's agent-restart scenario kills and restarts it).
   std::set<std::string> external_agents;
+  // With `agents`: this node's agent reads the machine's real /dev/kmsg instead of a FIFO, from
+  // the end of the buffer (kmsg_start: end) and acting on records written from user space, so
+  // `gpuheal inject --xid N` (no --node) faults it through the real kernel. Root.
+  std::string real_kmsg_node;
   // The hosted agents' recovery.quiet_period (0: the agent's default, 10 min).
   std::chrono::milliseconds agent_quiet_period{0};
 };

@@ -173,11 +173,55 @@ TEST_F(SimTest, AgentsReadEachNodesOwnKernelLog) {
   std::filesystem::remove_all(dir);
 }
 
+// --real-kmsg: one node's agent reads the machine's /dev/kmsg, from its end, acting on injected
+// records, so a plain `gpuheal inject` faults that node through the real kernel and no other.
+TEST_F(SimTest, RealKmsgNodeIsFaultedThroughTheRealKernel) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to read and write /dev/kmsg";
+  const std::string prefix = "k" + id_;
+  char tmpl[] = "/tmp/gpuheal-sim-it-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string hit = prefix + "-0-0", other = prefix + "-0-1";
+  // Already in the buffer before the sim starts: not this run's fault, never reported.
+  std::random_device rd;
+  const std::string pci = fmt::format("{:04x}:{:02x}:00", 0x1000 + rd() % 0xe000, rd() % 256);
+  ASSERT_EQ(gpuheal::testing::RunGpuheal("inject --xid 48 --pci " + pci, true).code, 0);
+  AgentProcess sim({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--nodes", "2", "--pools", "1",
+                    "--standby", "0", "--prefix", prefix, "--agents", "--state-dir", dir, "--real-kmsg", hit});
+  ASSERT_TRUE(sim.WaitEvent([](const json& j) { return j.value("sim", "") == "started"; }, 60s));
+  auto condition = [&](const std::string& node) -> json {
+    const json n = Get(kube::NodePath(node));
+    if (!n.is_object()) return json();
+    for (const auto& c : n["status"].value("conditions", json::array())) {
+      if (c["type"] == "AcceleratedHardwareReady") return c;
+    }
+    return json();
+  };
+  ASSERT_TRUE(Eventually([&] { return condition(hit).value("status", "") == "True" && condition(other).value("status", "") == "True"; }, 20s))
+      << "the fault already in the buffer is not reported: " << condition(hit);
+  auto run = gpuheal::testing::RunGpuheal("inject --xid 79 --pci " + pci, true);
+  ASSERT_EQ(run.code, 0) << run.out;
+  ASSERT_TRUE(Eventually([&] { return condition(hit).value("reason", "") == "NvidiaXID79Error"; }, 10s)) << condition(hit);
+  EXPECT_EQ(condition(other)["status"], "True");
+  std::ifstream faults(dir + "/" + hit + "/faults.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(faults, line));
+  EXPECT_EQ(json::parse(line).value("xid", 0), 79) << line;
+  EXPECT_EQ(json::parse(line).value("injected", false), true) << "written from user space, accepted";
+  EXPECT_EQ(sim.Kill(SIGTERM), 0);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(SimTest, BadFlagsAreUsageErrors) {
   AgentProcess a({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--lease-period", "soon"});
   EXPECT_EQ(a.Kill(0), 2);
   AgentProcess b({GPUHEAL_BIN, "sim", "--kubeconfig", "/nonexistent"});
   EXPECT_EQ(b.Kill(0), 2);
+  AgentProcess c({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--real-kmsg", "x-0-0"});
+  EXPECT_EQ(c.Kill(0), 2) << "--real-kmsg needs --agents";
+  AgentProcess d({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--agents", "--nodes", "1", "--prefix",
+                  "q" + id_, "--real-kmsg", "nope-0-0", "--state-dir", "/tmp/gpuheal-sim-it-bad"});
+  EXPECT_EQ(d.Kill(0), 2) << "--real-kmsg names no node of the sim";
+  std::filesystem::remove_all("/tmp/gpuheal-sim-it-bad");
 }
 
 }  // namespace
