@@ -38,6 +38,15 @@ class SimTest : public ::testing::Test {
     auto r = client_->Get(path);
     return r && r->ok() ? json::parse(r->body) : json();
   }
+  // The node's AcceleratedHardwareReady condition ({} until the agent has written it).
+  json AcceleratedHardwareReady(const std::string& node) {
+    const json n = Get(kube::NodePath(node));
+    if (!n.is_object() || !n.contains("status")) return json::object();
+    for (const auto& c : n["status"].value("conditions", json::array())) {
+      if (c["type"] == "AcceleratedHardwareReady") return c;
+    }
+    return json::object();
+  }
   std::vector<json> Pods(const std::string& app) {
     std::vector<json> out;
     const json list = Get(kube::PodPath("work") + "?labelSelector=app%3D" + app);
@@ -145,14 +154,7 @@ TEST_F(SimTest, AgentsReadEachNodesOwnKernelLog) {
   auto started = sim.WaitEvent([](const json& j) { return j.value("sim", "") == "started"; }, 60s);
   ASSERT_TRUE(started);
   const std::string hit = (*started)["nodes"][0]["name"], other = (*started)["nodes"][1]["name"];
-  auto condition = [&](const std::string& node) -> json {
-    const json n = Get(kube::NodePath(node));
-    if (!n.is_object()) return json();
-    for (const auto& c : n["status"].value("conditions", json::array())) {
-      if (c["type"] == "AcceleratedHardwareReady") return c;
-    }
-    return json();
-  };
+  auto condition = [&](const std::string& node) { return AcceleratedHardwareReady(node); };
   ASSERT_TRUE(Eventually([&] { return condition(hit).value("status", "") == "True" && condition(other).value("status", "") == "True"; }, 20s))
       << "each agent reports its node healthy";
   auto run = gpuheal::testing::RunGpuheal("inject --node " + hit + " --sim-dir " + dir + " --xid 79 --pci 0000:3b:00", true);
@@ -188,14 +190,7 @@ TEST_F(SimTest, RealKmsgNodeIsFaultedThroughTheRealKernel) {
   AgentProcess sim({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--nodes", "2", "--pools", "1",
                     "--standby", "0", "--prefix", prefix, "--agents", "--state-dir", dir, "--real-kmsg", hit});
   ASSERT_TRUE(sim.WaitEvent([](const json& j) { return j.value("sim", "") == "started"; }, 60s));
-  auto condition = [&](const std::string& node) -> json {
-    const json n = Get(kube::NodePath(node));
-    if (!n.is_object()) return json();
-    for (const auto& c : n["status"].value("conditions", json::array())) {
-      if (c["type"] == "AcceleratedHardwareReady") return c;
-    }
-    return json();
-  };
+  auto condition = [&](const std::string& node) { return AcceleratedHardwareReady(node); };
   ASSERT_TRUE(Eventually([&] { return condition(hit).value("status", "") == "True" && condition(other).value("status", "") == "True"; }, 20s))
       << "the fault already in the buffer is not reported: " << condition(hit);
   auto run = gpuheal::testing::RunGpuheal("inject --xid 79 --pci " + pci, true);
