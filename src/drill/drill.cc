@@ -23,7 +23,6 @@
 #include <fmt/format.h>
 
 #include "cli/inject.h"
-#include "core/config.h"
 #include "core/keys.h"
 #include "core/log.h"
 #include "drill/child.h"
@@ -62,7 +61,7 @@ struct Plan {
   int repeats = 1;              // records written (Xid 13 five times: raised to fatal by repetition)
   int pods_per_node = 1;
   int fault_nodes = 1;
-  std::string checkpoint_delay = "200ms";
+  milliseconds checkpoint_delay{200};  // how long the simulated workloads take to checkpoint
   std::string policy;           // the controller's policy for this scenario
   bool external_agent = false;  // the target's agent is a process the drill can kill
   milliseconds agent_quiet{0};
@@ -109,7 +108,7 @@ Plan PlanFor(const DrillOptions& o) {
   } else if (o.scenario == "controller-crash") {
     p.xid = 48;
     p.pods_per_node = 2;
-    p.checkpoint_delay = "1500ms";  // the controller is killed inside the checkpoint window
+    p.checkpoint_delay = 1500ms;  // the controller is killed inside the checkpoint window
   } else if (o.scenario == "agent-restart") {
     p.external_agent = true;
   } else if (o.scenario == "critical") {
@@ -134,11 +133,15 @@ Result<DrillPod> DecodeDrillPod(std::string_view j) {
   auto p = kube::DecodePod(j);
   if (!p) return p.error();
   DrillPod d{p->meta, *p, ""};
-  const json js = json::parse(j, nullptr, false);
-  if (js.is_object() && js.contains("status") && js["status"].is_object()) {
-    for (const auto& c : js["status"].value("conditions", json::array())) {
-      if (c.is_object() && c.value("type", "") == "DisruptionTarget" && c.value("status", "") == "True") d.disruption = c.value("reason", "");
+  try {
+    const json js = json::parse(j, nullptr, false);
+    if (js.is_object() && js.contains("status") && js["status"].is_object()) {
+      for (const auto& c : js["status"].value("conditions", json::array())) {
+        if (c.is_object() && c.value("type", "") == "DisruptionTarget" && c.value("status", "") == "True") d.disruption = c.value("reason", "");
+      }
     }
+  } catch (const json::exception& e) {
+    return Error{std::string("Pod: status.conditions: ") + e.what()};
   }
   return d;
 }
@@ -700,7 +703,7 @@ class Drill {
     so.standby_per_pool = o_.standby;
     so.gpus_per_node = o_.gpus;
     so.prefix = prefix;
-    so.checkpoint_delay = plan.checkpoint_delay == "never" ? milliseconds(-1) : *ParseDurationMs(plan.checkpoint_delay);
+    so.checkpoint_delay = plan.checkpoint_delay;
     so.max_termination = 500ms;
     so.agents = true;
     so.state_dir = state;
@@ -771,7 +774,7 @@ class Drill {
     if (!obs.WaitFor([&] { return obs.RunningPods() >= replicas && obs.AgentsReporting(targets); }, ready_deadline, interrupted_)) {
       if (!interrupted_) fail("setup", fmt::format("the workload was not Running on the simulated nodes in time ({}/{} pods)",
                                                    [&] { std::lock_guard<std::mutex> l(obs.mu()); return obs.RunningPods(); }(), replicas));
-      Teardown(ns, prefix, obs);
+      Teardown(ns, obs);
       return res;
     }
 
@@ -868,7 +871,7 @@ class Drill {
     }
     obs.Disarm();
     if (agent) agent->Stop();
-    Teardown(ns, prefix, obs);
+    Teardown(ns, obs);
     return res;
   }
 
@@ -1051,7 +1054,7 @@ class Drill {
     return kube::CreateObjects(*client_, objs);
   }
 
-  void Teardown(const std::string& ns, const std::string& prefix, Observer& obs) {
+  void Teardown(const std::string& ns, Observer& obs) {
     if (o_.keep && !interrupted_) {
       obs.Stop();
       kept_ns_ = ns;
@@ -1070,7 +1073,6 @@ class Drill {
     std::this_thread::sleep_for(600ms);  // the sim's capped grace period
     sim_.reset();
     for (const auto& r : records) (void)client_->Delete(std::string(kRepairs) + "/" + r);
-    (void)prefix;
   }
 
   void Cleanup() {
@@ -1109,7 +1111,6 @@ class Drill {
     std::filesystem::remove_all(work_, ec);
   }
 
-  static std::optional<milliseconds> ParseDurationMs(const std::string& s) { return ParseDuration(s); }
 
   const DrillOptions& o_;
   const std::atomic<bool>& interrupted_;
