@@ -4,8 +4,12 @@
 # scripts/build-control-plane.sh. TLS everywhere except etcd on loopback; RBAC; a service-account
 # issuer and signing key so TokenRequest works; an admin kubeconfig with client certificates.
 #
-#   control-plane.sh up [--with-controllers] [--dir DIR] [--apiserver-arg ARG]...
+#   control-plane.sh up [--with-controllers] [--dir DIR] [--apiserver-arg ARG]... [--client-qps N]
 #                                       prints KUBECONFIG=<path> last; etcd's URL is in DIR/etcd.url
+#                                       --client-qps: kube-controller-manager's and kube-scheduler's
+#                                       client limits (N requests/s, bursts of 2N) instead of the
+#                                       upstream defaults (20 and 50/s), as a cluster of thousands of
+#                                       nodes is run (gpuheal drill uses 200)
 #   control-plane.sh down [--dir DIR]   stops exactly what `up` started (by pid) and removes DIR;
 #                                       without --dir, the last one `up` started without --dir
 #   control-plane.sh stop-apiserver --dir DIR    an API server outage, for tests...
@@ -19,6 +23,7 @@ shift || true
 dir=""
 with_controllers=0
 apiserver_args=()
+client_qps=""
 last_file=${XDG_CACHE_HOME:-$HOME/.cache}/gpuheal/control-plane.last
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -26,6 +31,10 @@ while [[ $# -gt 0 ]]; do
     --with-controllers) with_controllers=1; shift ;;
     --apiserver-arg) apiserver_args+=("$2"); shift 2 ;;
     --apiserver-arg=*) apiserver_args+=("${1#*=}"); shift ;;
+    --client-qps)
+      client_qps=${2:-}
+      [[ $client_qps =~ ^[1-9][0-9]*$ ]] || { echo "control-plane.sh: --client-qps wants a whole number of requests per second, got '$client_qps'" >&2; exit 2; }
+      shift 2 ;;
     *) echo "control-plane.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -179,8 +188,14 @@ case $cmd in
       kubeconfig "$dir/controller-manager.kubeconfig" system:kube-controller-manager \
         "$dir/pki/controller-manager.crt" "$dir/pki/controller-manager.key"
       kubeconfig "$dir/scheduler.kubeconfig" system:kube-scheduler "$dir/pki/scheduler.crt" "$dir/pki/scheduler.key"
+      kcm_limits=()
+      scheduler_limits=""
+      if [[ -n $client_qps ]]; then
+        kcm_limits=(--kube-api-qps "$client_qps" --kube-api-burst $((2 * client_qps)))
+        scheduler_limits=$(printf '  qps: %s\n  burst: %s' "$client_qps" $((2 * client_qps)))
+      fi
       start kube-controller-manager "$bin/kube-controller-manager" \
-        --kubeconfig "$dir/controller-manager.kubeconfig" \
+        --kubeconfig "$dir/controller-manager.kubeconfig" "${kcm_limits[@]}" \
         --authentication-kubeconfig "$dir/controller-manager.kubeconfig" \
         --authorization-kubeconfig "$dir/controller-manager.kubeconfig" \
         --leader-elect=true --bind-address 127.0.0.1 --secure-port "$(free_port)" \
@@ -188,11 +203,20 @@ case $cmd in
         --root-ca-file "$dir/pki/ca.crt" --service-account-private-key-file "$dir/pki/sa.key" \
         --use-service-account-credentials=true \
         --cluster-signing-cert-file "$dir/pki/ca.crt" --cluster-signing-key-file "$dir/pki/ca.key"
-      start kube-scheduler "$bin/kube-scheduler" \
-        --kubeconfig "$dir/scheduler.kubeconfig" \
+      # A configuration file: the scheduler's client limits have no flag that is not deprecated.
+      cat > "$dir/scheduler.yaml" <<CFG
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: $dir/scheduler.kubeconfig
+$scheduler_limits
+leaderElection:
+  leaderElect: true
+CFG
+      start kube-scheduler "$bin/kube-scheduler" --config "$dir/scheduler.yaml" \
         --authentication-kubeconfig "$dir/scheduler.kubeconfig" \
         --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
-        --leader-elect=true --bind-address 127.0.0.1 --secure-port "$(free_port)" \
+        --bind-address 127.0.0.1 --secure-port "$(free_port)" \
         --authorization-always-allow-paths /healthz,/readyz,/livez,/metrics
       leases="https://127.0.0.1:$api_port/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
       wait_for kube-controller-manager 120 "${curl_api[@]}" "$leases/kube-controller-manager"
@@ -227,7 +251,7 @@ case $cmd in
       --key "$dir/pki/admin.key" "https://127.0.0.1:$api_port/readyz"
     ;;
   *)
-    echo "usage: control-plane.sh up [--with-controllers] [--dir DIR] [--apiserver-arg ARG]... | down [--dir DIR] | stop-apiserver --dir DIR | start-apiserver --dir DIR" >&2
+    echo "usage: control-plane.sh up [--with-controllers] [--dir DIR] [--apiserver-arg ARG]... [--client-qps N] | down [--dir DIR] | stop-apiserver --dir DIR | start-apiserver --dir DIR" >&2
     exit 2
     ;;
 esac
