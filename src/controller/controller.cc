@@ -68,13 +68,22 @@ Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Cli
                                                                    kube::DecodeNodeRepair);
   c->pods_->AddIndex("node", kube::PodNodeIndex);
   c->repairs_->AddIndex("node", RepairNodeIndex);
+  // Updates that change nothing the controller reads (kubelets' heartbeats, pod status details)
+  // are not worth a reconcile: 1,500 nodes heartbeat 25 times a second.
   auto enqueue_node = [self](const kube::Node& n) { self->queue_.Add(n.meta.name); };
-  c->nodes_->SetHandlers({enqueue_node, [self](const kube::Node&, const kube::Node& n) { self->queue_.Add(n.meta.name); },
+  c->nodes_->SetHandlers({enqueue_node,
+                          [self](const kube::Node& old_n, const kube::Node& n) {
+                            if (kube::ChangedBeyondVersion(old_n, n)) self->queue_.Add(n.meta.name);
+                          },
                           enqueue_node});
   auto enqueue_pod = [self](const kube::Pod& p) {
     if (!p.node_name.empty()) self->queue_.Add(p.node_name);
   };
-  c->pods_->SetHandlers({nullptr, [enqueue_pod](const kube::Pod&, const kube::Pod& p) { enqueue_pod(p); }, enqueue_pod});
+  c->pods_->SetHandlers({nullptr,
+                         [enqueue_pod](const kube::Pod& old_p, const kube::Pod& p) {
+                           if (kube::ChangedBeyondVersion(old_p, p)) enqueue_pod(p);
+                         },
+                         enqueue_pod});
   c->elector_ = std::make_unique<kube::LeaderElector>(*c->client_, le);
   return c;
 }

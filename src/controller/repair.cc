@@ -255,6 +255,39 @@ bool Repairer::Quarantine(const kube::Node& node, const NodeFault& f) {
   const std::string effect = f.severity >= Severity::kCatastrophic ? "NoExecute" : "NoSchedule";
   if (HasTaint(node, keys::kFaultTaint, value, effect) && node.unschedulable) return true;
   if (dry_run_) return true;
+  // One write, from the cached Node: its taints are whole in the projection (key, value, effect,
+  // timeAdded), and the resourceVersion in the patch makes the API server refuse it (409) if the
+  // Node changed since. Quarantine is the latency-critical step; the GET of a read-modify-write
+  // would cost a second round trip. On a conflict (or any refusal: a ClusterRole from before
+  // gpuheal patched Nodes has no `patch`), the read-modify-write below.
+  if (!node.meta.resource_version.empty()) {
+    nlohmann::json taints = nlohmann::json::array();
+    bool have = false;
+    for (const auto& t : node.taints) {
+      const bool ours = t.key == keys::kFaultTaint;
+      if (ours && !(t.value == value && t.effect == effect)) continue;  // our other severity goes
+      have = have || ours;
+      nlohmann::json j = {{"key", t.key}, {"effect", t.effect}};
+      if (!t.value.empty()) j["value"] = t.value;
+      if (!t.time_added.empty()) j["timeAdded"] = t.time_added;
+      taints.push_back(std::move(j));
+    }
+    if (!have) {
+      taints.push_back({{"key", keys::kFaultTaint}, {"value", value}, {"effect", effect},
+                        {"timeAdded", kube::RfcTime(std::chrono::system_clock::now())}});
+    }
+    nlohmann::json patch = {{"metadata", {{"resourceVersion", node.meta.resource_version}}}, {"spec", {{"taints", taints}}}};
+    if (!node.unschedulable) {
+      patch["spec"]["unschedulable"] = true;
+      patch["metadata"]["annotations"] = {{std::string(keys::kCordonedAnnotation), "true"}};  // ours to undo
+    }
+    auto res = client_.Patch(kube::NodePath(node.meta.name), kube::PatchType::kMerge, patch);
+    if (res && res->ok()) return true;
+    if (res && res->status != 409) {
+      Log("warn", "quarantine: the one-write patch was refused; reading and updating the Node instead",
+          {{"node", node.meta.name}, {"status", res->status}});
+    }
+  }
   auto res = client_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
     auto& spec = n["spec"];
     nlohmann::json taints = nlohmann::json::array();

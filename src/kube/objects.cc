@@ -140,6 +140,7 @@ error_code NodeObj(od::object o, Node& n) {
             if (tk == "key") return Str(tv, taint.key);
             if (tk == "value") return Str(tv, taint.value);
             if (tk == "effect") return Str(tv, taint.effect);
+            if (tk == "timeAdded") return Str(tv, taint.time_added);
             return kOk;
           });
           if (!e) n.taints.push_back(std::move(taint));

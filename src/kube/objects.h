@@ -29,15 +29,18 @@ struct ObjectMeta {
   bool deleting = false;  // deletionTimestamp set
   int64_t deletion_grace_seconds = -1;  // metadata.deletionGracePeriodSeconds; -1 when absent
   std::string controller_kind;  // kind of the ownerReference with controller: true
+  bool operator==(const ObjectMeta&) const = default;
 };
 
 struct Taint {
   std::string key, value, effect;
+  std::string time_added;  // timeAdded (NoExecute taints), "" when absent: with it a taint list is whole
   bool operator==(const Taint&) const = default;
 };
 
 struct NodeCondition {
   std::string type, status, reason, message, last_transition_time;
+  bool operator==(const NodeCondition&) const = default;
 };
 
 struct Node {
@@ -46,6 +49,7 @@ struct Node {
   bool unschedulable = false;
   std::vector<NodeCondition> conditions;
   int64_t gpu_capacity = 0;  // status.capacity["nvidia.com/gpu"]
+  bool operator==(const Node&) const = default;
 };
 
 struct Pod {
@@ -54,7 +58,18 @@ struct Pod {
   std::string owner_kind;  // kind of the controller owner (ReplicaSet, DaemonSet, Node for mirror pods...)
   std::string phase;
   int64_t gpu_requests = 0;  // sum over containers of nvidia.com/gpu requests (or limits)
+  bool operator==(const Pod&) const = default;
 };
+
+// Whether an update changed anything this projection holds, beyond the resourceVersion: a
+// kubelet's heartbeat (lastHeartbeatTime) or a pod's status detail gpuheal does not read is no
+// reason to look at a node again.
+template <typename T>
+bool ChangedBeyondVersion(const T& old_obj, const T& new_obj) {
+  T same = old_obj;
+  same.meta.resource_version = new_obj.meta.resource_version;
+  return !(same == new_obj);
+}
 
 struct PodDisruptionBudget {
   ObjectMeta meta;

@@ -9,9 +9,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 
+#include "agent/metrics.h"
 #include "agent_process.h"
 #include "apply_manifest.h"
 #include "controller/repair.h"
@@ -217,6 +219,58 @@ TEST_F(ControllerTest, LostGpuIsNoExecuteAndAnotherWritersTaintsSurvive) {
   ASSERT_TRUE(Eventually([&] { return !HasTaint(a, "gpuheal.io/gpu-fault"); }, 15s));
   EXPECT_TRUE(HasTaint(a, "example.com/maintenance"));
   EXPECT_TRUE(HasTaint(a, "example.com/late"));
+}
+
+// Quarantine is one PATCH from the informer's copy of the Node, its resourceVersion a
+// precondition. A copy a moment behind another writer is refused (409) and the quarantine falls
+// back to a read-modify-write, so that writer's taint survives; from a current copy, the other
+// taints go back whole (a NoExecute taint keeps its timeAdded, which its tolerationSeconds count from).
+TEST_F(ControllerTest, QuarantineFromAStaleCacheLosesNoOtherWritersTaint) {
+  const std::string a = Node("a");
+  const std::string b = Node("b");
+  auto snapshot = [&](const std::string& n) { return *kube::DecodeNode(client_->Get(kube::NodePath(n))->body); };
+  ASSERT_TRUE(client_->Update(kube::NodePath(b), [](json& n) {
+    n["spec"]["taints"] = json::array({{{"key", "example.com/draining"}, {"value", "x"}, {"effect", "NoExecute"},
+                                        {"timeAdded", "2026-11-30T04:00:00Z"}}});
+    return true;
+  })->ok());
+  SetCondition(a, "False", "NvidiaXID48Error");
+  SetCondition(b, "False", "NvidiaXID48Error");
+  std::map<std::string, kube::Node> cache = {{a, snapshot(a)}, {b, snapshot(b)}};
+  // After `a` was cached, another writer taints it: the cached copy is now stale.
+  ASSERT_TRUE(client_->Update(kube::NodePath(a), [](json& n) {
+    n["spec"]["taints"] = json::array({{{"key", "example.com/late"}, {"value", "y"}, {"effect", "NoSchedule"}}});
+    return true;
+  })->ok());
+
+  controller::World w;
+  w.node = [&](const std::string& n) -> std::optional<kube::Node> { return cache.at(n); };
+  w.nodes = [&] { return std::vector<kube::Node>{cache.at(a), cache.at(b)}; };
+  w.pods = [](const std::string&) { return std::vector<kube::Pod>{}; };
+  w.repairs = [](const std::string&) { return std::vector<kube::NodeRepair>{}; };
+  auto policy = controller::ParsePolicy("breaker: {share_percent: 100}\npools: {max_unavailable_percent: 100}\n", "test.yaml");
+  ASSERT_TRUE(policy);
+  Metrics metrics;
+  {
+    controller::Repairer r(*client_, w, *policy, false, metrics);
+    (void)r.Reconcile(a);
+    (void)r.Reconcile(b);
+  }
+  EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault", "fatal", "NoSchedule"));
+  EXPECT_TRUE(HasTaint(a, "example.com/late")) << "the stale copy's write was refused, not applied over the other writer";
+  EXPECT_TRUE(Cordoned(a));
+  EXPECT_TRUE(HasTaint(b, "gpuheal.io/gpu-fault", "fatal", "NoSchedule"));
+  bool kept = false;
+  const json nb = GetNode(b);  // kept alive: the loop walks inside it
+  for (const auto& t : nb["spec"]["taints"]) {
+    kept = kept || (t.value("key", "") == "example.com/draining" && t.value("timeAdded", "") == "2026-11-30T04:00:00Z");
+  }
+  EXPECT_TRUE(kept) << nb["spec"]["taints"].dump();
+  EXPECT_TRUE(Cordoned(b));
+  EXPECT_EQ(GetNode(b)["metadata"]["annotations"].value("gpuheal.io/cordoned", ""), "true");
+  for (const auto& n : {a, b}) {
+    for (const auto& rec : Repairs(n)) (void)client_->Delete(kRepairs + "/" + rec["metadata"].value("name", ""));
+  }
 }
 
 TEST_F(ControllerTest, CheckpointDoneEvictsEarlyAndABudgetHoldsEviction) {

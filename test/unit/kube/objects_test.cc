@@ -28,6 +28,41 @@ TEST(Objects, DecodesTheNodeProjection) {
   EXPECT_EQ(n->conditions[0].reason, "KubeletReady");
 }
 
+// What the controller's informer handlers use to skip updates it has no reason to look at.
+TEST(Objects, AHeartbeatIsNoChangeButAConditionOrTaintIs) {
+  auto base = DecodeNode(kNode);
+  ASSERT_TRUE(base.ok());
+  auto with = [](std::string json, const std::string& from, const std::string& to) {
+    json.replace(json.find(from), from.size(), to);
+    auto n = DecodeNode(json);
+    EXPECT_TRUE(n.ok()) << n.error().message;
+    return *n;
+  };
+  // A kubelet heartbeat: a new resourceVersion and lastHeartbeatTime, nothing else.
+  std::string beat = kNode;
+  beat.replace(beat.find(R"("resourceVersion":"42")"), 22, R"("resourceVersion":"43")");
+  const Node heartbeat = with(beat, R"("message":"ok",)", R"("message":"ok","lastHeartbeatTime":"2026-11-30T05:00:00Z",)");
+  EXPECT_EQ(heartbeat.meta.resource_version, "43");
+  EXPECT_FALSE(ChangedBeyondVersion(*base, heartbeat));
+  EXPECT_FALSE(ChangedBeyondVersion(*base, with(kNode, R"("other.io/y":"big")", R"("other.io/y":"bigger")")))
+      << "an annotation the projection drops";
+  EXPECT_TRUE(ChangedBeyondVersion(*base, with(kNode, R"("status":"True")", R"("status":"False")")));
+  EXPECT_TRUE(ChangedBeyondVersion(*base, with(kNode, R"("value":"fatal")", R"("value":"catastrophic")")));
+  EXPECT_TRUE(ChangedBeyondVersion(*base, with(kNode, R"("gpuheal.io/x":"1")", R"("gpuheal.io/x":"2")")));
+  EXPECT_TRUE(ChangedBeyondVersion(*base, with(kNode, R"("unschedulable":true)", R"("unschedulable":false)")));
+  EXPECT_TRUE(ChangedBeyondVersion(*base, with(kNode, R"("nvidia.com/gpu":"8")", R"("nvidia.com/gpu":"7")")));
+
+  auto pod = DecodePod(R"({"metadata":{"namespace":"ml","name":"p","resourceVersion":"1"},"spec":{"nodeName":"gpu-1"},
+                           "status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}})");
+  auto pod2 = DecodePod(R"({"metadata":{"namespace":"ml","name":"p","resourceVersion":"2"},"spec":{"nodeName":"gpu-1"},
+                            "status":{"phase":"Running","conditions":[{"type":"Ready","status":"False"}]}})");
+  auto pod3 = DecodePod(R"({"metadata":{"namespace":"ml","name":"p","resourceVersion":"3"},"spec":{"nodeName":"gpu-1"},
+                            "status":{"phase":"Failed"}})");
+  ASSERT_TRUE(pod.ok() && pod2.ok() && pod3.ok());
+  EXPECT_FALSE(ChangedBeyondVersion(*pod, *pod2)) << "the pod's Ready condition is not in the projection";
+  EXPECT_TRUE(ChangedBeyondVersion(*pod2, *pod3));
+}
+
 TEST(Objects, DecodesPodsAndLists) {
   auto list = DecodePodList(R"({"kind":"PodList","metadata":{"resourceVersion":"77","continue":"abc"},
    "items":[{"metadata":{"namespace":"ml","name":"p","uid":"u","deletionTimestamp":"2026-11-30T04:00:00Z",
