@@ -58,6 +58,7 @@ Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Cli
   w.nodes = [self] { return self->nodes_->Items(); };
   w.pods = [self](const std::string& n) { return self->pods_->ByIndex("node", n); };
   w.repairs = [self](const std::string& n) { return self->repairs_->ByIndex("node", n); };
+  w.backlog = [self] { return self->queue_.Len() > 0; };
   c->repairer_ = std::make_unique<Repairer>(*c->client_, std::move(w), c->opts_.policy, c->opts_.dry_run, c->metrics_);
   c->repairer_->SetBreakerKey(c->opts_.lease_namespace, c->opts_.lease_name);
 

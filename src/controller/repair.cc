@@ -231,7 +231,11 @@ bool Repairer::WriteStatus(Record& r) {
                            {"attempts", r.cr.attempts},
                            {"message", r.cr.message}};
   auto res = client_.Patch(kNodeRepairs + "/" + r.cr.meta.name + "/status", kube::PatchType::kMerge, {{"status", status}});
-  if (!res || !res->ok()) return false;
+  if (!res || !res->ok()) {
+    Log("warn", "cannot write the NodeRepair status; retrying",
+        {{"record", r.cr.meta.name}, {"error", res ? res->Describe() : res.error().message}});
+    return false;
+  }
   r.dirty = false;
   metrics_.GetCounter("gpuheal_controller_repair_phases_total", "NodeRepair phase transitions written, by phase",
                       {{"phase", r.cr.phase}}).Inc();
@@ -651,6 +655,10 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
   if (open && open->cr.attempts == 0) open->cr.attempts = std::max(1, recent_repairs);
   auto node = world_.node(name);
   if (!node) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      deferred_.erase(name);
+    }
     if (open) {
       open->Phase(open->cr.phase == "Remediating" ? "Replaced" : "Failed", now);
       open->Message("the Node object is gone");
@@ -667,8 +675,12 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
     }
   }
   auto fault = FaultOf(*node);
-  bool quarantined_now = false;
+  std::optional<SysTime> quarantined_at;
   if (!fault) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      deferred_.erase(name);  // a fault that cleared before its record was written
+    }
     if (!open && !HasTaint(*node, keys::kFaultTaint, "", "")) return std::nullopt;
     if (open && open->cr.severity == "critical" && !open->At("Quarantined")) {
       // A GPU-level episode whose fault cleared (the agent's verified reset, or a reboot): the
@@ -709,8 +721,22 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
     // Quarantine first: it is the urgent, cheap and reversible step; the record follows. A
     // GPU-level fault leaves the node in service: the agent drains just that GPU.
     if (!gpu_rung) {
+      std::optional<SysTime> deferred;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (auto it = deferred_.find(name); it != deferred_.end()) deferred = it->second;
+      }
       if (!Quarantine(*node, *fault)) return milliseconds(500);
-      quarantined_now = true;
+      quarantined_at = deferred.value_or(now);
+      // In a burst (other nodes waiting in the queue), every faulty node's quarantine goes before
+      // any node's record, checkpoint and drain: those take several API writes each, and
+      // meanwhile the scheduler could still place pods on the untainted nodes further back. Once
+      // per episode; the record keeps the quarantine's time.
+      if (!deferred && world_.backlog && world_.backlog()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        deferred_[name] = now;
+        return milliseconds(0);
+      }
     }
     // <node>-<unix ms>: one per episode, in time order by name (a superseded GPU-level episode and
     // the node-level one after it may start within the same second).
@@ -731,13 +757,18 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
             {"message", fault->message.substr(0, 1024)}}}}}};
     if (!fault->gpus.empty()) obj["spec"]["trigger"]["gpus"] = fault->gpus;
     auto res = client_.Create(kNodeRepairs, obj);
-    if (!res || (!res->ok() && res->status != 409)) return milliseconds(2000);
+    if (!res || (!res->ok() && res->status != 409)) {
+      Log("warn", "cannot create the NodeRepair record; retrying in 2 s",
+          {{"node", name}, {"error", res ? res->Describe() : res.error().message}});
+      return milliseconds(2000);
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       created_[name] = rec.cr.meta.name;
+      deferred_.erase(name);
     }
     open = &rec;
-    rec.Phase("Detected", now, fmt::format("{} {}: {}", fault->condition, fault->reason, fault->message.substr(0, 512)));
+    rec.Phase("Detected", quarantined_at.value_or(now), fmt::format("{} {}: {}", fault->condition, fault->reason, fault->message.substr(0, 512)));
     rec.dirty = true;
   }
   const bool open_gpu_episode = open->cr.severity == "critical" && !open->At("Quarantined");
@@ -749,23 +780,24 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
     if (!WriteStatus(*open)) return milliseconds(2000);
     return milliseconds(0);
   }
-  auto next = gpu_rung ? RepairGpu(*node, *fault, *open) : Repair(*node, *fault, *open, quarantined_now);
+  auto next = gpu_rung ? RepairGpu(*node, *fault, *open) : Repair(*node, *fault, *open, quarantined_at);
   if (!WriteStatus(*open)) return milliseconds(2000);
   return next;
 }
 
 std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeFault& f, Record& r,
-                                             bool quarantined) {
+                                             std::optional<SysTime> quarantined_at) {
   const auto now = world_.now();
   // 1. Quarantine at once: cheap and reversible. The pause and the gates do not hold it.
-  if (!quarantined && !Quarantine(node, f)) return milliseconds(500);
+  if (!quarantined_at && !Quarantine(node, f)) return milliseconds(500);
   if (!r.At("Quarantined")) {
-    fault_to_quarantine_->Observe(std::chrono::duration<double>(now - f.since).count());
+    const SysTime at = quarantined_at.value_or(now);
+    fault_to_quarantine_->Observe(std::chrono::duration<double>(at - f.since).count());
     r.Action(dry_run_ ? "would taint and cordon (dry-run)" : fmt::format("tainted {}={}, cordoned", keys::kFaultTaint, ToString(f.severity)));
     // Detected and Quarantined are one step here: one Event says both.
     r.new_phases.erase(std::remove_if(r.new_phases.begin(), r.new_phases.end(), [](const auto& p) { return p.first == "Detected"; }),
                        r.new_phases.end());
-    r.Phase("Quarantined", now,
+    r.Phase("Quarantined", at,
             fmt::format("{} {}: tainted {}={}:{} and cordoned", f.condition, f.reason, keys::kFaultTaint,
                         ToString(f.severity), f.severity >= Severity::kCatastrophic ? "NoExecute" : "NoSchedule"));
   }
@@ -808,6 +840,21 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
     bool pdb_held = false;
     if (!pods.empty()) {
       r.Phase("Draining", now);
+      // The record lists the pods before the Eviction API is called: a controller killed between
+      // the two then finds them listed (and evicts those not yet terminating) instead of finding
+      // them terminating and unlisted. A pod whose eviction is refused leaves the list again.
+      auto listed = [&](const std::string& key) {
+        return std::find(r.cr.evicted_pods.begin(), r.cr.evicted_pods.end(), key) != r.cr.evicted_pods.end();
+      };
+      if (!dry_run_) {
+        for (const auto& p : pods) {
+          const std::string key = p.meta.namespace_ + "/" + p.meta.name;
+          if (p.meta.deleting || listed(key)) continue;
+          r.cr.evicted_pods.push_back(key);
+          r.dirty = true;
+        }
+        if (!WriteStatus(r)) return milliseconds(2000);
+      }
       for (const auto& p : pods) {
         if (p.meta.deleting) continue;
         const std::string key = p.meta.namespace_ + "/" + p.meta.name;
@@ -816,14 +863,12 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
           continue;
         }
         auto res = client_.Evict(p.meta.namespace_, p.meta.name);
-        if (res && (res->ok() || res->status == 404)) {
-          if (std::find(r.cr.evicted_pods.begin(), r.cr.evicted_pods.end(), key) == r.cr.evicted_pods.end()) {
-            r.cr.evicted_pods.push_back(key);
-            r.dirty = true;
-            metrics_.GetCounter("gpuheal_controller_evictions_total", "Pods evicted through the Eviction API").Inc();
-          }
-        } else if (res && res->status == 429) {
-          pdb_held = true;
+        if (res && res->ok()) {
+          metrics_.GetCounter("gpuheal_controller_evictions_total", "Pods evicted through the Eviction API").Inc();
+        } else if (!res || res->status != 404) {
+          if (res && res->status == 429) pdb_held = true;
+          r.cr.evicted_pods.erase(std::remove(r.cr.evicted_pods.begin(), r.cr.evicted_pods.end(), key), r.cr.evicted_pods.end());
+          r.dirty = true;
         }
       }
       if (dry_run_) {

@@ -54,6 +54,9 @@ struct World {
   std::function<std::vector<kube::Pod>(const std::string& node)> pods;
   std::function<std::vector<kube::NodeRepair>(const std::string& node)> repairs;
   std::function<std::chrono::system_clock::time_point()> now = [] { return std::chrono::system_clock::now(); };
+  // Whether other nodes wait in the work queue (null: never). In a burst every faulty node is
+  // quarantined before any node's record and drain.
+  std::function<bool()> backlog;
 };
 
 inline const std::string kNodeRepairs = "/apis/gpuheal.io/v1alpha1/noderepairs";
@@ -75,8 +78,9 @@ class Repairer {
 
  private:
   struct Record;  // the open NodeRepair as the reconcile sees and updates it
+  // `quarantined_at`: when this reconcile (or the one that deferred the record) quarantined it.
   std::optional<std::chrono::milliseconds> Repair(const kube::Node& node, const NodeFault& f, Record& r,
-                                                  bool quarantined);
+                                                  std::optional<std::chrono::system_clock::time_point> quarantined_at);
   std::optional<std::chrono::milliseconds> RepairGpu(const kube::Node& node, const NodeFault& f, Record& r);
   std::optional<std::chrono::milliseconds> Release(const kube::Node& node, Record* r);
   std::optional<std::chrono::milliseconds> PromoteStandby(const kube::Node& node, Record& r);
@@ -106,13 +110,15 @@ class Repairer {
   bool dry_run_;
   Metrics& metrics_;
   std::unique_ptr<kube::EventRecorder> events_;
-  std::mutex mu_;  // the breaker and created_: workers reconcile different nodes at once
+  std::mutex mu_;  // the breaker, created_ and deferred_: workers reconcile different nodes at once
   std::mutex ev_mu_;
   std::condition_variable ev_cv_;
   std::deque<PendingEvent> ev_queue_;
   bool ev_stop_ = false;
   std::thread ev_thread_;
   std::map<std::string, std::string> created_;  // node -> the last NodeRepair this replica created
+  // node -> when it was quarantined, its record left for after the other nodes in the queue
+  std::map<std::string, std::chrono::system_clock::time_point> deferred_;
   bool breaker_open_ = false;
   std::chrono::system_clock::time_point breaker_last_over_{}, breaker_opened_at_{}, breaker_reset_at_{},
       breaker_key_checked_{};

@@ -12,6 +12,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "agent/metrics.h"
 #include "agent_process.h"
@@ -270,6 +271,54 @@ TEST_F(ControllerTest, QuarantineFromAStaleCacheLosesNoOtherWritersTaint) {
   EXPECT_EQ(GetNode(b)["metadata"]["annotations"].value("gpuheal.io/cordoned", ""), "true");
   for (const auto& n : {a, b}) {
     for (const auto& rec : Repairs(n)) (void)client_->Delete(kRepairs + "/" + rec["metadata"].value("name", ""));
+  }
+}
+
+// A burst: while other nodes wait in the work queue, a faulty node is quarantined and its record
+// (several API writes) left for after them, once; the record then carries the quarantine's time.
+TEST_F(ControllerTest, InABurstEveryQuarantineGoesBeforeAnyRecord) {
+  const std::string a = Node("a");
+  const std::string b = Node("b");
+  SetCondition(a, "False", "NvidiaXID48Error");
+  SetCondition(b, "False", "NvidiaXID48Error");
+  auto fresh = [&](const std::string& n) -> std::optional<kube::Node> {
+    return *kube::DecodeNode(client_->Get(kube::NodePath(n))->body);
+  };
+  bool backlog = true;
+  controller::World w;
+  w.node = fresh;
+  w.nodes = [&] { return std::vector<kube::Node>{*fresh(a), *fresh(b)}; };
+  w.pods = [](const std::string&) { return std::vector<kube::Pod>{}; };
+  w.repairs = [&](const std::string& n) {
+    std::vector<kube::NodeRepair> out;
+    for (const auto& r : Repairs(n)) out.push_back(*kube::DecodeNodeRepair(r.dump()));
+    return out;
+  };
+  w.backlog = [&] { return backlog; };
+  auto policy = controller::ParsePolicy("breaker: {share_percent: 100}\npools: {max_unavailable_percent: 100}\n", "test.yaml");
+  ASSERT_TRUE(policy);
+  Metrics metrics;
+  controller::Repairer r(*client_, w, *policy, false, metrics);
+  const std::string before = kube_time();
+  EXPECT_EQ(r.Reconcile(a), std::chrono::milliseconds(0)) << "back of the queue";
+  EXPECT_EQ(r.Reconcile(b), std::chrono::milliseconds(0));
+  EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault", "fatal", "NoSchedule") && Cordoned(a));
+  EXPECT_TRUE(HasTaint(b, "gpuheal.io/gpu-fault", "fatal", "NoSchedule") && Cordoned(b));
+  EXPECT_TRUE(Repairs(a).empty() && Repairs(b).empty()) << "no record yet";
+  const std::string after = kube_time();
+  std::this_thread::sleep_for(1100ms);  // RFC 3339 times have whole seconds
+  (void)r.Reconcile(a);  // still a backlog, but deferred once already: the record now
+  backlog = false;
+  (void)r.Reconcile(b);
+  for (const auto& n : {a, b}) {
+    auto recs = Repairs(n);
+    ASSERT_EQ(recs.size(), 1u) << n;
+    const json phases = Status(recs[0]).value("phases", json::object());
+    for (const char* phase : {"Quarantined", "Detected"}) {
+      const std::string t = phases.value(phase, "");
+      EXPECT_TRUE(before <= t && t <= after) << phase << " at the quarantine's time, not the record's: " << phases.dump();
+    }
+    (void)client_->Delete(kRepairs + "/" + recs[0]["metadata"].value("name", ""));
   }
 }
 
