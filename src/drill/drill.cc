@@ -471,7 +471,7 @@ class Observer {
       }
     }
     // Pods.
-    int on_targets = 0, requested = 0, done = 0, deleting = 0, new_scheduled = 0, new_running = 0, serving = 0;
+    int on_targets = 0, requested = 0, done = 0, deleting = 0, new_created = 0, new_scheduled = 0, new_running = 0, serving = 0;
     bool new_on_target = false;
     std::string first_by;
     for (const auto& [uid, p] : pods_) {
@@ -483,6 +483,7 @@ class Observer {
         if (p.deleting_us && first_by.empty()) first_by = p.disruption;
       }
       if (!p.initial) {
+        ++new_created;
         new_scheduled += p.scheduled_us > 0;
         new_running += p.running_us > 0;
         new_on_target |= targets_.count(p.node) > 0;
@@ -499,6 +500,11 @@ class Observer {
                                                     : "a pod of the faulty node is terminating");
     }
     if (deleting == on_targets) Record("last_eviction", now, fmt::format("all {} pod(s) of the faulty node(s) terminating", on_targets));
+    // Created (by the ReplicaSet controller), then bound (by the scheduler): which of the two a slow
+    // replacement waited for.
+    if (deleting > 0 && new_created >= deleting && deleting == on_targets) {
+      Record("replacement_created", now, fmt::format("{} replacement pod(s) created", new_created));
+    }
     if (deleting > 0 && new_scheduled >= deleting && deleting == on_targets) {
       Record("replacement_scheduled", now, fmt::format("{} replacement pod(s) bound to a node", new_scheduled));
     }
@@ -621,6 +627,22 @@ class Drill {
       auto r = client_->Get(std::string(kRepairs) + "?limit=1");
       if (r && r->ok()) break;
       if (std::chrono::steady_clock::now() > deadline) return Error{"the NodeRepair CRD was not served within 30 s"};
+      std::this_thread::sleep_for(100ms);
+    }
+    // The API server's first write to a new CRD took 2 s (measured: the controller's first
+    // NodeRepair create, in run 1 of every drill on a fresh control plane). A cluster's CRD has
+    // served writes long before its first fault, so a dry-run create takes that cost here.
+    const json probe = {{"apiVersion", "gpuheal.io/v1alpha1"},
+                        {"kind", "NodeRepair"},
+                        {"metadata", {{"name", "gpuheal-drill-warm-up"}}},
+                        {"spec", {{"node", "none"}, {"trigger", {{"condition", "AcceleratedHardwareReady"}, {"reason", "NvidiaXID79Error"},
+                                                                 {"severity", "catastrophic"}, {"message", "drill warm-up (dry run)"}}}}}};
+    for (;;) {
+      auto r = client_->Create(std::string(kRepairs) + "?dryRun=All", probe);
+      if (r && r->ok()) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        return Error{"the API server did not accept a NodeRepair (dry run) within 30 s: " + (r ? r->Describe() : r.error().message)};
+      }
       std::this_thread::sleep_for(100ms);
     }
     return Status::Ok();

@@ -27,6 +27,7 @@ const std::vector<StepInfo>& Steps() {
       {"checkpoint_done", "checkpoint done"},
       {"first_eviction", "first eviction"},
       {"last_eviction", "last eviction"},
+      {"replacement_created", "replacement pods created"},
       {"replacement_scheduled", "replacement pods scheduled"},
       {"replacement_running", "replacement pods Running"},
       {"capacity_restored", "capacity back to 100%"},

@@ -160,8 +160,8 @@ TEST_F(DrillTest, SingleStartsItsOwnControlPlaneAndRecovers) {
   EXPECT_EQ(report["scenario"], "single");
   EXPECT_EQ(report["runs"], 1);
   EXPECT_TRUE(report["ok"].get<bool>());
-  ExpectInOrder(report, {"detected", "condition", "taint", "first_eviction", "replacement_scheduled", "replacement_running",
-                         "capacity_restored"});
+  ExpectInOrder(report, {"detected", "condition", "taint", "first_eviction", "replacement_created", "replacement_scheduled",
+                         "replacement_running", "capacity_restored"});
   ExpectInOrder(report, {"taint", "standby_released", "replacement_scheduled"});
   ExpectInOrder(report, {"repair_quarantined", "repair_draining", "repair_drained", "repair_remediating"});
   for (const char* c : {"quarantined", "pods evicted", "standby released", "replacements Running elsewhere",
