@@ -130,7 +130,9 @@ struct Repairer::Record {
     if (cr.phase == phase && cr.phase_times.count(phase)) return;
     cr.phase = phase;
     if (!cr.phase_times.count(phase)) {
-      cr.phase_times[phase] = kube::RfcTime(now);
+      // With microseconds: the checkpoint window and the drain timeout count from these times,
+      // and whole seconds cut a 1 s window to anything between 0 and 1 s.
+      cr.phase_times[phase] = kube::MicroTime(now);
       new_phases.emplace_back(phase, std::move(event_message));
     }
     dirty = true;
@@ -853,6 +855,7 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
           r.cr.evicted_pods.push_back(key);
           r.dirty = true;
         }
+        if (r.dirty) r.Message("draining");
         if (!WriteStatus(r)) return milliseconds(2000);
       }
       for (const auto& p : pods) {

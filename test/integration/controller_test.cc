@@ -18,6 +18,7 @@
 #include "agent_process.h"
 #include "apply_manifest.h"
 #include "controller/repair.h"
+#include "kube/time.h"
 #include "kube_test_util.h"
 
 namespace gpuheal {
@@ -299,14 +300,14 @@ TEST_F(ControllerTest, InABurstEveryQuarantineGoesBeforeAnyRecord) {
   ASSERT_TRUE(policy);
   Metrics metrics;
   controller::Repairer r(*client_, w, *policy, false, metrics);
-  const std::string before = kube_time();
+  const auto before = std::chrono::system_clock::now();
   EXPECT_EQ(r.Reconcile(a), std::chrono::milliseconds(0)) << "back of the queue";
   EXPECT_EQ(r.Reconcile(b), std::chrono::milliseconds(0));
   EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault", "fatal", "NoSchedule") && Cordoned(a));
   EXPECT_TRUE(HasTaint(b, "gpuheal.io/gpu-fault", "fatal", "NoSchedule") && Cordoned(b));
   EXPECT_TRUE(Repairs(a).empty() && Repairs(b).empty()) << "no record yet";
-  const std::string after = kube_time();
-  std::this_thread::sleep_for(1100ms);  // RFC 3339 times have whole seconds
+  const auto after = std::chrono::system_clock::now();
+  std::this_thread::sleep_for(200ms);
   (void)r.Reconcile(a);  // still a backlog, but deferred once already: the record now
   backlog = false;
   (void)r.Reconcile(b);
@@ -315,8 +316,9 @@ TEST_F(ControllerTest, InABurstEveryQuarantineGoesBeforeAnyRecord) {
     ASSERT_EQ(recs.size(), 1u) << n;
     const json phases = Status(recs[0]).value("phases", json::object());
     for (const char* phase : {"Quarantined", "Detected"}) {
-      const std::string t = phases.value(phase, "");
-      EXPECT_TRUE(before <= t && t <= after) << phase << " at the quarantine's time, not the record's: " << phases.dump();
+      const auto t = kube::ParseTime(phases.value(phase, ""));
+      ASSERT_TRUE(t) << phases.dump();
+      EXPECT_TRUE(before <= *t && *t <= after) << phase << " at the quarantine's time, not the record's: " << phases.dump();
     }
     (void)client_->Delete(kRepairs + "/" + recs[0]["metadata"].value("name", ""));
   }
@@ -355,6 +357,27 @@ TEST_F(ControllerTest, CheckpointDoneEvictsEarlyAndABudgetHoldsEviction) {
   auto evicted = Status(Repairs(a).back())["evictedPods"];
   EXPECT_EQ(std::count(evicted.begin(), evicted.end(), "work/ckpt-" + id_), 1) << "each pod evicted once: " << evicted.dump();
   EXPECT_EQ(std::count(evicted.begin(), evicted.end(), "work/tr0-" + id_), 1);
+}
+
+// The checkpoint window counts from when the request was made, to the millisecond: phase times
+// with whole seconds made a 1 s window end anywhere between 0 and 1 s after the request.
+TEST_F(ControllerTest, ACheckpointWindowIsNeverCutShort) {
+  const std::string a = Node("a");
+  Pod("slow-" + id_, a);
+  StartController("checkpoint:\n  window: 1s\n");
+  SetCondition(a, "False", "NvidiaXID48Error");
+  auto poll = [&](const std::function<bool()>& f) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!f() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+    return std::chrono::steady_clock::now();
+  };
+  const auto requested = poll([&] {
+    return PodJson("slow-" + id_)["metadata"].value("annotations", json::object()).contains("gpuheal.io/checkpoint-requested");
+  });
+  const auto gone = poll([&] { return PodGone("slow-" + id_); });
+  ASSERT_TRUE(PodGone("slow-" + id_));
+  // Seen by polling every ~10 ms (plus a GET): the true gap is at most that much longer.
+  EXPECT_GE(gone - requested, 900ms) << "the pod never said done: evicted only when its 1 s window ended";
 }
 
 TEST_F(ControllerTest, AfterTheTolerationWindowTheProviderRemediates) {
