@@ -1,5 +1,7 @@
 // The repair controller on a real loopback control plane (started and stopped by this program)
-// with 1,500 GPU nodes in 15 pools:
+// with 1,500 GPU nodes in 15 pools, registered and kept alive by `gpuheal sim` as kubelets would
+// (node Leases, Ready heartbeats, pods bound to them reported Running, deleted pods gone after
+// their grace period, checkpoint requests answered after 500 ms):
 //   latency: one node's AcceleratedHardwareReady set False -> gpuheal's quarantine taint seen by a
 //     watcher, one fault at a time; baseline in the same run: the same PATCH -> the watcher seeing
 //     the condition itself (the floor: the controller reacts to that very event);
@@ -11,10 +13,13 @@
 //     (--workers threads, a node's pods one after another, as the controller's workers do);
 //   the controller's RSS and CPU afterwards.
 //   --memory: --nodes nodes and --pods pods (spread over the nodes) cached, no faults: the
-//     controller's RSS once its informers hold them, against its RSS with the nodes alone.
+//     controller's RSS once its informers hold them, against its RSS with the nodes alone. These
+//     nodes are created by this program (no sim: it would report each of the 150,000 pods Running).
 //
 //   bench_controller [--nodes 1500] [--faults 100] [--burst 300] [--evict-nodes 25] [--pods-per-node 8]
-//                    [--workers 4]
+//                    [--workers 4] [--no-sim]
+//   --no-sim: the nodes are created by this program and nothing keeps them alive (no Leases, no
+//     heartbeats: the API server serves only the benchmark), and it reports the pods Running itself.
 //   bench_controller --memory [--nodes 5000] [--pods 150000]
 
 #include <fmt/format.h>
@@ -28,6 +33,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "agent_process.h"
@@ -58,17 +64,20 @@ json Condition(bool ok, const std::string& stamp) {
 
 }  // namespace
 
-// Creates pods [from, to) named prefix-<i>, bound round-robin to `node_of(i)`, Running and Ready
-// as a kubelet would report them; 8 threads.
+// Who makes a created pod Running: nobody (--memory: it stays Pending, as a Deployment's pod
+// looks), the sim's kubelet, or this program (--no-sim).
+enum class PodRunner { kNone, kSim, kBench };
+
+// Creates pods [from, to) named prefix-<i>, bound to `node_of(i)`; 8 threads.
 void CreatePods(Client& c, const std::string& ns, const std::string& prefix, int from, int to,
-                const std::function<std::string(int)>& node_of, const json& labels, bool running) {
+                const std::function<std::string(int)>& node_of, const json& labels, PodRunner runner) {
   std::vector<std::thread> ts;
   for (int t = 0; t < 8; ++t) {
     ts.emplace_back([&, t] {
       for (int i = from + t; i < to; i += 8) {
         const std::string name = fmt::format("{}-{}", prefix, i);
         json pod = gpuheal::testing::PodJson(ns, name, node_of(i), labels);
-        if (!running) {
+        if (runner == PodRunner::kNone) {
           // As a Deployment's pod looks (the memory figure). Not with kube-controller-manager:
           // its garbage collector would delete pods whose owner does not exist.
           pod["metadata"]["ownerReferences"] = {{{"apiVersion", "apps/v1"}, {"kind", "ReplicaSet"}, {"name", prefix},
@@ -76,7 +85,7 @@ void CreatePods(Client& c, const std::string& ns, const std::string& prefix, int
         }
         pod["spec"]["containers"][0]["resources"] = {{"limits", {{"nvidia.com/gpu", "1"}}}, {"requests", {{"nvidia.com/gpu", "1"}}}};
         (void)c.Create(PodPath(ns), pod);
-        if (running) {
+        if (runner == PodRunner::kBench) {
           (void)c.Patch(PodPath(ns, name) + "/status", PatchType::kStrategicMerge,
                         {{"status", {{"phase", "Running"}, {"podIP", "10.0.0.1"},
                                      {"conditions", {{{"type", "Ready"}, {"status", "True"}}, {{"type", "ContainersReady"}, {"status", "True"}}}}}}});
@@ -87,12 +96,18 @@ void CreatePods(Client& c, const std::string& ns, const std::string& prefix, int
   for (auto& t : ts) t.join();
 }
 
+// The sim's name for its i-th node in service: node i is in pool i % 15 (`gpuheal sim --pools 15
+// --prefix bn` deals them out so).
+std::string SimNode(int i) { return fmt::format("bn-{}-{}", i % 15, i / 15); }
+
+// Nodes created directly (--memory, --no-sim): no Lease, no heartbeat, no kubelet; named as the sim
+// names them.
 void CreateNodes(Client& c, int nodes) {
   std::vector<std::thread> ts;
   for (int t = 0; t < 8; ++t) {
     ts.emplace_back([&, t] {
       for (int i = t; i < nodes; i += 8) {
-        const std::string name = fmt::format("bn-{:04d}", i);
+        const std::string name = SimNode(i);
         (void)c.Create(NodePath(), {{"apiVersion", "v1"}, {"kind", "Node"},
                                     {"metadata", {{"name", name}, {"labels", {{"gpuheal.io/pool", fmt::format("pool-{:02d}", i % 15)}}}}}});
         json st = Condition(true, "init");
@@ -135,8 +150,8 @@ int Memory(const std::string& kubeconfig, Client& c, int nodes, int pods) {
   std::printf("baseline: controller RSS %ld kB with %d nodes and no pods\n", base, nodes);
   const auto p0 = clk::now();
   (void)c.Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "mem"}}}});
-  CreatePods(c, "mem", "mp", 0, pods, [&](int i) { return fmt::format("bn-{:04d}", i % nodes); },
-             {{"app", "trainer"}, {"team", "ml"}}, false);
+  CreatePods(c, "mem", "mp", 0, pods, [&](int i) { return SimNode(i % nodes); },
+             {{"app", "trainer"}, {"team", "ml"}}, PodRunner::kNone);
   std::printf("%d pods created in %.1f s\n", pods, std::chrono::duration<double>(clk::now() - p0).count());
   const long with_pods = SettledRssKb(ctl.pid(), std::chrono::seconds(300));
   std::printf("controller RSS %ld kB with %d nodes and %d pods cached (+%ld kB for the pods, %.0f B/pod); CPU %.1f s\n",
@@ -149,8 +164,12 @@ int Memory(const std::string& kubeconfig, Client& c, int nodes, int pods) {
 
 int main(int argc, char** argv) {
   int nodes = 1500, faults = 100, burst = 300, evict_nodes = 25, pods_per_node = 8, pods = 150000, workers = 4;
-  bool memory = false;
+  bool memory = false, use_sim = true;
   for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--no-sim")) {
+      use_sim = false;
+      continue;
+    }
     if (!std::strcmp(argv[i], "--memory")) {
       memory = true;
       nodes = 5000;
@@ -182,9 +201,19 @@ int main(int argc, char** argv) {
     gpuheal::testing::ApplyManifest(c, std::string(GPUHEAL_SOURCE_DIR) + "/deploy/crds/noderepairs.yaml");
     if (memory) return Memory(cp->kubeconfig(), c, nodes, pods);
     const auto t_create = clk::now();
-    CreateNodes(c, nodes);
-    std::printf("%d nodes in 15 pools created in %.1f s\n", nodes,
-                std::chrono::duration<double>(clk::now() - t_create).count());
+    std::optional<gpuheal::testing::AgentProcess> sim;
+    if (use_sim) {
+      sim.emplace(std::vector<std::string>{GPUHEAL_BIN, "sim", "--kubeconfig", cp->kubeconfig(), "--nodes",
+                                           std::to_string(nodes), "--pools", "15", "--standby", "0", "--prefix", "bn"});
+      if (!sim->WaitEvent([](const json& j) { return j.value("sim", "") == "started"; }, std::chrono::seconds(300))) {
+        std::fprintf(stderr, "gpuheal sim did not register its nodes\n");
+        return 1;
+      }
+    } else {
+      CreateNodes(c, nodes);
+    }
+    std::printf("%d %s in 15 pools %s in %.1f s\n", nodes, use_sim ? "sim nodes" : "nodes (no sim)",
+                use_sim ? "registered" : "created", std::chrono::duration<double>(clk::now() - t_create).count());
 
     // The watcher: when each node first shows the False condition, and our taint.
     std::mutex mu;
@@ -227,7 +256,7 @@ int main(int argc, char** argv) {
 
     std::vector<double> base_us, ctl_us;
     for (int i = 0; i < faults; ++i) {
-      const std::string name = fmt::format("bn-{:04d}", nodes - 1 - i);
+      const std::string name = SimNode(nodes - 1 - i);
       const auto t0 = clk::now();
       (void)c.Patch(NodePath(name) + "/status", PatchType::kStrategicMerge, Condition(false, "fault"));
       const auto deadline = clk::now() + std::chrono::seconds(10);
@@ -251,7 +280,7 @@ int main(int argc, char** argv) {
     // Burst: `burst` nodes (the same share of every pool) at once.
     std::vector<std::string> targets;
     for (int i = 0; static_cast<int>(targets.size()) < burst && i < nodes - faults; ++i) {
-      targets.push_back(fmt::format("bn-{:04d}", i));
+      targets.push_back(SimNode(i));
     }
     const auto b0 = clk::now();
     {
@@ -291,8 +320,8 @@ int main(int argc, char** argv) {
       (void)c.Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ev"}}}});
       std::vector<std::string> set_a, set_b;
       for (int i = 0; i < evict_nodes; ++i) {
-        set_a.push_back(fmt::format("bn-{:04d}", burst + i));
-        set_b.push_back(fmt::format("bn-{:04d}", burst + evict_nodes + i));
+        set_a.push_back(SimNode(burst + i));
+        set_b.push_back(SimNode(burst + evict_nodes + i));
       }
       const auto p0 = clk::now();
       for (const auto* set : {&set_a, &set_b}) {
@@ -300,23 +329,31 @@ int main(int argc, char** argv) {
           (void)c.Create(PdbPath("ev"), {{"apiVersion", "policy/v1"}, {"kind", "PodDisruptionBudget"},
                                          {"metadata", {{"name", n}, {"namespace", "ev"}}},
                                          {"spec", {{"minAvailable", 0}, {"selector", {{"matchLabels", {{"app", n}}}}}}}});
-          CreatePods(c, "ev", "p-" + n, 0, pods_per_node, [&](int) { return n; }, {{"app", n}}, true);
+          CreatePods(c, "ev", "p-" + n, 0, pods_per_node, [&](int) { return n; }, {{"app", n}},
+                     use_sim ? PodRunner::kSim : PodRunner::kBench);
         }
       }
       const int total = evict_nodes * pods_per_node;
-      std::printf("eviction: 2 x %d nodes x %d Running pods, a budget each, created in %.1f s\n", evict_nodes,
-                  pods_per_node, std::chrono::duration<double>(clk::now() - p0).count());
-      // Every budget allows all its pods to go (kube-controller-manager has counted them).
+      // Every budget allows all its pods to go (the sim has reported them Running and Ready, and
+      // kube-controller-manager has counted them).
       const auto pdb_deadline = clk::now() + std::chrono::seconds(120);
-      while (clk::now() < pdb_deadline) {
+      bool budgets_ready = false;
+      while (!budgets_ready && clk::now() < pdb_deadline) {
         auto r = c.Get(PdbPath("ev"));
         int ready = 0;
         if (r && r->ok()) {
           const json list = json::parse(r->body);
           for (const auto& pdb : list["items"]) ready += pdb["status"].value("disruptionsAllowed", 0) >= pods_per_node;
         }
-        if (ready == 2 * evict_nodes) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        budgets_ready = ready == 2 * evict_nodes;
+        if (!budgets_ready) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+      std::printf("eviction: 2 x %d nodes x %d pods, a budget each, created, reported Running by %s and counted "
+                  "by their budgets in %.1f s\n", evict_nodes, pods_per_node, use_sim ? "the sim" : "this program",
+                  std::chrono::duration<double>(clk::now() - p0).count());
+      if (!budgets_ready) {
+        std::fprintf(stderr, "the budgets did not allow every pod to go in 120 s\n");
+        rc = 1;
       }
       // Pod watcher: the first time each pod is seen going (deletionTimestamp or deleted).
       std::map<std::string, clk::time_point> gone;
@@ -387,8 +424,9 @@ int main(int argc, char** argv) {
       wait_all(set_a);
       auto [an, as, afirst] = span(set_a);
       std::printf("controller: %d pods evicted: %.2f s first to last, %.0f pods/s; conditions False -> first eviction "
-                  "%.2f s (checkpoint window 1 s), -> last %.2f s\n",
+                  "%.2f s (checkpoint window 1 s%s), -> last %.2f s\n",
                   an, as, as > 0 ? (an - 1) / as : 0.0, std::chrono::duration<double>(afirst - f0).count(),
+                  use_sim ? "; the sim's workloads answer in 0.5 s" : "",
                   std::chrono::duration<double>(afirst - f0).count() + as);
       if (an < total) rc = 1;
       pstop = true;
