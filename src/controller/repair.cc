@@ -197,13 +197,15 @@ void Repairer::EventLoop() {
   std::unique_lock<std::mutex> lock(ev_mu_);
   for (;;) {
     ev_cv_.wait_for(lock, std::chrono::seconds(5), [this] { return ev_stop_ || !ev_queue_.empty(); });
-    if (ev_queue_.empty() && ev_stop_) break;
+    // Read under the lock (TSan: the destructor sets it while a batch is being written).
+    const bool stopping = ev_stop_;
     std::deque<PendingEvent> batch;
     batch.swap(ev_queue_);
     lock.unlock();
     for (const auto& e : batch) (void)events_->Record(e.ref, e.type, e.reason, e.message);
-    events_->Flush(ev_stop_);
+    events_->Flush(stopping);
     lock.lock();
+    if (stopping && ev_queue_.empty()) break;
   }
 }
 
