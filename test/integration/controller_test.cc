@@ -300,7 +300,9 @@ TEST_F(ControllerTest, InABurstEveryQuarantineGoesBeforeAnyRecord) {
   ASSERT_TRUE(policy);
   Metrics metrics;
   controller::Repairer r(*client_, w, *policy, false, metrics);
-  const auto before = std::chrono::system_clock::now();
+  // Whole microseconds, as the record writes them: the first reconcile may read the clock less
+  // than a microsecond later (CI caught the truncated time landing before an unfloored `before`).
+  const auto before = std::chrono::floor<std::chrono::microseconds>(std::chrono::system_clock::now());
   EXPECT_EQ(r.Reconcile(a), std::chrono::milliseconds(0)) << "back of the queue";
   EXPECT_EQ(r.Reconcile(b), std::chrono::milliseconds(0));
   EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault", "fatal", "NoSchedule") && Cordoned(a));
