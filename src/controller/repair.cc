@@ -913,16 +913,40 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
     case Provider::kDeleteNode:
       return DeleteNode(node, r);
     case Provider::kExec: {
-      if (r.At("Remediating")) return std::nullopt;  // ran once; its result is in the record
-      r.Phase("Remediating", now);
-      WriteStatus(r);  // before the command: a crash afterwards must not run it twice
-      auto run = RunArgv(policy_.exec_command, policy_.exec_timeout, {{"NODE_NAME", node.meta.name}, {"REASON", f.reason}});
-      const bool ok = run && !run->timed_out && run->exit_code == 0;
-      r.Action(fmt::format("ran {}: {}", policy_.exec_command[0],
-                           !run ? run.error().message : run->timed_out ? "timed out" : fmt::format("exit {}", run->exit_code)));
-      r.Phase(ok ? "Replaced" : "Failed", now);
-      r.Message(ok ? "remediation command succeeded" : "remediation command failed");
-      Event(node, ok ? "Normal" : "Warning", ok ? "Remediated" : "RemediationFailed", r.cr.message);
+      // At most once: the command may reboot or reimage the node. Remediating is written before
+      // it runs, so a record found in Remediating is one whose command this replica ran (its
+      // outcome kept until written) or one a predecessor started and died in: that outcome is
+      // unknown, and the repair ends Failed instead of waiting for ever or running it again.
+      ExecOutcome outcome;
+      if (r.At("Remediating")) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (auto it = exec_outcomes_.find(r.cr.meta.name); it != exec_outcomes_.end()) {
+          outcome = it->second;
+        } else {
+          outcome.action = fmt::format("did not run {} again: a controller stopped while it ran (Remediating since {}), its outcome unknown",
+                                       policy_.exec_command[0], r.cr.phase_times.count("Remediating") ? r.cr.phase_times.at("Remediating") : "?");
+        }
+      } else {
+        r.Phase("Remediating", now);
+        if (!WriteStatus(r)) return milliseconds(2000);  // before the command: a crash afterwards must not run it twice
+        auto run = RunArgv(policy_.exec_command, policy_.exec_timeout, {{"NODE_NAME", node.meta.name}, {"REASON", f.reason}});
+        outcome.ok = run && !run->timed_out && run->exit_code == 0;
+        outcome.action = fmt::format("ran {}: {}", policy_.exec_command[0],
+                                     !run ? run.error().message : run->timed_out ? "timed out" : fmt::format("exit {}", run->exit_code));
+        std::lock_guard<std::mutex> lock(mu_);
+        exec_outcomes_[r.cr.meta.name] = outcome;
+      }
+      r.Action(outcome.action);
+      r.Phase(outcome.ok ? "Replaced" : "Failed", now);
+      r.Message(outcome.ok                          ? "remediation command succeeded"
+                : outcome.action.starts_with("ran ") ? "remediation command failed"
+                                                     : "remediation outcome unknown: check the node, then clear the fault or delete this record");
+      if (!WriteStatus(r)) return milliseconds(2000);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        exec_outcomes_.erase(r.cr.meta.name);
+      }
+      Event(node, outcome.ok ? "Normal" : "Warning", outcome.ok ? "Remediated" : "RemediationFailed", r.cr.message);
       return std::nullopt;
     }
     case Provider::kStandby: {

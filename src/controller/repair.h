@@ -110,7 +110,7 @@ class Repairer {
   bool dry_run_;
   Metrics& metrics_;
   std::unique_ptr<kube::EventRecorder> events_;
-  std::mutex mu_;  // the breaker, created_ and deferred_: workers reconcile different nodes at once
+  std::mutex mu_;  // the breaker, created_, deferred_ and exec_outcomes_: workers reconcile different nodes at once
   std::mutex ev_mu_;
   std::condition_variable ev_cv_;
   std::deque<PendingEvent> ev_queue_;
@@ -119,6 +119,13 @@ class Repairer {
   std::map<std::string, std::string> created_;  // node -> the last NodeRepair this replica created
   // node -> when it was quarantined, its record left for after the other nodes in the queue
   std::map<std::string, std::chrono::system_clock::time_point> deferred_;
+  struct ExecOutcome {
+    bool ok = false;
+    std::string action;
+  };
+  // NodeRepair -> how this replica's remediation command ended, kept until the record says so:
+  // a failed status write must not turn a command that ran into one whose outcome is unknown.
+  std::map<std::string, ExecOutcome> exec_outcomes_;
   bool breaker_open_ = false;
   std::chrono::system_clock::time_point breaker_last_over_{}, breaker_opened_at_{}, breaker_reset_at_{},
       breaker_key_checked_{};

@@ -686,7 +686,29 @@ TEST_F(ControllerTest, SigkillAtEveryPhaseCompletesTheRepairExactlyOnce) {
     StartController(policy, lease);
     ASSERT_TRUE(controllers_.back()->WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 30s));
   }
-  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Replaced"; }, 40s)) << Phase(a);
+  // As its Deployment would, the test restarts a controller that exited: one that misses its
+  // renew deadline (1.5 s here, on a loaded machine) stops leading and exits.
+  auto done = [&] {
+    if (!controllers_.back()->Running()) StartController(policy, lease);
+    const std::string p = Phase(a);
+    return p == "Replaced" || p == "Failed";
+  };
+  if (!Eventually(done, 40s)) {
+    // What the controllers said, for a failure seen only in CI.
+    for (auto& c : controllers_) {
+      (void)c->WaitLog([](const json&) { return false; }, 100ms);
+      for (const auto& line : c->logs()) std::cerr << line.dump() << "\n";
+      std::cerr << "-- next controller --\n";
+    }
+    for (const auto& rec : Repairs(a)) std::cerr << rec.dump() << "\n";
+    FAIL() << "phase " << Phase(a) << ", " << Message(a);
+  }
+  // A kill between the command's start and its result leaves the outcome unknown: the successor
+  // ends the repair Failed rather than run it twice (RemediationOutcomeUnknownIsNeverRunTwice).
+  const bool unknown = Phase(a) == "Failed";
+  if (unknown) {
+    EXPECT_NE(Message(a).find("outcome unknown"), std::string::npos) << Message(a);
+  }
   EXPECT_GE(phases_seen_at_kill.size(), 3u) << "kills landed in several phases";
   EXPECT_EQ(Repairs(a).size(), 1u);
   const auto evicted = Status(Repairs(a).back())["evictedPods"];
@@ -701,7 +723,42 @@ TEST_F(ControllerTest, SigkillAtEveryPhaseCompletesTheRepairExactlyOnce) {
     ++runs;
     EXPECT_EQ(line, a + " NvidiaXID48Error");
   }
-  EXPECT_EQ(runs, 1) << "the remediation ran exactly once";
+  if (unknown) {
+    EXPECT_LE(runs, 1) << "the remediation ran at most once";
+  } else {
+    EXPECT_EQ(runs, 1) << "the remediation ran exactly once";
+  }
+}
+
+// The controller dies while its remediation command runs: the successor cannot know how the
+// command ended. It does not run it again (a second reboot or reimage) and does not wait for
+// ever: the repair ends Failed, outcome unknown, and the node stays quarantined.
+TEST_F(ControllerTest, RemediationOutcomeUnknownIsNeverRunTwice) {
+  const std::string a = Node("a");
+  const std::string ran = dir_ + "/ran";
+  const std::string policy = fmt::format(
+      "toleration:\n  AcceleratedHardwareReady: 1s\n"
+      "provider:\n  name: exec\n  command: [/bin/sh, -c, \"sleep 2; echo $NODE_NAME >> {}\"]\n", ran);
+  const std::vector<std::string> lease = {"--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "300ms"};
+  StartController(policy, lease);
+  ASSERT_TRUE(controllers_.back()->WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 30s));
+  SetCondition(a, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Remediating"; }, 20s)) << Phase(a) << " " << Message(a);
+  controllers_.back()->Kill(SIGKILL);  // the command (its own process group) runs on
+  StartController(policy, lease);
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Failed"; }, 20s)) << Phase(a) << " " << Message(a);
+  EXPECT_NE(Message(a).find("outcome unknown"), std::string::npos) << Message(a);
+  const json actions = Status(Repairs(a).back())["actions"];
+  EXPECT_NE(actions.dump().find("did not run /bin/sh again"), std::string::npos) << actions.dump();
+  EXPECT_TRUE(EventReasons(a).count("RemediationFailed"));
+  EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault") && Cordoned(a)) << "the node stays out of service";
+  std::this_thread::sleep_for(3s);  // the first command finishes; nothing runs a second
+  std::ifstream in(ran);
+  std::string line;
+  int runs = 0;
+  while (std::getline(in, line)) ++runs;
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(Repairs(a).size(), 1u);
 }
 
 }  // namespace

@@ -91,6 +91,14 @@ class AgentProcess {
     pid_ = -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
+  // False once the child has exited (and reaps it then).
+  bool Running() {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) != pid_) return true;
+    pid_ = -1;
+    return false;
+  }
   int out_fd() const { return out_; }
   pid_t pid() const { return pid_; }
 

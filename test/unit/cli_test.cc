@@ -7,8 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "run_binary.h"
@@ -20,11 +24,21 @@ using Run = testing::RunResult;
 
 Run Exec(const std::string& args) { return testing::RunGpuheal(args); }
 
+// Removed when the test process exits: CI machines run the suite many times.
+struct TempFiles {
+  std::vector<std::string> paths;
+  ~TempFiles() {
+    for (const auto& p : paths) std::remove(p.c_str());
+  }
+};
+
 std::string TempFile(const std::string& content) {
+  static TempFiles files;
   char tmpl[] = "/tmp/gpuheal-cli-XXXXXX";
   const int fd = mkstemp(tmpl);
   close(fd);
   std::ofstream(tmpl) << content;
+  files.paths.push_back(tmpl);
   return tmpl;
 }
 
