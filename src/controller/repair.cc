@@ -258,6 +258,37 @@ bool Repairer::WriteStatus(Record& r) {
   return true;
 }
 
+namespace {
+
+// `taints` (a Node's spec.taints) with gpuheal's fault taint at value:effect: every other writer's
+// taint stays as it is, ours at another severity goes. Returns whether ours was there already.
+bool SetFaultTaint(nlohmann::json& taints, const std::string& value, const std::string& effect) {
+  auto field = [](const nlohmann::json& t, const char* k) {
+    auto it = t.find(k);
+    return it != t.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  nlohmann::json out = nlohmann::json::array();
+  bool have = false;
+  if (taints.is_array()) {
+    for (auto& t : taints) {
+      if (!t.is_object() || field(t, "key") != keys::kFaultTaint) {
+        out.push_back(std::move(t));
+      } else if (field(t, "value") == value && field(t, "effect") == effect) {
+        out.push_back(std::move(t));
+        have = true;
+      }
+    }
+  }
+  if (!have) {
+    out.push_back({{"key", keys::kFaultTaint}, {"value", value}, {"effect", effect},
+                   {"timeAdded", kube::RfcTime(std::chrono::system_clock::now())}});
+  }
+  taints = std::move(out);
+  return have;
+}
+
+}  // namespace
+
 bool Repairer::Quarantine(const kube::Node& node, const NodeFault& f) {
   const std::string value(ToString(f.severity));
   const std::string effect = f.severity >= Severity::kCatastrophic ? "NoExecute" : "NoSchedule";
@@ -270,20 +301,13 @@ bool Repairer::Quarantine(const kube::Node& node, const NodeFault& f) {
   // gpuheal patched Nodes has no `patch`), the read-modify-write below.
   if (!node.meta.resource_version.empty()) {
     nlohmann::json taints = nlohmann::json::array();
-    bool have = false;
     for (const auto& t : node.taints) {
-      const bool ours = t.key == keys::kFaultTaint;
-      if (ours && !(t.value == value && t.effect == effect)) continue;  // our other severity goes
-      have = have || ours;
       nlohmann::json j = {{"key", t.key}, {"effect", t.effect}};
       if (!t.value.empty()) j["value"] = t.value;
       if (!t.time_added.empty()) j["timeAdded"] = t.time_added;
       taints.push_back(std::move(j));
     }
-    if (!have) {
-      taints.push_back({{"key", keys::kFaultTaint}, {"value", value}, {"effect", effect},
-                        {"timeAdded", kube::RfcTime(std::chrono::system_clock::now())}});
-    }
+    SetFaultTaint(taints, value, effect);
     nlohmann::json patch = {{"metadata", {{"resourceVersion", node.meta.resource_version}}}, {"spec", {{"taints", taints}}}};
     if (!node.unschedulable) {
       patch["spec"]["unschedulable"] = true;
@@ -298,23 +322,11 @@ bool Repairer::Quarantine(const kube::Node& node, const NodeFault& f) {
   }
   auto res = client_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
     auto& spec = n["spec"];
-    nlohmann::json taints = nlohmann::json::array();
-    bool have = false;
-    for (const auto& t : spec.value("taints", nlohmann::json::array())) {
-      if (t.value("key", "") != keys::kFaultTaint) {
-        taints.push_back(t);  // every other writer's taint stays
-      } else if (t.value("value", "") == value && t.value("effect", "") == effect) {
-        taints.push_back(t);
-        have = true;
-      }
-    }
-    if (!have) {
-      taints.push_back({{"key", keys::kFaultTaint}, {"value", value}, {"effect", effect},
-                        {"timeAdded", kube::RfcTime(std::chrono::system_clock::now())}});
-    }
-    const bool cordoned = spec.value("unschedulable", false);
+    nlohmann::json taints = spec.contains("taints") ? spec["taints"] : nlohmann::json::array();
+    const bool have = SetFaultTaint(taints, value, effect);
+    const bool cordoned = spec.contains("unschedulable") && spec["unschedulable"].is_boolean() && spec["unschedulable"].get<bool>();
     if (have && cordoned) return false;
-    spec["taints"] = taints;
+    spec["taints"] = std::move(taints);
     if (!cordoned) {
       spec["unschedulable"] = true;
       n["metadata"]["annotations"][std::string(keys::kCordonedAnnotation)] = "true";  // ours to undo

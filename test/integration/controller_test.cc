@@ -209,8 +209,12 @@ TEST_F(ControllerTest, LostGpuIsNoExecuteAndAnotherWritersTaintsSurvive) {
     return true;
   })->ok());
   StartController("probation: 1s\n");
+  // Fatal first; the fault then worsens: the taint follows it, one gpuheal taint at a time.
+  SetCondition(a, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return HasTaint(a, "gpuheal.io/gpu-fault", "fatal", "NoSchedule"); }, 10s));
   SetCondition(a, "False", "NvidiaGPUFallenOffBus");
   ASSERT_TRUE(Eventually([&] { return HasTaint(a, "gpuheal.io/gpu-fault", "catastrophic", "NoExecute"); }, 10s));
+  EXPECT_FALSE(HasTaint(a, "gpuheal.io/gpu-fault", "fatal"));
   EXPECT_TRUE(HasTaint(a, "example.com/maintenance"));
   // A concurrent writer adds a taint during quarantine; the release keeps it too.
   ASSERT_TRUE(client_->Update(kube::NodePath(a), [](json& n) {
