@@ -4,14 +4,19 @@
 # scripts/build-control-plane.sh. TLS everywhere except etcd on loopback; RBAC; a service-account
 # issuer and signing key so TokenRequest works; an admin kubeconfig with client certificates.
 #
-#   control-plane.sh up [--with-controllers] [--dir DIR] [--apiserver-arg ARG]... [--client-qps N]
+#   control-plane.sh up [--with-controllers] [--dir DIR] [--apiserver-arg ARG]... [--client-qps N] [--log-v N]
 #                                       prints KUBECONFIG=<path> last; etcd's URL is in DIR/etcd.url
 #                                       --client-qps: kube-controller-manager's and kube-scheduler's
 #                                       client limits (N requests/s, bursts of 2N) instead of the
 #                                       upstream defaults (20 and 50/s), as a cluster of thousands of
 #                                       nodes is run (gpuheal drill uses 200)
-#   control-plane.sh down [--dir DIR]   stops exactly what `up` started (by pid) and removes DIR;
-#                                       without --dir, the last one `up` started without --dir
+#                                       --log-v: kube-controller-manager's and kube-scheduler's log
+#                                       verbosity (their -v; 4 shows each scheduling attempt and why
+#                                       a pod did not fit); logs in DIR/<component>.log
+#   control-plane.sh down [--dir DIR] [--keep-logs]
+#                                       stops exactly what `up` started (by pid) and removes DIR;
+#                                       without --dir, the last one `up` started without --dir;
+#                                       --keep-logs: removes all of DIR but the components' *.log
 #   control-plane.sh stop-apiserver --dir DIR    an API server outage, for tests...
 #   control-plane.sh start-apiserver --dir DIR   ...and its end (same flags, same port; waits for /readyz)
 #
@@ -24,16 +29,23 @@ dir=""
 with_controllers=0
 apiserver_args=()
 client_qps=""
+log_v=""
+keep_logs=0
 last_file=${XDG_CACHE_HOME:-$HOME/.cache}/gpuheal/control-plane.last
 while [[ $# -gt 0 ]]; do
   case $1 in
     --dir) dir=$2; shift 2 ;;
     --with-controllers) with_controllers=1; shift ;;
+    --keep-logs) keep_logs=1; shift ;;
     --apiserver-arg) apiserver_args+=("$2"); shift 2 ;;
     --apiserver-arg=*) apiserver_args+=("${1#*=}"); shift ;;
     --client-qps)
       client_qps=${2:-}
       [[ $client_qps =~ ^[1-9][0-9]*$ ]] || { echo "control-plane.sh: --client-qps wants a whole number of requests per second, got '$client_qps'" >&2; exit 2; }
+      shift 2 ;;
+    --log-v)
+      log_v=${2:-}
+      [[ $log_v =~ ^[0-9]$ ]] || { echo "control-plane.sh: --log-v wants a log verbosity 0..9, got '$log_v'" >&2; exit 2; }
       shift 2 ;;
     *) echo "control-plane.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -194,8 +206,10 @@ case $cmd in
         kcm_limits=(--kube-api-qps "$client_qps" --kube-api-burst $((2 * client_qps)))
         scheduler_limits=$(printf '  qps: %s\n  burst: %s' "$client_qps" $((2 * client_qps)))
       fi
+      verbosity=()
+      [[ -n $log_v ]] && verbosity=(-v "$log_v")
       start kube-controller-manager "$bin/kube-controller-manager" \
-        --kubeconfig "$dir/controller-manager.kubeconfig" "${kcm_limits[@]}" \
+        --kubeconfig "$dir/controller-manager.kubeconfig" "${kcm_limits[@]}" "${verbosity[@]}" \
         --authentication-kubeconfig "$dir/controller-manager.kubeconfig" \
         --authorization-kubeconfig "$dir/controller-manager.kubeconfig" \
         --leader-elect=true --bind-address 127.0.0.1 --secure-port "$(free_port)" \
@@ -213,7 +227,7 @@ $scheduler_limits
 leaderElection:
   leaderElect: true
 CFG
-      start kube-scheduler "$bin/kube-scheduler" --config "$dir/scheduler.yaml" \
+      start kube-scheduler "$bin/kube-scheduler" --config "$dir/scheduler.yaml" "${verbosity[@]}" \
         --authentication-kubeconfig "$dir/scheduler.kubeconfig" \
         --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
         --bind-address 127.0.0.1 --secure-port "$(free_port)" \
@@ -234,7 +248,11 @@ CFG
     fi
     [[ -d $dir ]] || { echo "control-plane.sh down: $dir does not exist" >&2; exit 2; }
     stop_all "$dir"
-    rm -rf "$dir"
+    if [[ $keep_logs == 1 ]]; then
+      find "$dir" -mindepth 1 -maxdepth 1 ! -name '*.log' -exec rm -rf {} +
+    else
+      rm -rf "$dir"
+    fi
     ;;
   stop-apiserver)
     [[ -n $dir && -f $dir/pids ]] || { echo "control-plane.sh stop-apiserver: --dir DIR of a running control plane is required" >&2; exit 2; }
@@ -251,7 +269,7 @@ CFG
       --key "$dir/pki/admin.key" "https://127.0.0.1:$api_port/readyz"
     ;;
   *)
-    echo "usage: control-plane.sh up [--with-controllers] [--dir DIR] [--apiserver-arg ARG]... [--client-qps N] | down [--dir DIR] | stop-apiserver --dir DIR | start-apiserver --dir DIR" >&2
+    echo "usage: control-plane.sh up [--with-controllers] [--dir DIR] [--apiserver-arg ARG]... [--client-qps N] [--log-v N] | down [--dir DIR] [--keep-logs] | stop-apiserver --dir DIR | start-apiserver --dir DIR" >&2
     exit 2
     ;;
 esac

@@ -1125,13 +1125,18 @@ class Drill {
       controller_->Stop();
       controller_.reset();
     }
-    if (!cp_dir_.empty() && !o_.keep) {
-      auto down = Child::Spawn({"/bin/bash", o_.source_dir + "/scripts/control-plane.sh", "down", "--dir", cp_dir_},
-                               work_ + "/control-plane.log", work_ + "/control-plane.log");
+    // The control plane it started goes too (with --keep, this runs after the Ctrl-C that ends
+    // it). Where the work directory stays, so do the components' logs: kube-scheduler's and
+    // kube-controller-manager's say why a replacement waited.
+    const bool keep_work = o_.keep || o_.work_dir.size() || !ok_;
+    if (!cp_dir_.empty()) {
+      std::vector<std::string> argv = {"/bin/bash", o_.source_dir + "/scripts/control-plane.sh", "down", "--dir", cp_dir_};
+      if (keep_work) argv.push_back("--keep-logs");
+      auto down = Child::Spawn(argv, work_ + "/control-plane.log", work_ + "/control-plane.log");
       if (down) (*down)->Wait(60s);
     }
     if (!ok_ && !o_.keep) Say("logs kept in " + work_ + "\n");
-    if (o_.keep || o_.work_dir.size() || !ok_) return;
+    if (keep_work) return;
     std::error_code ec;
     std::filesystem::remove_all(work_, ec);
   }

@@ -151,8 +151,14 @@ class DrillTest : public ::testing::Test {
 };
 
 // What `make drill` runs: no kubeconfig, so the drill starts (and stops) its own control plane.
+// With --keep it holds everything until Ctrl-C, which then stops that control plane too and
+// keeps its components' logs in the work directory.
 TEST_F(DrillTest, SingleStartsItsOwnControlPlaneAndRecovers) {
-  DrillProcess d({"--nodes", "4", "--json", "--chart", "chart.svg"});
+  DrillProcess d({"--nodes", "4", "--json", "--chart", "chart.svg", "--keep"});
+  ASSERT_TRUE(d.WaitErr("Press Ctrl-C to clean up", 240s)) << d.Explain();
+  const std::string cp = d.work() + "/control-plane";
+  EXPECT_TRUE(std::filesystem::exists(cp + "/pids")) << "--keep leaves the control plane running";
+  d.Signal(SIGINT);
   const int rc = d.Wait();
   const json report = json::parse(d.out(), nullptr, false);
   ASSERT_EQ(rc, 0) << d.Explain();
@@ -178,6 +184,11 @@ TEST_F(DrillTest, SingleStartsItsOwnControlPlaneAndRecovers) {
   const std::string pattern = "'[/]" + d.work().substr(1) + "'";
   EXPECT_TRUE(Eventually([&] { return std::system(("pgrep -f " + pattern + " >/dev/null").c_str()) != 0; }, 10s))
       << "processes left running under " << d.work();
+  for (const char* log : {"/kube-scheduler.log", "/kube-controller-manager.log", "/kube-apiserver.log", "/etcd.log"}) {
+    EXPECT_TRUE(std::filesystem::exists(cp + log)) << log;
+  }
+  EXPECT_FALSE(std::filesystem::exists(cp + "/etcd")) << "only the logs are kept";
+  EXPECT_FALSE(std::filesystem::exists(cp + "/pki"));
 }
 
 TEST_F(DrillTest, RepeatGivesPercentilesOverFreshClusters) {
