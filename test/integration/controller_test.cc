@@ -146,6 +146,24 @@ class ControllerTest : public ::testing::Test {
     return c;
   }
 
+  // A controller with a 2 s lease, so that a SIGKILLed leader's successor takes over within
+  // seconds; returns once it leads.
+  static const std::vector<std::string>& ShortLease() {
+    static const std::vector<std::string> lease = {"--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "300ms"};
+    return lease;
+  }
+  void StartLeader(const std::string& policy) {
+    StartController(policy, ShortLease());
+    ASSERT_TRUE(controllers_.back()->WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 30s));
+  }
+  // The lines an exec remediation command appended to `file`.
+  static std::vector<std::string> Lines(const std::string& file) {
+    std::ifstream in(file);
+    std::vector<std::string> out;
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  }
+
   // What the node's agent publishes (core/gpu_faults.h) and answers (agent/recovery_request.h).
   void SetGpuFaults(const std::string& node, const json& faults) {
     ASSERT_TRUE(client_->Patch(kube::NodePath(node) + "/status", kube::PatchType::kMerge,
@@ -677,9 +695,7 @@ TEST_F(ControllerTest, SigkillAtEveryPhaseCompletesTheRepairExactlyOnce) {
   const std::string policy = fmt::format(
       "checkpoint:\n  window: 2s\ntoleration:\n  AcceleratedHardwareReady: 6s\n"
       "provider:\n  name: exec\n  command: [/bin/sh, -c, \"echo $NODE_NAME $REASON >> {}\"]\n", ran);
-  const std::vector<std::string> lease = {"--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "300ms"};
-  StartController(policy, lease);
-  ASSERT_TRUE(controllers_.back()->WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 30s));
+  StartLeader(policy);
   SetCondition(a, "False", "NvidiaXID48Error");
   std::mt19937 rng(std::random_device{}());
   std::set<std::string> phases_seen_at_kill;
@@ -687,13 +703,12 @@ TEST_F(ControllerTest, SigkillAtEveryPhaseCompletesTheRepairExactlyOnce) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 900));
     phases_seen_at_kill.insert(Phase(a));
     controllers_.back()->Kill(SIGKILL);
-    StartController(policy, lease);
-    ASSERT_TRUE(controllers_.back()->WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 30s));
+    StartLeader(policy);
   }
   // As its Deployment would, the test restarts a controller that exited: one that misses its
   // renew deadline (1.5 s here, on a loaded machine) stops leading and exits.
   auto done = [&] {
-    if (!controllers_.back()->Running()) StartController(policy, lease);
+    if (!controllers_.back()->Running()) StartController(policy, ShortLease());
     const std::string p = Phase(a);
     return p == "Replaced" || p == "Failed";
   };
@@ -720,13 +735,9 @@ TEST_F(ControllerTest, SigkillAtEveryPhaseCompletesTheRepairExactlyOnce) {
     EXPECT_EQ(std::count(evicted.begin(), evicted.end(), fmt::format("work/k{}-{}", i, id_)), 1) << evicted.dump();
     EXPECT_TRUE(PodGone(fmt::format("k{}-{}", i, id_)));
   }
-  std::ifstream in(ran);
-  std::string line;
-  int runs = 0;
-  while (std::getline(in, line)) {
-    ++runs;
-    EXPECT_EQ(line, a + " NvidiaXID48Error");
-  }
+  const auto lines = Lines(ran);
+  const int runs = static_cast<int>(lines.size());
+  for (const auto& line : lines) EXPECT_EQ(line, a + " NvidiaXID48Error");
   if (unknown) {
     EXPECT_LE(runs, 1) << "the remediation ran at most once";
   } else {
@@ -743,13 +754,11 @@ TEST_F(ControllerTest, RemediationOutcomeUnknownIsNeverRunTwice) {
   const std::string policy = fmt::format(
       "toleration:\n  AcceleratedHardwareReady: 1s\n"
       "provider:\n  name: exec\n  command: [/bin/sh, -c, \"sleep 2; echo $NODE_NAME >> {}\"]\n", ran);
-  const std::vector<std::string> lease = {"--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "300ms"};
-  StartController(policy, lease);
-  ASSERT_TRUE(controllers_.back()->WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 30s));
+  StartLeader(policy);
   SetCondition(a, "False", "NvidiaXID48Error");
   ASSERT_TRUE(Eventually([&] { return Phase(a) == "Remediating"; }, 20s)) << Phase(a) << " " << Message(a);
   controllers_.back()->Kill(SIGKILL);  // the command (its own process group) runs on
-  StartController(policy, lease);
+  StartController(policy, ShortLease());
   ASSERT_TRUE(Eventually([&] { return Phase(a) == "Failed"; }, 20s)) << Phase(a) << " " << Message(a);
   EXPECT_NE(Message(a).find("outcome unknown"), std::string::npos) << Message(a);
   const json actions = Status(Repairs(a).back())["actions"];
@@ -757,11 +766,7 @@ TEST_F(ControllerTest, RemediationOutcomeUnknownIsNeverRunTwice) {
   EXPECT_TRUE(EventReasons(a).count("RemediationFailed"));
   EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault") && Cordoned(a)) << "the node stays out of service";
   std::this_thread::sleep_for(3s);  // the first command finishes; nothing runs a second
-  std::ifstream in(ran);
-  std::string line;
-  int runs = 0;
-  while (std::getline(in, line)) ++runs;
-  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(Lines(ran).size(), 1u);
   EXPECT_EQ(Repairs(a).size(), 1u);
 }
 
