@@ -4,13 +4,26 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <system_error>
+#include <vector>
 
 namespace gpuheal {
 namespace {
 
+// Removed, with what the test wrote there, when the test process exits.
 std::string TempDir() {
+  struct Dirs {
+    std::vector<std::string> paths;
+    ~Dirs() {
+      std::error_code ec;
+      for (const auto& p : paths) std::filesystem::remove_all(p, ec);
+    }
+  };
+  static Dirs dirs;
   char tmpl[] = "/tmp/gpuheal-state-XXXXXX";
-  return mkdtemp(tmpl);
+  dirs.paths.push_back(mkdtemp(tmpl));
+  return dirs.paths.back();
 }
 
 TEST(StateFile, SavesAndReloadsTheCursor) {
