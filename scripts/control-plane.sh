@@ -11,7 +11,7 @@
 #                                       upstream defaults (20 and 50/s), as a cluster of thousands of
 #                                       nodes is run (gpuheal drill uses 200)
 #                                       --log-v: kube-controller-manager's and kube-scheduler's log
-#                                       verbosity (their -v; 4 shows each scheduling attempt and why
+#                                       verbosity (their -v; 3 logs each scheduling attempt and why
 #                                       a pod did not fit); logs in DIR/<component>.log
 #   control-plane.sh down [--dir DIR] [--keep-logs]
 #                                       stops exactly what `up` started (by pid) and removes DIR;

@@ -1107,7 +1107,7 @@ class Drill {
   void Cleanup() {
     if (!kept_ns_.empty() && client_) {
       (void)client_->Delete("/api/v1/namespaces/" + kept_ns_);
-      std::this_thread::sleep_for(1500ms);  // the sim completes its pods' deletion (capped grace)
+      (void)client_->Delete("/api/v1/namespaces/" + kept_ns_ + "/pods", "", "", 0);  // as in Teardown
     }
     sim_.reset();
     if (client_) {
