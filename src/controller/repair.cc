@@ -289,6 +289,11 @@ bool SetFaultTaint(nlohmann::json& taints, const std::string& value, const std::
 
 }  // namespace
 
+void Repairer::Undefer(const std::string& node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  deferred_.erase(node);
+}
+
 bool Repairer::Quarantine(const kube::Node& node, const NodeFault& f) {
   const std::string value(ToString(f.severity));
   const std::string effect = f.severity >= Severity::kCatastrophic ? "NoExecute" : "NoSchedule";
@@ -671,10 +676,7 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
   if (open && open->cr.attempts == 0) open->cr.attempts = std::max(1, recent_repairs);
   auto node = world_.node(name);
   if (!node) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      deferred_.erase(name);
-    }
+    Undefer(name);
     if (open) {
       open->Phase(open->cr.phase == "Remediating" ? "Replaced" : "Failed", now);
       open->Message("the Node object is gone");
@@ -693,10 +695,7 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
   auto fault = FaultOf(*node);
   std::optional<SysTime> quarantined_at;
   if (!fault) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      deferred_.erase(name);  // a fault that cleared before its record was written
-    }
+    Undefer(name);  // a fault that cleared before its record was written
     if (!open && !HasTaint(*node, keys::kFaultTaint, "", "")) return std::nullopt;
     if (open && open->cr.severity == "critical" && !open->At("Quarantined")) {
       // A GPU-level episode whose fault cleared (the agent's verified reset, or a reboot): the
@@ -937,6 +936,7 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
         } else {
           outcome.action = fmt::format("did not run {} again: a controller stopped while it ran (Remediating since {}), its outcome unknown",
                                        policy_.exec_command[0], r.cr.phase_times.count("Remediating") ? r.cr.phase_times.at("Remediating") : "?");
+          outcome.message = "remediation outcome unknown: check the node, then clear the fault or delete this record";
         }
       } else {
         r.Phase("Remediating", now);
@@ -945,14 +945,13 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
         outcome.ok = run && !run->timed_out && run->exit_code == 0;
         outcome.action = fmt::format("ran {}: {}", policy_.exec_command[0],
                                      !run ? run.error().message : run->timed_out ? "timed out" : fmt::format("exit {}", run->exit_code));
+        outcome.message = outcome.ok ? "remediation command succeeded" : "remediation command failed";
         std::lock_guard<std::mutex> lock(mu_);
         exec_outcomes_[r.cr.meta.name] = outcome;
       }
       r.Action(outcome.action);
       r.Phase(outcome.ok ? "Replaced" : "Failed", now);
-      r.Message(outcome.ok                          ? "remediation command succeeded"
-                : outcome.action.starts_with("ran ") ? "remediation command failed"
-                                                     : "remediation outcome unknown: check the node, then clear the fault or delete this record");
+      r.Message(outcome.message);
       if (!WriteStatus(r)) return milliseconds(2000);
       {
         std::lock_guard<std::mutex> lock(mu_);

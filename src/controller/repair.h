@@ -121,8 +121,9 @@ class Repairer {
   std::map<std::string, std::chrono::system_clock::time_point> deferred_;
   struct ExecOutcome {
     bool ok = false;
-    std::string action;
+    std::string action, message;  // for the record
   };
+  void Undefer(const std::string& node);  // drops deferred_[node]
   // NodeRepair -> how this replica's remediation command ended, kept until the record says so:
   // a failed status write must not turn a command that ran into one whose outcome is unknown.
   std::map<std::string, ExecOutcome> exec_outcomes_;

@@ -1079,18 +1079,23 @@ class Drill {
     return kube::CreateObjects(*client_, objs);
   }
 
+  // The namespace first (no pod can be created in it from then on), then every pod in it at
+  // once, with no grace period.
+  void DeleteNamespaceAndPods(const std::string& ns) {
+    (void)client_->Delete("/api/v1/namespaces/" + ns);
+    (void)client_->Delete("/api/v1/namespaces/" + ns + "/pods", "", "", 0);
+  }
+
   void Teardown(const std::string& ns, Observer& obs) {
     if (o_.keep && !interrupted_) {
       obs.Stop();
       kept_ns_ = ns;
       return;  // the sim stays up with its nodes, pods and agents until Ctrl-C (Hold, Cleanup)
     }
-    // The namespace first (no pod can be created in it from then on), then every pod in it at
-    // once, with no grace period; then the nodes. A pod still terminating when the sim removes
+    // The namespace and its pods, then the nodes. A pod still terminating when the sim removes
     // its node waits for kube-controller-manager's pod garbage collector: on 1,500 nodes two
     // earlier runs' namespaces were still Terminating, with their pods, minutes into the next run.
-    (void)client_->Delete("/api/v1/namespaces/" + ns);
-    (void)client_->Delete("/api/v1/namespaces/" + ns + "/pods", "", "", 0);
+    DeleteNamespaceAndPods(ns);
     obs.WaitFor([&] { return std::all_of(obs.pods().begin(), obs.pods().end(), [](const auto& kv) { return kv.second.deleting_us > 0; }); },
                 std::chrono::steady_clock::now() + 10s, interrupted_);
     std::vector<std::string> records;
@@ -1106,8 +1111,7 @@ class Drill {
 
   void Cleanup() {
     if (!kept_ns_.empty() && client_) {
-      (void)client_->Delete("/api/v1/namespaces/" + kept_ns_);
-      (void)client_->Delete("/api/v1/namespaces/" + kept_ns_ + "/pods", "", "", 0);  // as in Teardown
+      DeleteNamespaceAndPods(kept_ns_);
     }
     sim_.reset();
     if (client_) {
