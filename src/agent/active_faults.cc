@@ -44,7 +44,9 @@ std::string Describe(const ActiveFault& a, const std::map<std::string, std::stri
     where = f.device;
   }
   std::string s = where.empty() ? what : where + ": " + what;
-  s += fmt::format(", {}{}, seen {} time{} since {}", f.reason, f.escalated ? " (escalated by repetition)" : "",
+  const std::string escalated =
+      !f.escalated ? std::string() : fmt::format(" (escalated: {})", f.escalation ? f.escalation->rule : "repetition");
+  s += fmt::format(", {}{}, seen {} time{} since {}", f.reason, escalated,
                    a.count, a.count == 1 ? "" : "s", kube::RfcTime(std::chrono::system_clock::from_time_t(a.first_seen_unix)));
   if (a.sources.size() > 1) s += fmt::format(" (reported by {})", fmt::join(a.sources, " and "));
   return s;
@@ -250,6 +252,8 @@ nlohmann::json ActiveFaults::ToJson() const {
     if (!f.uuid.empty()) j["uuid"] = f.uuid;
     if (!f.device.empty()) j["device"] = f.device;
     if (f.escalated) j["escalated"] = true;
+    if (f.escalation) j["escalation_rule"] = f.escalation->rule;
+    if (!f.incident.empty()) j["incident"] = f.incident;
     if (!a.sources.empty()) j["sources"] = a.sources;
     arr.push_back(std::move(j));
   }
@@ -285,6 +289,8 @@ Result<ActiveFaults> ActiveFaults::FromJson(const nlohmann::json& j) {
       f.uuid = e.value("uuid", "");
       f.device = e.value("device", "");
       f.escalated = e.value("escalated", false);
+      if (e.contains("escalation_rule")) f.escalation = Fault::Escalation{e["escalation_rule"].get<std::string>(), {}};
+      f.incident = e.value("incident", "");
       if (e.contains("sources")) a.sources = e["sources"].get<std::vector<std::string>>();
       if (!a.sources.empty()) f.source = a.sources.front();
       a.count = e.at("count").get<int64_t>();

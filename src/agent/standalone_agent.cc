@@ -352,7 +352,9 @@ void StandaloneAgent::ProcessRecord(std::string_view raw) {
   }
   Record r;
   r.message = p.message;
-  r.trusted = p.kernel_origin;
+  // Only a record whose header parsed says who wrote it: anything else from the kernel log
+  // device is untrusted (the kernel writes every record with a header it can parse).
+  r.trusted = p.format == LineFormat::kKmsg && p.kernel_origin;
   r.kmsg_seq = p.seq;
   r.kmsg_usec = p.usec;
   faults_.clear();
@@ -387,6 +389,20 @@ void StandaloneAgent::HandleFault(Fault f, uint64_t detected) {
     }
     return;
   }
+  if (reported->Follower()) {
+    // A repeat of an incident or a consequence of another fault: reported, and it adds no
+    // action (no Event, no GPU reset); a repeat keeps its incident's active fault fresh.
+    metrics_.GetCounter("gpuheal_fault_lines_followed_total",
+                        "Fault lines that repeat an incident or follow from another fault (no action of their own)",
+                        {{"kind", reported->repeat_of.empty() ? "consequence" : "repeat"}})
+        .Inc();
+    Emit(*reported, detected);
+    if (!reported->repeat_of.empty() && active_.all().contains(NodeState::KeyOf(*reported)) &&
+        active_.Observe(*reported, std::time(nullptr), boot_id_)) {
+      ActiveFaultsChanged(static_cast<int64_t>(detected));
+    }
+    return;
+  }
   // A fault new to the active set (or worse than it was) is saved before its line is written:
   // the cursor is already past this record, so an agent killed between the two would otherwise
   // come back without the fault (found by the drill's agent-restart scenario under TSan's
@@ -400,6 +416,11 @@ void StandaloneAgent::HandleFault(Fault f, uint64_t detected) {
   if (reported->severity < Severity::kFatal && reported->severity >= Severity::kWarn && reporter_) {
     std::string where = reported->pci.empty() ? reported->device : "GPU " + reported->pci;
     if (!reported->uuid.empty()) where += " (" + reported->uuid + ")";
+    // An application fault names the workload it stopped.
+    if (!reported->process.empty() || reported->pid) {
+      where += fmt::format(", process {} (pid {})", reported->process.empty() ? "<unknown>" : reported->process,
+                           reported->pid ? std::to_string(*reported->pid) : "<unknown>");
+    }
     reporter_->RecordEvent("Warning", reported->reason,
                            fmt::format("{}{}{} [{}]", where, where.empty() ? "" : ": ", reported->message,
                                        ToString(reported->severity)));

@@ -100,9 +100,17 @@ void Classifier::ClassifyNvidia(const Record& rec, std::vector<Fault>& out) {
       f.unit = sig.unit;
       f.subcode = sig.subcode;
       f.recovery_action = sig.recovery_action;
+      f.channel = sig.channel;
+      if (sig.previous_xid && *sig.previous_xid != sig.number) f.consequence_of = sig.previous_xid;
       const auto ov = options_.xid_overrides.find(sig.number);
       const bool overridden = ov != options_.xid_overrides.end() && ov->second.severity;
       if (!overridden) {
+        // IGNORE with the stopped process named (Xid 43 after a user's `trap;`, say): NVIDIA
+        // attributes it to that application, so it is a workload-level Event, not a log line.
+        const XidInfo* info = FindXid(sig.number);
+        if (info && info->bucket == Bucket::kIgnore && (sig.pid || !sig.process.empty())) {
+          f.severity = Severity::kWarn;
+        }
         // The line itself says how bad it is for these two families.
         if (sig.number == 154 && sig.recovery_action) {
           f.severity = RecoveryActionSeverity(*sig.recovery_action);

@@ -189,7 +189,8 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
   }
   if (const YAML::Node e = root["escalation"]) {
     if (!e.IsMap()) return err.At(e, "\"escalation\" must be a mapping");
-    if (auto ce = CheckKeys(err, e, {"enabled", "count", "window", "severity"}, "escalation")) {
+    if (auto ce = CheckKeys(err, e, {"enabled", "count", "window", "severity", "distinct_workloads", "hardware_signal"},
+                            "escalation")) {
       return *ce;
     }
     if (e["enabled"]) {
@@ -210,6 +211,14 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
     if (e["severity"]) {
       GPUHEAL_TRY(v, AsSeverity(err, e["severity"], "escalation.severity"));
       cfg.escalation.severity = v;
+    }
+    if (e["distinct_workloads"]) {
+      GPUHEAL_TRY(v, AsInt(err, e["distinct_workloads"], "escalation.distinct_workloads", 2, 1000));
+      cfg.escalation.distinct_workloads = v;
+    }
+    if (e["hardware_signal"]) {
+      GPUHEAL_TRY(v, AsBool(err, e["hardware_signal"], "escalation.hardware_signal"));
+      cfg.escalation.hardware_signal = v;
     }
   }
   if (const YAML::Node n = root["npd_rules"]) {

@@ -15,13 +15,20 @@
 
 namespace gpuheal {
 
-// The same Xid (or reason) on the same GPU (or device) `count` times within `window` raises the
-// fault to `severity`. Faults already at or above it are unaffected; info never escalates.
+// When a fault is raised to `severity` (docs/xid.md, "Escalation"). Repetition counts incidents,
+// not lines. An Xid NVIDIA attributes to the application never escalates on repeats of one
+// program: only when `distinct_workloads` different processes hit it on one GPU within `window`
+// while the node's other GPUs stay clean of it, or when the same GPU showed a hardware signal
+// (a memory error Xid, pending or failed row remapping, a double-bit error) within `window`.
+// Other faults escalate after `count` incidents of the same fault within `window`. Faults
+// already at or above `severity` are unaffected; info never escalates.
 struct EscalationPolicy {
   bool enabled = true;
   int count = 5;
   std::chrono::seconds window = std::chrono::hours(24);
   Severity severity = Severity::kFatal;
+  int distinct_workloads = 3;
+  bool hardware_signal = true;
 };
 
 // Monitors that can be switched off, each owning one condition domain's sources.

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/severity.h"
 
@@ -27,6 +28,7 @@ struct Fault {
   std::optional<int> subcode;          // NVLink5 (Xid 144-150): bits 20-25 of the first register
   std::string unit;                    // NVLink5 unit mnemonic, e.g. NETIR_LINK_EVT
   std::optional<int> recovery_action;  // Xid 154: the action the driver now requires
+  std::optional<unsigned> channel;     // the GPU channel an Xid names (not reported; links lines)
   std::string device;                  // non-GPU faults: block device, network interface, task
   Severity severity = Severity::kInfo;
   std::string condition;  // NodeCondition type (a rule may name its own)
@@ -35,10 +37,25 @@ struct Fault {
   bool trusted = true;    // false when the record came from user space (facility != 0)
   std::string message;    // the kernel message text
 
+  // Set by the classifier when the driver's text names the Xid this line follows from
+  // ("caused by previous Xid N"), and by the agent's node state by NVIDIA's sequences.
+  std::optional<int> consequence_of;
+
   // Set by the agent's node state.
-  std::optional<int> count;  // occurrences of this fault (same Xid/reason, GPU/device) in the window
-  bool escalated = false;    // severity raised by repetition
-  bool injected = false;     // a user-space record accepted with --accept-injected
+  std::optional<int> count;  // incidents of this fault (same Xid/reason, GPU/device) in the window
+  std::string incident;      // the incident this line belongs to (a stable id)
+  std::string repeat_of;     // set when the line repeats that incident: it adds no action
+  bool escalated = false;    // severity raised by an escalation rule (docs/xid.md)
+  struct Escalation {
+    std::string rule;                   // distinct_workloads, hardware_signal, repeated_incidents
+    std::vector<std::string> evidence;  // what the rule saw, one item per workload or signal
+  };
+  std::optional<Escalation> escalation;
+  bool injected = false;  // a user-space record accepted with --accept-injected
+
+  // A line that adds no action of its own: a repeat of an incident, or a consequence of another
+  // fault. It is still reported.
+  bool Follower() const { return !repeat_of.empty() || consequence_of.has_value(); }
 
   // Provenance.
   std::string source = "kmsg";  // kmsg, nvml, sysfs, dcgm

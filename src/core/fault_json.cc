@@ -46,8 +46,12 @@ nlohmann::ordered_json ToJson(const Fault& f) {
   if (!f.unit.empty()) j["unit"] = f.unit;
   if (f.recovery_action) j["recovery_action"] = *f.recovery_action;
   if (!f.device.empty()) j["device"] = f.device;
+  if (f.consequence_of) j["consequence_of"] = *f.consequence_of;
   if (f.count) j["count"] = *f.count;
+  if (!f.incident.empty()) j["incident"] = f.incident;
+  if (!f.repeat_of.empty()) j["repeat_of"] = f.repeat_of;
   if (f.escalated) j["escalated"] = true;
+  if (f.escalation) j["escalation"] = {{"rule", f.escalation->rule}, {"evidence", f.escalation->evidence}};
   if (f.injected) j["injected"] = true;
   if (f.source != "kmsg") j["source"] = f.source;
   return j;

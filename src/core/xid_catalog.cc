@@ -203,19 +203,16 @@ constexpr Row kRows[] = {
     {172, "UNCORRECTABLE_SRAM_ERROR", "Details of an Xid 48 (SRAM)", B::kNone},
 };
 
-// Where gpuheal's severity differs from BucketSeverity(bucket), and why. 43, 61 and 62 come from
-// the product's binding severity matrix (13/31 warn, 45 critical, 48 fatal and 79 catastrophic
-// already follow their buckets); the rest follow ARCHITECTURE.md or fill buckets NVIDIA has not
-// assigned yet.
+// Where gpuheal's severity differs from BucketSeverity(bucket), and why. 61 and 62 come from the
+// product's severity matrix (13/31 warn, 45 critical, 48 fatal and 79 catastrophic already follow
+// their buckets; 43 follows NVIDIA's IGNORE, see the classifier); the rest follow ARCHITECTURE.md
+// or fill buckets NVIDIA has not assigned yet.
 struct Deviation {
   int xid;
   Severity severity;
   std::string_view why;
 };
 constexpr Deviation kDeviations[] = {
-    {43, Severity::kCritical,
-     "product matrix: an engine that stopped processing is drained and reset at GPU level "
-     "(NVIDIA: IGNORE)"},
     {61, Severity::kFatal,
      "product matrix: micro-controller breakpoint on pre-Ampere GPUs precedes a halt; node is "
      "quarantined (NVIDIA: CONTACT_SUPPORT, unused on Ampere+)"},
@@ -294,6 +291,29 @@ static_assert([] {
 }  // namespace
 
 Severity BucketSeverity(Bucket b) { return SeverityOf(b); }
+
+bool ApplicationXid(int xid, bool names_process) {
+  const XidInfo* info = FindXid(xid);
+  if (!info) return false;
+  return info->bucket == B::kRestartApp || (info->bucket == B::kIgnore && names_process);
+}
+
+bool HardwareSignalXid(int xid) {
+  switch (xid) {
+    case 48:  // double-bit ECC error
+    case 63:  // row remapping event
+    case 64:  // row remapping failure
+    case 92:  // high single-bit ECC error rate
+    case 94:  // contained memory error
+    case 95:  // uncontained memory error
+    case 140: // ECC error escaped row remapping
+    case 171:
+    case 172:  // details of an Xid 48
+      return true;
+    default:
+      return false;
+  }
+}
 
 const XidInfo* FindXid(int xid) {
   if (xid < 1 || xid > static_cast<int>(kCatalog.size())) return nullptr;

@@ -23,6 +23,15 @@ struct XidInfo {
 // The severity a resolution bucket implies when the product matrix says nothing else.
 Severity BucketSeverity(Bucket b);
 
+// True when NVIDIA attributes the Xid to the application rather than the GPU: its bucket is
+// RESTART_APP, or IGNORE on a line that names the process it stopped. Such faults act at the
+// workload level and escalate to the node only on evidence that points at the hardware.
+bool ApplicationXid(int xid, bool names_process);
+
+// True when the Xid is evidence of a memory fault of the GPU itself (double-bit error, row
+// remapping, contained or uncontained ECC error, a high single-bit error rate).
+bool HardwareSignalXid(int xid);
+
 // nullptr for an Xid the catalog does not define.
 const XidInfo* FindXid(int xid);
 std::span<const XidInfo> AllXids();

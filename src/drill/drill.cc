@@ -58,7 +58,9 @@ bool HasTaint(const kube::Node& n, std::string_view key) {
 // What one scenario does differently.
 struct Plan {
   int xid = 79;
-  int repeats = 1;              // records written (Xid 13 five times: raised to fatal by repetition)
+  // The processes the fault names, one driver message each (flap: three programs failing on one
+  // GPU, raised to fatal by the distinct-workloads rule).
+  std::vector<std::string> processes = {"trainer"};
   int pods_per_node = 1;
   int fault_nodes = 1;
   milliseconds checkpoint_delay{200};  // how long the simulated workloads take to checkpoint
@@ -97,9 +99,10 @@ Plan PlanFor(const DrillOptions& o) {
     p.xid = 48;
     p.pods_per_node = 2;
   } else if (o.scenario == "flap") {
-    // Xid 13 five times: raised to fatal by repetition, cleared after a quiet period (2 s here).
+    // Xid 13 from three programs on one GPU: raised to fatal by the distinct-workloads rule,
+    // cleared after a quiet period (2 s here).
     p.xid = 13;
-    p.repeats = 5;
+    p.processes = {"trainer", "evaluator", "profiler"};
     p.agent_quiet = 2s;
     p.policy = PolicyYaml("60s", "1s");
   } else if (o.scenario == "correlated") {
@@ -817,9 +820,11 @@ class Drill {
       const std::string pool = t.substr(prefix.size() + 1, t.find('-', prefix.size() + 1) - prefix.size() - 1);
       for (int i = 0; i < o_.standby; ++i) standby.insert(fmt::format("{}-{}-standby-{}", prefix, pool, i));
     }
-    std::vector<std::string> messages;
-    const auto lines = InjectMessages(InjectSpec{plan.xid, "0000:3b:00", "4242", "trainer"});
-    for (int r = 0; r < plan.repeats; ++r) messages.insert(messages.end(), lines.begin(), lines.end());
+    std::vector<std::string> messages, lines;
+    for (size_t i = 0; i < plan.processes.size(); ++i) {
+      lines = InjectMessages(InjectSpec{plan.xid, "0000:3b:00", std::to_string(4242 + i), plan.processes[i]});
+      messages.insert(messages.end(), lines.begin(), lines.end());
+    }
     const int64_t t0 = NowUs();
     obs.Arm(targets, files, standby, replicas, t0);
     Say(fmt::format("\n  T+{:>9.1f} ms  {:<30} {}{}\n", 0.0, "kernel line",

@@ -1,5 +1,8 @@
 #include "sources/kernel_parser.h"
 
+#include <re2/re2.h>
+
+#include <memory>
 #include <vector>
 
 #include "core/reasons.h"
@@ -9,32 +12,125 @@ namespace {
 
 bool Has(uint64_t kw, KernelKeyword k) { return (kw >> k) & 1; }
 
-// Text between `open` and `close` after `from`, e.g. "(device sda1)" -> "sda1".
-std::string Between(std::string_view s, std::string_view open, char close) {
-  const size_t a = s.find(open);
-  if (a == std::string_view::npos) return {};
-  std::string_view t = s.substr(a + open.size());
-  return std::string(t.substr(0, t.find(close)));
-}
+// One kernel message format. Each pattern is anchored at the start of the message and spells
+// out the subsystem's own prefix and the fixed text around every variable part, as the kernel's
+// format string prints it. A keyword anywhere in the text is never enough: user space controls
+// text the kernel prints for it (a process name in "<comm>[<pid>]: segfault at ...", a mount
+// option in "tmpfs: Unknown parameter '...'"), and such a line must never become a fault.
+struct Pattern {
+  std::vector<KernelKeyword> keywords;  // the scanner finds at least one of these first
+  const char* regex;                    // group 1, when present, is the device
+  FaultKind kind;
+  std::string_view reason;
+  Condition condition;
+  Severity severity;
+  std::string_view device_prefix = {};  // prepended to group 1 ("CPU#")
+};
 
-// The interface a NIC driver line names: the token before ": " preceding `at`, e.g.
-// "ixgbe 0000:01:00.0 eth0: NIC Link is Down" -> "eth0"; "e1000e: eth0 NIC Link is Down" -> "eth0".
-std::string InterfaceBefore(std::string_view s, size_t at) {
-  std::string_view head = s.substr(0, at);
-  while (!head.empty() && (head.back() == ' ' || head.back() == ':')) head.remove_suffix(1);
-  if (head.ends_with("NIC")) {
-    head.remove_suffix(3);
-    while (!head.empty() && head.back() == ' ') head.remove_suffix(1);
-  }
-  const size_t sp = head.find_last_of(' ');
-  std::string_view tok = sp == std::string_view::npos ? head : head.substr(sp + 1);
-  while (!tok.empty() && tok.back() == ':') tok.remove_suffix(1);
-  return std::string(tok);
-}
+// A netdev message's prefix as netdev_printk prints it: "<driver> <bus id> <ifname>: ".
+#define NETDEV_PREFIX R"(^[\w.-]+ [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7] ([^\s:]+)(?: \(unregister(?:ed|ing)\))?: )"
 
-KernelSignal Make(FaultKind kind, std::string_view reason, Condition c, Severity s,
-                  std::string device) {
-  return KernelSignal{kind, reason, c, s, std::move(device)};
+const std::vector<Pattern>& Patterns() {
+  using namespace reason;
+  const auto K = FaultKind::kKernel;
+  const auto S = FaultKind::kStorage;
+  const auto N = FaultKind::kNetwork;
+  const auto KR = Condition::kKernelReady;
+  const auto SR = Condition::kStorageReady;
+  const auto NR = Condition::kNetworkingReady;
+  static const std::vector<Pattern> p = {
+      // kernel/hung_task.c: "INFO: task %s:%d blocked for more than %ld seconds." (comm: 15 bytes)
+      {{kKwHungTask}, R"(^INFO: task (.{1,15}:\d+) blocked for more than \d+ seconds\.\s*$)", K,
+       kKernelHungTask, KR, Severity::kWarn},
+      // kernel/watchdog.c: "BUG: soft lockup - CPU#%d stuck for %us! [%s:%d]" (pr_fmt "watchdog: ")
+      {{kKwSoftLockup}, R"(^(?:watchdog: )?BUG: soft lockup - CPU#(\d+) stuck for \d+s! \[.{1,15}:\d+\])", K,
+       kKernelSoftLockup, KR, Severity::kWarn, "CPU#"},
+      // kernel/rcu/tree_stall.h: "INFO: %s self-detected stall on CPU", "INFO: %s detected stalls
+      // on CPUs/tasks:", "INFO: %s detected expedited stalls on CPUs/tasks:" (pr_fmt "rcu: ")
+      {{kKwRcuStall, kKwExpeditedStall}, R"(^(?:rcu: )?INFO: rcu_[a-z_]+ (?:self-detected stall on CPU|detected (?:expedited )?stalls on CPUs/tasks:))",
+       K, kKernelRcuStall, KR, Severity::kWarn},
+      // lib/bug.c: "kernel BUG at %s:%u!" (the whole message)
+      {{kKwKernelBugAt}, R"(^kernel BUG at (\S+:\d+)!\s*$)", K, kKernelBug, KR, Severity::kFatal},
+      // arch/x86/mm/fault.c: "BUG: unable to handle page fault for address: %px",
+      // "BUG: kernel NULL pointer dereference, address: %px"
+      {{kKwBugUnableToHandle}, R"(^BUG: unable to handle (?:page fault for address:|kernel paging request at|kernel NULL pointer dereference at) )",
+       K, kKernelOops, KR, Severity::kFatal},
+      {{kKwBugNullDeref}, R"(^BUG: kernel NULL pointer dereference, address: [0-9a-fx]+)", K,
+       kKernelOops, KR, Severity::kFatal},
+      // arch/x86/kernel/traps.c: "general protection fault[, probably for non-canonical address
+      // 0x%lx]: %04lx [#%d] ..." (user-space GPFs are printed as "traps: <comm>[<pid>] general
+      // protection fault ip:..." and are not kernel faults); dumpstack.c: "Oops: [%s: ]%04lx [#%d]"
+      {{kKwGeneralProtection}, R"(^general protection fault(?:, [^:\[]*)?: [0-9a-f]{4} \[#\d+\](?: |$))", K,
+       kKernelOops, KR, Severity::kFatal},
+      {{kKwOops}, R"(^Oops: (?:[^\[]*: )?[0-9a-f]{4} \[#\d+\](?: |$))", K, kKernelOops, KR,
+       Severity::kFatal},
+      // kernel/panic.c: "Kernel panic - not syncing: %s"
+      {{kKwPanic}, R"(^Kernel panic - not syncing: )", K, kKernelPanic, KR, Severity::kFatal},
+      // fs/ext4/super.c: "EXT4-fs (%s): Remounting filesystem read-only"
+      {{kKwRemountRo}, R"(^EXT4-fs \(([^)\s]+)\): Remounting filesystem read-only)", S,
+       kStorageReadOnlyRemount, SR, Severity::kFatal},
+      // fs/btrfs/messages.c: "BTRFS <level> (device %s[ state %s]): forced readonly"
+      {{kKwForcedReadonly}, R"(^BTRFS [a-z]+ \(device ([^)\s]+)(?: state [^)]*)?\): forced readonly)", S,
+       kStorageReadOnlyRemount, SR, Severity::kFatal},
+      // fs/xfs/xfs_fsops.c: "XFS (%s): Corruption of in-memory data (0x%x) detected at %pS (%s:%d).
+      // Shutting down filesystem."
+      {{kKwXfs}, R"(^XFS \(([^)\s]+)\): .*Shutting down filesystem)", S, kStorageReadOnlyRemount, SR,
+       Severity::kFatal},
+      // fs/ext4/super.c: "EXT4-fs error (device %s): %s:%d: ..."; fs/btrfs: "BTRFS error (device %s"
+      {{kKwExt4Error}, R"(^EXT4-fs error \(device ([^)\s]+)\): )", S, kStorageFilesystemError, SR,
+       Severity::kWarn},
+      {{kKwBtrfsError}, R"(^BTRFS error \(device ([^)\s]+))", S, kStorageFilesystemError, SR,
+       Severity::kWarn},
+      // fs/xfs: "XFS (%s): Corruption detected. Unmount and run xfs_repair", "metadata I/O error"
+      {{kKwXfs}, R"(^XFS \(([^)\s]+)\): (?:.*Corruption|metadata I/O error))", S,
+       kStorageFilesystemError, SR, Severity::kWarn},
+      // block/blk-mq.c (5.x+): "%s error, dev %s, sector %llu op 0x%x:(%s) flags 0x%x ...";
+      // older: "blk_update_request: I/O error, dev %s, sector %llu"
+      {{kKwBlockIoError}, R"(^(?:blk_update_request: |print_req_error: )?[a-zA-Z/ ]{1,24} error, dev ([^,\s]+), sector \d+)",
+       S, kStorageIOError, SR, Severity::kWarn},
+      // fs/buffer.c: "Buffer I/O error on dev %pg, logical block %llu, ..."
+      {{kKwBufferIoError}, R"(^Buffer I/O error on dev ([^,\s]+), logical block \d+)", S, kStorageIOError,
+       SR, Severity::kWarn},
+      // net/sched/sch_generic.c: "NETDEV WATCHDOG: %s (%s): transmit queue %u timed out"; since 6.8
+      // netdev_crit: "<driver> <bus> <ifname>: NETDEV WATCHDOG: CPU: %d: transmit queue %u timed out"
+      {{kKwNetdevWatchdog}, R"(^NETDEV WATCHDOG: ([^\s:]+) \([^)]*\): transmit queue \d+ timed out)", N,
+       kNetworkTxTimeout, NR, Severity::kWarn},
+      {{kKwNetdevWatchdog}, NETDEV_PREFIX R"(NETDEV WATCHDOG: CPU: \d+: transmit queue \d+ timed out)", N,
+       kNetworkTxTimeout, NR, Severity::kWarn},
+      // ixgbe_main.c: "Adapter removed"; igb_main.c: netdev_err(..., "PCIe link lost") - as netdev
+      // messages, or as dev_err ("<driver> <bus id>: Adapter removed"; the bus id is the device)
+      {{kKwAdapterRemoved, kKwPcieLinkLost}, NETDEV_PREFIX R"((?:Adapter removed|PCIe link lost))", N,
+       kNetworkDeviceRemoved, NR, Severity::kFatal},
+      {{kKwAdapterRemoved, kKwPcieLinkLost},
+       R"(^[\w.-]+ ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): (?:Adapter removed|PCIe link lost))", N,
+       kNetworkDeviceRemoved, NR, Severity::kFatal},
+      // e1000e/igb/ixgbe/bnxt: "NIC Link is Down"; ena: "Link is down"; mlx5e: "Link down" - as
+      // netdev messages; old e1000e printk: "e1000e: %s NIC Link is Down". PCIe hotplug's
+      // "<bus id>: pciehp: Slot(%s): Link Down" has no interface and is deliberately not matched.
+      {{kKwLinkIsDownUpper, kKwLinkIsDownLower, kKwLinkDown},
+       NETDEV_PREFIX R"((?:NIC Link is Down|Link is down|Link down))", N, kNetworkLinkDown, NR,
+       Severity::kWarn},
+      {{kKwLinkIsDownUpper}, R"(^[\w.-]+: ([^\s:]+) NIC Link is Down)", N, kNetworkLinkDown, NR,
+       Severity::kWarn},
+  };
+  return p;
+}
+#undef NETDEV_PREFIX
+
+// Compiled once; RE2 matches in time linear in the message.
+const std::vector<std::unique_ptr<RE2>>& Compiled() {
+  static const std::vector<std::unique_ptr<RE2>> c = [] {
+    std::vector<std::unique_ptr<RE2>> out;
+    RE2::Options o;
+    o.set_log_errors(false);
+    o.set_encoding(RE2::Options::EncodingLatin1);  // kernel text is bytes, not always UTF-8
+    for (const Pattern& p : Patterns()) {
+      out.push_back(std::make_unique<RE2>(p.regex, o));
+      if (!out.back()->ok()) std::abort();  // a built-in pattern that does not compile is a bug
+    }
+    return out;
+  }();
+  return c;
 }
 
 }  // namespace
@@ -65,93 +161,28 @@ const std::vector<std::string_view>& KernelKeywords() {
       "Link down",
       "Adapter removed",
       "PCIe link lost",
+      "detected expedited stall",
   };
   return kw;
 }
 
 std::optional<KernelSignal> ParseKernel(std::string_view m, uint64_t kw) {
-  using namespace reason;
-  const auto K = FaultKind::kKernel;
-  const auto S = FaultKind::kStorage;
-  const auto N = FaultKind::kNetwork;
-  const auto KR = Condition::kKernelReady;
-  const auto SR = Condition::kStorageReady;
-  const auto NR = Condition::kNetworkingReady;
-
-  // kernel/hung_task.c: "INFO: task %s:%d blocked for more than %ld seconds."
-  if (Has(kw, kKwHungTask) && m.find("task ") != std::string_view::npos) {
-    return Make(K, kKernelHungTask, KR, Severity::kWarn, Between(m, "task ", ' '));
-  }
-  // kernel/watchdog.c: "BUG: soft lockup - CPU#%d stuck for %us! [%s:%d]"
-  if (Has(kw, kKwSoftLockup)) {
-    return Make(K, kKernelSoftLockup, KR, Severity::kWarn, "CPU#" + Between(m, "CPU#", ' '));
-  }
-  // kernel/rcu/tree_stall.h: "%s: self-detected stall on CPU", "%s detected stalls on CPUs/tasks:"
-  if (Has(kw, kKwRcuStall)) {
-    return Make(K, kKernelRcuStall, KR, Severity::kWarn, {});
-  }
-  // lib/bug.c / arch: "kernel BUG at %s:%u!"
-  if (Has(kw, kKwKernelBugAt)) {
-    return Make(K, kKernelBug, KR, Severity::kFatal, Between(m, "kernel BUG at ", '!'));
-  }
-  // arch/x86/mm/fault.c: "BUG: unable to handle page fault for address: %px",
-  // "BUG: kernel NULL pointer dereference, address: %px"; traps.c "general protection fault";
-  // arch/x86/kernel/dumpstack.c: "Oops: %s%s%s%s%s%s%s" / "Oops: %04lx [#%d]"
-  if (Has(kw, kKwBugUnableToHandle) || Has(kw, kKwBugNullDeref) ||
-      (Has(kw, kKwGeneralProtection) && m.starts_with("general protection fault")) ||
-      (Has(kw, kKwOops) && m.starts_with("Oops: "))) {
-    return Make(K, kKernelOops, KR, Severity::kFatal, {});
-  }
-  // kernel/panic.c: "Kernel panic - not syncing: %s"
-  if (Has(kw, kKwPanic)) {
-    return Make(K, kKernelPanic, KR, Severity::kFatal, {});
-  }
-  // fs/ext4/super.c: "EXT4-fs (%s): Remounting filesystem read-only";
-  // fs/btrfs: "BTRFS info (device %s): forced readonly";
-  // fs/xfs/xfs_fsops.c: "Corruption of in-memory data (0x%x) detected at %pS ... Shutting down filesystem."
-  if (Has(kw, kKwRemountRo)) {
-    return Make(S, kStorageReadOnlyRemount, SR, Severity::kFatal, Between(m, "(", ')'));
-  }
-  if (Has(kw, kKwForcedReadonly)) {
-    return Make(S, kStorageReadOnlyRemount, SR, Severity::kFatal, Between(m, "(device ", ')'));
-  }
-  if (Has(kw, kKwXfs) && m.find("Shutting down filesystem") != std::string_view::npos) {
-    return Make(S, kStorageReadOnlyRemount, SR, Severity::kFatal, Between(m, "XFS (", ')'));
-  }
-  // fs/ext4/super.c: "EXT4-fs error (device %s): %s:%d: ..."; fs/btrfs: "BTRFS error (device %s)";
-  // fs/xfs: "XFS (%s): Corruption detected. Unmount and run xfs_repair", "metadata I/O error"
-  if (Has(kw, kKwExt4Error) || Has(kw, kKwBtrfsError)) {
-    return Make(S, kStorageFilesystemError, SR, Severity::kWarn, Between(m, "(device ", ')'));
-  }
-  if (Has(kw, kKwXfs) && (m.find("Corruption") != std::string_view::npos ||
-                          m.find("metadata I/O error") != std::string_view::npos)) {
-    return Make(S, kStorageFilesystemError, SR, Severity::kWarn, Between(m, "XFS (", ')'));
-  }
-  // block/blk-core.c (5.x+): "%s error, dev %s, sector %llu op 0x%x:(%s) flags 0x%x ...";
-  // older: "blk_update_request: I/O error, dev %s, sector %llu"; fs/buffer.c:
-  // "Buffer I/O error on dev %pg, logical block %llu, async page read"
-  if (Has(kw, kKwBlockIoError) && m.find(", sector ") != std::string_view::npos) {
-    return Make(S, kStorageIOError, SR, Severity::kWarn, Between(m, " error, dev ", ','));
-  }
-  if (Has(kw, kKwBufferIoError)) {
-    return Make(S, kStorageIOError, SR, Severity::kWarn, Between(m, "error on dev ", ','));
-  }
-  // net/sched/sch_generic.c: "NETDEV WATCHDOG: %s (%s): transmit queue %u timed out"
-  if (Has(kw, kKwNetdevWatchdog)) {
-    return Make(N, kNetworkTxTimeout, NR, Severity::kWarn, Between(m, "NETDEV WATCHDOG: ", ' '));
-  }
-  // ixgbe_main.c: e_dev_err("Adapter removed"); igb_main.c: netdev_err(..., "PCIe link lost")
-  if (Has(kw, kKwAdapterRemoved) || Has(kw, kKwPcieLinkLost)) {
-    const size_t at = Has(kw, kKwAdapterRemoved) ? m.find("Adapter removed") : m.find("PCIe link lost");
-    return Make(N, kNetworkDeviceRemoved, NR, Severity::kFatal, InterfaceBefore(m, at));
-  }
-  // e1000e/igb/ixgbe/bnxt: "NIC Link is Down"; ena: "Link is down"; mlx5e: "Link down".
-  // PCIe hotplug prints "Link Down" (capital D) and is deliberately not matched.
-  if (Has(kw, kKwLinkIsDownUpper) || Has(kw, kKwLinkIsDownLower) || Has(kw, kKwLinkDown)) {
-    size_t at = m.find("Link is Down");
-    if (at == std::string_view::npos) at = m.find("Link is down");
-    if (at == std::string_view::npos) at = m.find("Link down");
-    return Make(N, kNetworkLinkDown, NR, Severity::kWarn, InterfaceBefore(m, at));
+  if (kw == 0) return std::nullopt;
+  const auto& patterns = Patterns();
+  const auto& compiled = Compiled();
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    const Pattern& p = patterns[i];
+    bool any = false;
+    for (KernelKeyword k : p.keywords) any = any || Has(kw, k);
+    if (!any) continue;
+    const RE2& re = *compiled[i];
+    std::string device;
+    const bool matched = re.NumberOfCapturingGroups() >= 1
+                             ? RE2::PartialMatch(m, re, &device)
+                             : RE2::PartialMatch(m, re);
+    if (!matched) continue;
+    if (!device.empty()) device = std::string(p.device_prefix) + device;
+    return KernelSignal{p.kind, p.reason, p.condition, p.severity, std::move(device)};
   }
   return std::nullopt;
 }

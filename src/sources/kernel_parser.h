@@ -40,6 +40,7 @@ enum KernelKeyword : int {
   kKwLinkDown,
   kKwAdapterRemoved,
   kKwPcieLinkLost,
+  kKwExpeditedStall,
   kKwCount,
 };
 

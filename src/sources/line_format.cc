@@ -6,6 +6,10 @@
 namespace gpuheal {
 namespace {
 
+// The kernel keeps 8 bits of facility ((pri >> 3) & 0xff) for a record written to /dev/kmsg, so
+// records carry PRI up to 2047: a user-space write of "<1024>..." is stored as facility 128, not 0.
+constexpr uint64_t kMaxPri = 255 * 8 + 7;
+
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 bool IsAlpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
@@ -31,7 +35,7 @@ bool ParseKmsg(std::string_view line, ParsedLine& out) {
   auto pri = ParseU64(f[0]);
   auto seq = ParseU64(f[1]);
   auto ts = ParseU64(f[2]);
-  if (!pri || !seq || !ts || *pri > 1023) return false;
+  if (!pri || !seq || !ts || *pri > kMaxPri) return false;
   out.format = LineFormat::kKmsg;
   out.facility = static_cast<int>(*pri >> 3);
   out.level = static_cast<int>(*pri & 7);
@@ -78,7 +82,7 @@ bool StripPri(std::string_view& s, ParsedLine& out) {
   const size_t close = s.find('>');
   if (close == std::string_view::npos || close > 5) return false;
   auto pri = ParseU64(s.substr(1, close - 1));
-  if (!pri || *pri > 1023) return false;
+  if (!pri || *pri > kMaxPri) return false;
   out.facility = static_cast<int>(*pri >> 3);
   out.level = static_cast<int>(*pri & 7);
   out.kernel_origin = *out.facility == 0;
@@ -115,20 +119,42 @@ bool StripBracketTime(std::string_view& s) {
   return true;
 }
 
-// After the timestamp of a syslog line: "host ident: MSG" where ident is "kernel" for kernel lines.
-bool ParseSyslogTail(std::string_view rest, ParsedLine& out) {
+// "ident[pid]:" - a syslog identifier with the pid journald and rsyslog add for user space.
+bool IsPidIdent(std::string_view tok) {
+  if (!tok.ends_with("]:")) return false;
+  const size_t open = tok.find('[');
+  if (open == std::string_view::npos || open == 0) return false;
+  for (size_t i = open + 1; i + 2 < tok.size(); ++i) {
+    if (!IsDigit(tok[i])) return false;
+  }
+  return open + 3 < tok.size();  // at least one digit
+}
+
+// After the timestamp of a syslog line: "host ident: MSG", where ident is "kernel" for kernel
+// lines, or without the host ("journalctl --no-hostname": "kernel: MSG", "ident[pid]: MSG").
+// With `strict`, only an ident of the kernel or of the "name[pid]" form is accepted (the text
+// after a dmesg timestamp is a kernel message that may itself contain "word: ").
+bool ParseSyslogTail(std::string_view rest, ParsedLine& out, bool strict = false) {
   rest = TrimLeft(rest);
-  const size_t host_end = rest.find(' ');
-  if (host_end == std::string_view::npos || host_end == 0) return false;
-  std::string_view tail = rest.substr(host_end + 1);
-  const size_t colon = tail.find(": ");
-  if (colon == std::string_view::npos || colon == 0 || colon > 64) return false;
-  std::string_view ident = tail.substr(0, colon);
-  if (ident.find(' ') != std::string_view::npos) return false;
+  const size_t sp = rest.find(' ');
+  if (sp == std::string_view::npos || sp == 0) return false;
+  const std::string_view first = rest.substr(0, sp);
+  std::string_view ident, msg;
+  if (first == "kernel:" || IsPidIdent(first)) {
+    ident = first.substr(0, first.size() - 1);
+    msg = rest.substr(sp + 1);
+  } else {
+    std::string_view tail = rest.substr(sp + 1);
+    const size_t colon = tail.find(": ");
+    if (colon == std::string_view::npos || colon == 0 || colon > 64) return false;
+    ident = tail.substr(0, colon);
+    if (ident.find(' ') != std::string_view::npos) return false;
+    if (strict && ident != "kernel" && !IsPidIdent(tail.substr(0, colon + 1))) return false;
+    msg = tail.substr(colon + 2);
+  }
   out.format = LineFormat::kSyslog;
   // "kernel" (journalctl, rsyslog); "kernel[0]" is not used by either but is harmless to accept.
   out.kernel_origin = ident == "kernel" || ident.starts_with("kernel[");
-  std::string_view msg = tail.substr(colon + 2);
   StripBracketTime(msg);  // rsyslog may keep the kernel's own "[  12.34]" timestamp
   out.message = msg;
   return true;
@@ -157,7 +183,9 @@ bool ParseSyslog(std::string_view line, ParsedLine& out) {
   return ParseSyslogTail(line.substr(p), out);
 }
 
-// "2026-11-30T04:28:50[.frac][+zone] host kernel: MSG" (journalctl -o short-iso, RFC 3339 syslog).
+// "2026-11-30T04:28:50[.frac][+zone] host kernel: MSG" (journalctl -o short-iso, RFC 3339 syslog)
+// and "2026-11-30T04:28:50,123456+00:00 MSG" (dmesg --time-format iso: a comma before the
+// fraction, no host or ident).
 bool ParseIsoSyslog(std::string_view line, ParsedLine& out) {
   if (line.size() < 20 || !IsDigit(line[0]) || line[4] != '-' || line[7] != '-' ||
       line[10] != 'T') {
@@ -165,6 +193,11 @@ bool ParseIsoSyslog(std::string_view line, ParsedLine& out) {
   }
   const size_t sp = line.find(' ');
   if (sp == std::string_view::npos || sp > 40) return false;
+  if (line.substr(0, sp).find(',') != std::string_view::npos) {
+    out.format = LineFormat::kDmesg;
+    out.message = line.substr(sp + 1);
+    return true;
+  }
   return ParseSyslogTail(line.substr(sp), out);
 }
 
@@ -215,13 +248,16 @@ ParsedLine ParseLine(std::string_view line) {
   } else if (c == '[') {
     std::string_view s = line;
     if (StripBracketTime(s)) {
+      // journalctl -o short-monotonic: "[ 1234.567890] host kernel: MSG".
+      if (ParseSyslogTail(s, out, /*strict=*/true)) return out;
       out.format = LineFormat::kDmesg;
       out.message = s;
       return out;
     }
   }
   out.format = LineFormat::kBare;
-  out.message = line;
+  // The indented continuation lines of dmesg and syslog ("               NVRM: fallen off ...").
+  out.message = TrimLeft(line);
   return out;
 }
 

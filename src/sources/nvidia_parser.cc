@@ -82,10 +82,27 @@ void ParseNvlink5(std::string_view text, NvidiaSignal& out) {
 }
 
 void ParseRecoveryAction(std::string_view text, NvidiaSignal& out) {
+  // "GPU recovery action changed from 0x%x (%s) to 0x%x (%s)"
+  if (!text.starts_with("GPU recovery action changed from 0x")) return;
   const size_t to = text.find(" to 0x");
   if (to == std::string_view::npos) return;
   std::string_view r = text.substr(to + 6);
   if (auto v = ConsumeHex(r)) out.recovery_action = static_cast<int>(*v);
+}
+
+void ParseChannelAndCause(std::string_view text, NvidiaSignal& out) {
+  for (std::string_view key : {std::string_view("channel 0x"), std::string_view("Ch ")}) {
+    const size_t at = text.find(key);
+    if (at == std::string_view::npos) continue;
+    std::string_view r = text.substr(at + key.size());
+    if (auto v = ConsumeHex(r)) out.channel = static_cast<unsigned>(*v);
+    break;
+  }
+  const size_t cause = text.find("caused by previous Xid ");
+  if (cause != std::string_view::npos) {
+    std::string_view r = text.substr(cause + 23);
+    if (auto v = ConsumeInt(r); v && *v > 0) out.previous_xid = v;
+  }
 }
 
 bool ParseXid(std::string_view s, NvidiaSignal& out) {
@@ -104,6 +121,7 @@ bool ParseXid(std::string_view s, NvidiaSignal& out) {
   Consume(s, " ");
   ParsePidName(s, out);
   out.text = s;
+  ParseChannelAndCause(s, out);
   if (out.number >= 144 && out.number <= 150) ParseNvlink5(s, out);
   if (out.number == 154) ParseRecoveryAction(s, out);
   return true;
@@ -121,7 +139,8 @@ bool ParseNvrm(std::string_view s, NvidiaSignal& out) {
       out.uuid = "GPU-" + std::string(s.substr(0, end));
       return true;
     }
-    if (s.find("has fallen off the bus") != std::string_view::npos) {
+    // Older drivers: "GPU at %04x:%02x:%02x.%x has fallen off the bus."
+    if (s.starts_with(" has fallen off the bus")) {
       out.kind = NvidiaMessage::kFallenOffBus;
       out.number = 79;
       return true;
@@ -131,7 +150,8 @@ bool ParseNvrm(std::string_view s, NvidiaSignal& out) {
   if (Consume(s, "GPU ")) {
     auto pci = ConsumePci(s);
     if (!pci) return false;
-    if (s.find("has fallen off the bus") == std::string_view::npos) return false;
+    // "GPU %04x:%02x:%02x.%x: GPU has fallen off the bus."
+    if (!s.starts_with(": GPU has fallen off the bus")) return false;
     out.pci = std::move(*pci);
     out.kind = NvidiaMessage::kFallenOffBus;
     out.number = 79;
@@ -188,19 +208,28 @@ bool ParseSxid(std::string_view s, NvidiaSignal& out) {
   return true;
 }
 
+// "nvidia-nvswitch%d: " (the NVSwitch driver's prefix), returning what follows it.
+bool ConsumeNvswitchPrefix(std::string_view& s) {
+  if (!Consume(s, "nvidia-nvswitch")) return false;
+  while (!s.empty() && s.front() >= '0' && s.front() <= '9') s.remove_prefix(1);
+  return Consume(s, ": ");
+}
+
 }  // namespace
 
+// Both drivers' messages are recognised only at the start of the message, with their own
+// prefix: the kernel prints text chosen by user space in other messages ("tmpfs: Unknown
+// parameter 'NVRM: Xid ...'", "<comm>[<pid>]: segfault at ..."), and such text is not the driver.
 bool ParseNvidia(std::string_view message, NvidiaSignal& out) {
   out = NvidiaSignal{};
-  const size_t nvrm = message.find("NVRM: ");
-  if (nvrm != std::string_view::npos) {
-    if (ParseNvrm(message.substr(nvrm + 6), out)) return true;
+  std::string_view s = message;
+  if (Consume(s, "NVRM: ")) {
+    if (ParseNvrm(s, out)) return true;
     out = NvidiaSignal{};
     return false;
   }
-  const size_t sxid = message.find("SXid ");
-  if (sxid != std::string_view::npos) {
-    if (ParseSxid(message.substr(sxid + 5), out)) return true;
+  if (ConsumeNvswitchPrefix(s) && Consume(s, "SXid ")) {
+    if (ParseSxid(s, out)) return true;
     out = NvidiaSignal{};
   }
   return false;

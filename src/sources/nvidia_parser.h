@@ -36,6 +36,10 @@ struct NvidiaSignal {
   std::optional<int> subcode;
   // Xid 154: "... changed from 0x0 (None) to 0x2 (Node Reboot Required)".
   std::optional<int> recovery_action;
+  // "channel 0x%08x" in the text: the GPU channel the fault stopped (Xid 13, 31, 43, 45, ...).
+  std::optional<unsigned> channel;
+  // "caused by previous Xid N": the driver says this line follows from another Xid.
+  std::optional<int> previous_xid;
   // SXid: "Fatal" vs "Non-fatal".
   bool sxid_fatal = false;
 };

@@ -165,6 +165,30 @@ class DevKmsgMode {
   bool ok_ = false;
 };
 
+// Sets a sysctl (a /proc/sys file) for the scope and restores its old value.
+class ScopedSysctl {
+ public:
+  ScopedSysctl(std::string path, const std::string& value) : path_(std::move(path)) {
+    std::ifstream in(path_);
+    std::getline(in, old_);
+    ok_ = Write(value);
+  }
+  ~ScopedSysctl() {
+    if (!old_.empty()) Write(old_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  bool Write(const std::string& v) {
+    std::ofstream out(path_);
+    out << v << "\n";
+    out.flush();
+    return static_cast<bool>(out);
+  }
+  std::string path_, old_;
+  bool ok_ = false;
+};
+
 // A minimal HTTP/1.1 GET against 127.0.0.1:<port of hostport>; returns the raw response.
 inline std::string HttpGet(const std::string& hostport, const std::string& path) {
   const int port = std::stoi(hostport.substr(hostport.rfind(':') + 1));

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 namespace gpuheal {
 namespace {
 
@@ -22,6 +25,51 @@ TEST(LineFormat, KmsgRecordWithExtraFieldsAndUserFacility) {
   EXPECT_EQ(p.facility, 1);
   EXPECT_FALSE(p.kernel_origin);
   EXPECT_EQ(p.message, "injected");
+}
+
+// A user-space write of "<1024>..." to /dev/kmsg is stored with facility (1024 >> 3) & 0xff = 128,
+// so the record comes back with PRI 1024-2047. It is still a kmsg record, and not the kernel's.
+TEST(LineFormat, KmsgRecordWithFacilityAbove127IsNotTheKernel) {
+  for (const char* rec : {"1024,9,100,-;NVRM: Xid (PCI:0000:a5:00): 79, x", "2047,9,100,-;m"}) {
+    auto p = ParseLine(rec);
+    EXPECT_EQ(p.format, LineFormat::kKmsg) << rec;
+    EXPECT_FALSE(p.kernel_origin) << rec;
+    EXPECT_EQ(p.seq, 9u) << rec;
+  }
+  EXPECT_EQ(ParseLine("1024,9,100,-;m").facility, 128);
+  EXPECT_EQ(ParseLine("2048,9,100,-;m").format, LineFormat::kBare);  // no such facility
+  auto r = ParseLine("<1028>[  12.5] m");  // dmesg -r of such a record
+  EXPECT_EQ(r.format, LineFormat::kDmesg);
+  EXPECT_FALSE(r.kernel_origin);
+}
+
+// The layouts of journalctl and dmesg that carry no host or a different clock. A real Xid 79 was
+// lost to `journalctl -k --no-hostname` (read as ident "NVRM", not the kernel).
+TEST(LineFormat, JournalctlAndDmesgLayouts) {
+  const std::string m = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.";
+  const std::vector<std::string> kernel_lines = {
+      "May 18 19:02:39 kernel: " + m,                      // journalctl -k --no-hostname
+      "May 18 19:02:39.123456 node7 kernel: " + m,         // -o short-precise
+      "[ 1843.308145] node7 kernel: " + m,                 // -o short-monotonic
+      "[ 1843.308145] kernel: " + m,                       // -o short-monotonic --no-hostname
+      "2026-05-18T19:02:39,123456+00:00 " + m,             // dmesg --time-format iso
+      "2026-05-18T19:02:39+0000 kernel: " + m,             // -o short-iso --no-hostname
+      m,                                                   // -o cat
+      "               " + m,                               // an indented continuation line
+  };
+  for (const std::string& l : kernel_lines) {
+    auto p = ParseLine(l);
+    EXPECT_EQ(p.message, m) << l;
+    EXPECT_TRUE(p.kernel_origin) << l;
+  }
+  for (const std::string& l : {"May 18 19:02:39 app[77]: " + m, "[ 1843.308145] node7 app[77]: " + m,
+                               "2026-05-18T19:02:39+0000 app[77]: " + m}) {
+    auto p = ParseLine(l);
+    EXPECT_EQ(p.message, m) << l;
+    EXPECT_FALSE(p.kernel_origin) << l;
+  }
+  // A dmesg message that happens to contain "word: " stays the kernel's whole message.
+  EXPECT_EQ(ParseLine("[   12.1] usb 1-1: new high-speed USB device").message, "usb 1-1: new high-speed USB device");
 }
 
 TEST(LineFormat, KmsgContinuation) {

@@ -1,6 +1,12 @@
 #include "agent/node_state.h"
 
+#include <fstream>
+
+#include "core/classifier.h"
+
 #include <gtest/gtest.h>
+
+#include <set>
 
 namespace gpuheal {
 namespace {
@@ -19,22 +25,146 @@ Fault Xid(int n, const std::string& pci, Severity s, FaultKind kind = FaultKind:
   return f;
 }
 
-TEST(NodeState, EscalatesTheFifthRepeatWithinTheWindow) {
+Fault App(int n, const std::string& pci, int pid, const std::string& process) {
+  Fault f = Xid(n, pci, Severity::kWarn);
+  f.pid = pid;
+  f.process = process;
+  return f;
+}
+
+// Faults NVIDIA does not attribute to an application escalate on repeated incidents.
+TEST(NodeState, OtherFaultsEscalateOnTheFifthIncidentWithinTheWindow) {
   NodeState st(EscalationPolicy{});
   const auto t0 = NodeState::Clock::time_point{} + 1000h;
+  Fault io;
+  io.kind = FaultKind::kStorage;
+  io.reason = "StorageIOError";
+  io.condition = "StorageReady";
+  io.device = "sdb";
+  io.severity = Severity::kWarn;
   for (int i = 1; i <= 4; ++i) {
-    auto r = st.Observe(Xid(13, "0000:3b:00", Severity::kWarn), t0 + i * 1h);
+    auto r = st.Observe(io, t0 + i * 1h);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->count, i);
     EXPECT_FALSE(r->escalated);
-    EXPECT_EQ(r->severity, Severity::kWarn);
   }
-  auto r = st.Observe(Xid(13, "0000:3b:00", Severity::kWarn), t0 + 5h);
+  auto r = st.Observe(io, t0 + 5h);
   ASSERT_TRUE(r);
   EXPECT_TRUE(r->escalated);
   EXPECT_EQ(r->severity, Severity::kFatal);
   EXPECT_EQ(r->action, Action::kQuarantine);
+  EXPECT_EQ(r->reason, "StorageIOError");
+  ASSERT_TRUE(r->escalation);
+  EXPECT_EQ(r->escalation->rule, "repeated_incidents");
+}
+
+// The real H200 sequence: eight runs of one buggy program (eight pids, one name), ~0.9 s apart,
+// each an Xid 31. Eight incidents, none escalated: a user's bug never drains a node.
+TEST(NodeState, RepeatsOfOneProgramNeverEscalateAnApplicationXid) {
+  NodeState st(EscalationPolicy{});
+  const auto t0 = NodeState::Clock::time_point{} + 1000h;
+  const int pids[] = {870, 892, 918, 940, 962, 984, 1006, 1028};
+  std::set<std::string> incidents;
+  for (int i = 0; i < 8; ++i) {
+    auto r = st.Observe(App(31, "0000:00:06", pids[i], "python3"), t0 + i * 900ms);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->count, i + 1);
+    EXPECT_FALSE(r->escalated) << i;
+    EXPECT_EQ(r->severity, Severity::kWarn);
+    EXPECT_EQ(r->action, Action::kEvent);
+    EXPECT_TRUE(r->repeat_of.empty()) << "another process is another incident";
+    incidents.insert(r->incident);
+  }
+  EXPECT_EQ(incidents.size(), 8u);
+}
+
+// One application fault prints a line per SM: 8 Xid 13 lines of one process in a second are one
+// incident, counted once.
+TEST(NodeState, LinesOfOneProcessAreOneIncident) {
+  NodeState st(EscalationPolicy{});
+  const auto t0 = NodeState::Clock::time_point{} + 1000h;
+  auto first = st.Observe(App(13, "0000:3b:00", 4242, "train"), t0);
+  ASSERT_TRUE(first);
+  EXPECT_FALSE(first->incident.empty());
+  EXPECT_TRUE(first->repeat_of.empty());
+  for (int i = 1; i < 8; ++i) {
+    auto r = st.Observe(App(13, "0000:3b:00", 4242, "train"), t0 + i * 100ms);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->repeat_of, first->incident);
+    EXPECT_EQ(r->incident, first->incident);
+    EXPECT_EQ(r->count, 1);
+    EXPECT_TRUE(r->Follower());
+  }
+  // Lines that name no process join within the burst window of the first line only.
+  auto a = st.Observe(Xid(13, "0000:5e:00", Severity::kWarn), t0);
+  auto b = st.Observe(Xid(13, "0000:5e:00", Severity::kWarn), t0 + 1500ms);
+  auto c = st.Observe(Xid(13, "0000:5e:00", Severity::kWarn), t0 + 2500ms);
+  EXPECT_EQ(b->repeat_of, a->incident);
+  EXPECT_TRUE(c->repeat_of.empty());
+  EXPECT_EQ(c->count, 2);
+}
+
+TEST(NodeState, DistinctWorkloadsOnOneGpuEscalateWhileTheOthersAreClean) {
+  NodeState st(EscalationPolicy{});
+  const auto t0 = NodeState::Clock::time_point{} + 1000h;
+  EXPECT_FALSE(st.Observe(App(13, "0000:3b:00", 1, "alpha"), t0)->escalated);
+  EXPECT_FALSE(st.Observe(App(13, "0000:3b:00", 2, "alpha"), t0 + 1min)->escalated) << "same program";
+  EXPECT_FALSE(st.Observe(App(13, "0000:3b:00", 3, "beta"), t0 + 2min)->escalated);
+  auto r = st.Observe(App(13, "0000:3b:00", 4, "gamma"), t0 + 3min);
+  ASSERT_TRUE(r->escalated);
+  EXPECT_EQ(r->severity, Severity::kFatal);
   EXPECT_EQ(r->reason, "NvidiaXID13Error");
+  ASSERT_TRUE(r->escalation);
+  EXPECT_EQ(r->escalation->rule, "distinct_workloads");
+  ASSERT_EQ(r->escalation->evidence.size(), 3u);
+  EXPECT_NE(r->escalation->evidence[0].find("process=alpha"), std::string::npos);
+  EXPECT_NE(r->escalation->evidence[2].find("process=gamma pid=4"), std::string::npos);
+
+  // The same Xid on another GPU of the node too: the programs, not this GPU.
+  NodeState spread(EscalationPolicy{});
+  spread.Observe(App(13, "0000:86:00", 9, "alpha"), t0);
+  spread.Observe(App(13, "0000:3b:00", 1, "alpha"), t0);
+  spread.Observe(App(13, "0000:3b:00", 3, "beta"), t0 + 1min);
+  EXPECT_FALSE(spread.Observe(App(13, "0000:3b:00", 4, "gamma"), t0 + 2min)->escalated);
+}
+
+TEST(NodeState, AnApplicationXidAfterAHardwareSignalOnTheSameGpuEscalates) {
+  NodeState st(EscalationPolicy{});
+  const auto t0 = NodeState::Clock::time_point{} + 1000h;
+  st.Observe(Xid(63, "0000:3b:00", Severity::kInfo), t0);  // row remapping event
+  EXPECT_FALSE(st.Observe(App(31, "0000:86:00", 1, "job"), t0 + 1min)->escalated) << "another GPU";
+  auto r = st.Observe(App(31, "0000:3b:00", 2, "job"), t0 + 2min);
+  ASSERT_TRUE(r->escalated);
+  EXPECT_EQ(r->escalation->rule, "hardware_signal");
+  ASSERT_EQ(r->escalation->evidence.size(), 1u);
+  EXPECT_NE(r->escalation->evidence[0].find("NvidiaXID63Warning on GPU 0000:3b:00"), std::string::npos);
+  // A pending row remap read through NVML is a hardware signal too.
+  NodeState nv(EscalationPolicy{});
+  Fault remap;
+  remap.kind = FaultKind::kGpuHealth;
+  remap.reason = "NvidiaRowRemapPending";
+  remap.pci = "0000:3b:00";
+  remap.severity = Severity::kCritical;
+  nv.Observe(remap, t0);
+  EXPECT_TRUE(nv.Observe(App(13, "0000:3b:00", 2, "job"), t0 + 1s)->escalated);
+}
+
+TEST(NodeState, Xid45AndXid43FollowTheXidTheyAreConsequencesOf) {
+  NodeState st(EscalationPolicy{});
+  const auto t0 = NodeState::Clock::time_point{} + 1000h;
+  st.Observe(Xid(48, "0000:3b:00", Severity::kFatal), t0);
+  auto x45 = st.Observe(App(45, "0000:3b:00", 7, "job"), t0 + 1s);
+  ASSERT_TRUE(x45);
+  EXPECT_EQ(x45->consequence_of, 48);
+  EXPECT_TRUE(x45->Follower());
+  // Solo, long after: its own incident.
+  auto solo = st.Observe(App(45, "0000:3b:00", 8, "job"), t0 + 1min);
+  EXPECT_FALSE(solo->consequence_of);
+  EXPECT_FALSE(solo->incident.empty());
+  // Xid 43 after Xid 31 of the same process; not after another process's fault.
+  st.Observe(App(31, "0000:86:00", 11, "a"), t0 + 2min);
+  EXPECT_EQ(st.Observe(App(43, "0000:86:00", 11, "a"), t0 + 2min + 1s)->consequence_of, 31);
+  EXPECT_FALSE(st.Observe(App(43, "0000:86:00", 12, "b"), t0 + 2min + 2s)->consequence_of);
 }
 
 TEST(NodeState, CountsPerGpuAndForgetsOutsideTheWindow) {
@@ -64,11 +194,16 @@ TEST(NodeState, InfoNeverEscalatesAndDisabledPolicyDoesNothing) {
 TEST(NodeState, Xid79AndTheFallenOffLineAreOneEvent) {
   NodeState st(EscalationPolicy{});
   const auto t0 = NodeState::Clock::time_point{} + 1000h;
-  EXPECT_TRUE(st.Observe(Xid(79, "0000:3b:00", Severity::kCatastrophic), t0));
-  EXPECT_FALSE(st.Observe(Xid(79, "0000:3b:00", Severity::kCatastrophic,
-                              FaultKind::kGpuFallenOffBus), t0 + 1ms));
-  EXPECT_TRUE(st.Observe(Xid(79, "0000:86:00", Severity::kCatastrophic), t0 + 2ms));
-  EXPECT_TRUE(st.Observe(Xid(79, "0000:3b:00", Severity::kCatastrophic), t0 + 1min));
+  auto lost = st.Observe(Xid(79, "0000:3b:00", Severity::kCatastrophic), t0);
+  ASSERT_TRUE(lost);
+  EXPECT_FALSE(lost->Follower());
+  auto text = st.Observe(Xid(79, "0000:3b:00", Severity::kCatastrophic, FaultKind::kGpuFallenOffBus), t0 + 1ms);
+  ASSERT_TRUE(text) << "still reported";
+  EXPECT_EQ(text->consequence_of, 79);
+  EXPECT_EQ(text->incident, lost->incident);
+  auto other = st.Observe(Xid(79, "0000:86:00", Severity::kCatastrophic), t0 + 2ms);
+  EXPECT_FALSE(other->Follower());
+  EXPECT_FALSE(st.Observe(Xid(79, "0000:3b:00", Severity::kCatastrophic), t0 + 1min)->Follower());
 }
 
 // The agent was killed between the two lines: the restarted one remembers the saved fault, so the
@@ -77,9 +212,9 @@ TEST(NodeState, AFaultRememberedFromBeforeARestartJoinsItsCompanionLine) {
   NodeState st(EscalationPolicy{});
   const auto t0 = NodeState::Clock::time_point{} + 1000h;
   st.Remember(Xid(79, "0000:3b:00", Severity::kCatastrophic), t0);
-  EXPECT_FALSE(st.Observe(Xid(79, "0000:3b:00", Severity::kCatastrophic, FaultKind::kGpuFallenOffBus), t0 + 2s));
-  EXPECT_TRUE(st.Observe(Xid(79, "0000:86:00", Severity::kCatastrophic, FaultKind::kGpuFallenOffBus), t0 + 2s));
-  EXPECT_TRUE(st.Observe(Xid(79, "0000:3b:00", Severity::kCatastrophic), t0 + 1min));
+  EXPECT_EQ(st.Observe(Xid(79, "0000:3b:00", Severity::kCatastrophic, FaultKind::kGpuFallenOffBus), t0 + 2s)->consequence_of, 79);
+  EXPECT_FALSE(st.Observe(Xid(79, "0000:86:00", Severity::kCatastrophic, FaultKind::kGpuFallenOffBus), t0 + 2s)->Follower());
+  EXPECT_FALSE(st.Observe(Xid(79, "0000:3b:00", Severity::kCatastrophic), t0 + 1min)->Follower());
 }
 
 TEST(NodeState, MemoryIsBoundedUnderAStormOfDistinctDevices) {
@@ -138,6 +273,46 @@ TEST(NodeState, GpuHealthFaultsAreKeyedByReasonGpuAndDevice) {
   f.pci = "0000:3b:00";
   f.device = "nvlink5";
   EXPECT_EQ(NodeState::KeyOf(f), "gpu/NvidiaNVLinkError/0000:3b:00/nvlink5");
+}
+
+
+// The real H200 kernel log (driver 580.159.04), replayed line for line with its own timestamps
+// through the classifier and the node state the agent uses: the boot banner is no fault, one
+// Xid 31 and one Xid 43 (a user's `trap;`) from two programs, then eight runs of one buggy
+// program. Every fault stays at the workload level: warn, an Event, nothing escalated.
+TEST(NodeState, TheRealH200SequenceStaysAtTheWorkloadLevel) {
+  std::ifstream in(std::string(GPUHEAL_SOURCE_DIR) + "/test/fixtures/real-gpu/h200-dmesg-app-faults.txt");
+  ASSERT_TRUE(in) << "fixture missing";
+  auto c = Classifier::Create({});
+  ASSERT_TRUE(c.ok());
+  NodeState st(EscalationPolicy{});
+  const auto boot = NodeState::Clock::time_point{} + 1000h;
+  std::string line;
+  size_t n = 0;
+  std::vector<Fault> reported;
+  while (std::getline(in, line)) {
+    std::vector<Fault> faults;
+    (*c)->ClassifyLine(line, ++n, faults);
+    const double secs = std::stod(line.substr(1, line.find(']') - 1));  // "[  123.537620] ..."
+    const auto at = boot + std::chrono::microseconds(static_cast<int64_t>(secs * 1e6));
+    for (Fault& f : faults) {
+      auto r = st.Observe(std::move(f), at);
+      ASSERT_TRUE(r);
+      reported.push_back(*r);
+    }
+  }
+  ASSERT_EQ(reported.size(), 10u) << "one Xid 31, one Xid 43, eight Xid 31";
+  EXPECT_EQ(reported[1].xid, 43);
+  EXPECT_FALSE(reported[1].consequence_of) << "the Xid 43 is another program's (pid 510, not 487)";
+  std::set<std::string> incidents;
+  for (const Fault& f : reported) {
+    EXPECT_EQ(f.severity, Severity::kWarn) << f.message;
+    EXPECT_EQ(f.action, Action::kEvent) << f.message;
+    EXPECT_FALSE(f.escalated) << f.message;
+    EXPECT_EQ(f.uuid, "GPU-cc4dc46e-88e1-215c-8b8c-d821041f979c");
+    incidents.insert(f.incident);
+  }
+  EXPECT_EQ(incidents.size(), 10u) << "ten programs, ten incidents";
 }
 
 }  // namespace

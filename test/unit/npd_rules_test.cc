@@ -34,7 +34,7 @@ TEST(NpdRules, RulesMatchAtTheEndOfTheBufferLikeNpd) {
   EXPECT_EQ(out[0].reason, "OOMKilling");
   EXPECT_EQ(out[0].severity, Severity::kWarn);
   out.clear();
-  (*c)->ClassifyLine("INFO: task docker:abc blocked for more than 120 seconds.", 2, out);
+  (*c)->ClassifyLine("INFO: task docker:1234 blocked for more than 120 seconds.", 2, out);
   // The built-in hung-task fault and both NPD rules (TaskHung, DockerHung) fire.
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[0].reason, "KernelHungTask");
