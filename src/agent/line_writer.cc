@@ -24,7 +24,7 @@ LineWriter::~LineWriter() {
   thread_.join();
 }
 
-void LineWriter::Write(std::string line) {
+void LineWriter::Write(std::string line, std::optional<uint64_t> seq) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (bytes_ + line.size() > max_bytes_) {
@@ -32,9 +32,28 @@ void LineWriter::Write(std::string line) {
       return;
     }
     bytes_ += line.size();
-    queue_.push_back(std::move(line));
+    queue_.push_back({std::move(line), seq});
   }
   cv_.notify_one();
+}
+
+std::optional<uint64_t> LineWriter::OldestPending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (in_flight_) return in_flight_;
+  for (const Line& l : queue_) {
+    if (l.seq) return l.seq;  // records arrive in order: the first one queued is the oldest
+  }
+  return std::nullopt;
+}
+
+bool LineWriter::Flush(std::chrono::milliseconds max) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return drained_cv_.wait_for(lock, max, [this] { return queue_.empty() && !in_flight_written_pending_; });
+}
+
+void LineWriter::OnDrained(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_drained_ = std::move(fn);
 }
 
 void LineWriter::Run() {
@@ -42,9 +61,12 @@ void LineWriter::Run() {
   for (;;) {
     cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, all written
-    std::string line = std::move(queue_.front());
+    Line next = std::move(queue_.front());
     queue_.pop_front();
+    const std::string& line = next.text;
     bytes_ -= line.size();
+    in_flight_ = next.seq;
+    in_flight_written_pending_ = true;
     lock.unlock();
     size_t off = 0;
     while (off < line.size()) {
@@ -65,6 +87,15 @@ void LineWriter::Run() {
       off += static_cast<size_t>(n);
     }
     lock.lock();
+    in_flight_.reset();
+    in_flight_written_pending_ = false;
+    if (queue_.empty()) drained_cv_.notify_all();
+    if (queue_.empty() && on_drained_) {
+      auto fn = on_drained_;
+      lock.unlock();
+      fn();
+      lock.lock();
+    }
   }
 }
 

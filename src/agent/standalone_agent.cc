@@ -74,11 +74,17 @@ Status StandaloneAgent::Init() {
   if (!classifier) return classifier.error();
   classifier_ = std::move(*classifier);
 
+  state_writable_ = &metrics_.GetGauge("gpuheal_state_writable", "1 while the state directory takes the agent's writes");
+  state_writable_->Set(1);
+  state_write_errors_ = &metrics_.GetCounter("gpuheal_state_write_errors_total",
+                                             "Failed writes of the cursor or the active faults to the state directory");
   std::string warning;
   auto state = StateFile::Open(config_.state_dir, &warning);
   if (!state) return state.error();
   state_ = std::move(*state);
   if (!warning.empty()) Log("warn", warning);
+  // A state directory that takes no writes (read-only, full) is no reason to stop detecting.
+  if (!state_->writable()) StateWrite(Error{state_->open_error()}, "cursor");
 
   auto reader = KmsgReader::Open(config_.kmsg_path);
   if (!reader) return reader.error();
@@ -86,8 +92,12 @@ Status StandaloneAgent::Init() {
 
   boot_id_ = ReadBootId();
   const Cursor& saved = state_->cursor();
-  if (saved.valid && saved.boot_id == boot_id_) resume_after_ = saved.last_seq;
-  if (!resume_after_ && config_.kmsg_from_end) {
+  if (saved.valid && saved.boot_id == boot_id_) {
+    resume_after_ = saved.last_seq;
+    saved_seq_ = saved.last_seq;
+  }
+  // A state file that was there but unreadable is no first start: nothing in the buffer is skipped.
+  if (!resume_after_ && config_.kmsg_from_end && warning.empty()) {
     reader_->SeekEnd();
     Log("info", "first start in this boot: reading new kernel records only (kmsg_start: end)");
   }
@@ -109,8 +119,11 @@ Status StandaloneAgent::Init() {
     Log("info", "fault cleared by reboot",
         {{"reason", a.fault.reason}, {"key", a.key}, {"rule", ToString(RecoveryRuleOf(a.fault))}});
   }
-  if (auto s = active_.Save(active_path_); !s) return s.error();
-  if (auto s = ActiveFaults::Sync(active_path_); !s) return s.error();
+  {
+    Status saved_active = active_.Save(active_path_);
+    if (saved_active) saved_active = ActiveFaults::Sync(active_path_);
+    active_dirty_ = !StateWrite(saved_active, "active faults");
+  }
 
   records_ = &metrics_.GetCounter("gpuheal_kmsg_records_total", "Kernel log records read");
   lost_ = &metrics_.GetCounter("gpuheal_kmsg_records_lost_total",
@@ -150,6 +163,8 @@ Status StandaloneAgent::Init() {
   }
   // Threads start only now, with the signals blocked: SIGTERM reaches the loop's signalfd.
   output_ = std::make_unique<LineWriter>(out_fd_, kOutputQueueBytes, [this] { output_dropped_->Inc(); });
+  // Once the lines of a record are out, the cursor may pass it.
+  output_->OnDrained([this] { loop_->Post([this] { SaveCursor(); }); });
   if (signal_fd_ >= 0) {
     if (auto s = loop_->Watch(signal_fd_, EPOLLIN, [this](uint32_t) { loop_->Stop(); }); !s) return s;
   }
@@ -197,7 +212,7 @@ Status StandaloneAgent::Init() {
     // The driver channels hand their faults to the same path as the kernel log.
     auto on_fault = [this](Fault f, int64_t detected) {
       HandleFault(std::move(f), static_cast<uint64_t>(detected));
-      SyncActiveFaults();
+      FlushState();
     };
     auto log = [](std::string_view level, std::string msg, nlohmann::ordered_json fields) {
       Log(level, msg, std::move(fields));
@@ -272,6 +287,9 @@ std::string StandaloneAgent::Health() const {
   if (!reader_ok_) {
     return fmt::format("kernel log reader failed: {}", std::strerror(reader_errno_.load()));
   }
+  if (std::lock_guard<std::mutex> l(health_mu_); !health_state_error_.empty()) {
+    return "state directory not writable (" + health_state_error_ + "): detection goes on, restarts re-report";
+  }
   if (reporter_ && !reporter_->api_ok()) {
     const std::string err = reporter_->last_error();
     return "Kubernetes API not reachable" + (err.empty() ? std::string(" yet") : ": " + err);
@@ -283,8 +301,8 @@ int StandaloneAgent::Run() {
   // Faults already in the kernel buffer for this boot are read on the first wake-up.
   OnKmsgReadable();
   loop_->Run();
-  SaveCursor();
-  SyncActiveFaults();
+  output_->Flush(std::chrono::seconds(1));  // the lines out first: then the cursor may pass them
+  FlushState();
   Log("info", "agent stopped");
   return reader_ok_ ? 0 : 1;
 }
@@ -315,8 +333,24 @@ void StandaloneAgent::OnKmsgReadable() {
         break;
     }
   }
-  if (cursor_dirty_ && MonotonicUsec() - last_save_usec_ >= kCursorSaveIntervalUsec) SaveCursor();
-  SyncActiveFaults();
+  ValidateCursor();
+  // Group commit: the faults of the whole batch are saved once, then the cursor. Without faults
+  // the cursor is saved at most once a second (a busy kernel log costs no write per record).
+  if (batch_faults_ || MonotonicUsec() - last_save_usec_ >= kCursorSaveIntervalUsec) FlushState();
+  batch_faults_ = false;
+}
+
+void StandaloneAgent::ValidateCursor() {
+  // A saved cursor of this boot that is ahead of every record the kernel holds (a corrupt or
+  // hand-edited state file) would skip every record: read the buffer again from its start.
+  if (!resume_after_ || records_after_resume_ || !max_seen_seq_ || *max_seen_seq_ >= *resume_after_) return;
+  Log("warn", "saved cursor is ahead of the kernel log: reading this boot's records from the start",
+      {{"cursor", *resume_after_}, {"kernel_newest_seq", *max_seen_seq_}, {"state", state_->path()}});
+  resume_after_.reset();
+  saved_seq_.reset();
+  expected_seq_.reset();
+  reader_->SeekStart();
+  loop_->Post([this] { OnKmsgReadable(); });
 }
 
 bool StandaloneAgent::Enabled(const Fault& f) const {
@@ -346,9 +380,10 @@ void StandaloneAgent::ProcessRecord(std::string_view raw) {
   if (p.seq) {
     if (expected_seq_ && *p.seq > *expected_seq_) lost_->Inc(static_cast<double>(*p.seq - *expected_seq_));
     expected_seq_ = *p.seq + 1;
+    if (!max_seen_seq_ || *p.seq > *max_seen_seq_) max_seen_seq_ = p.seq;
     if (resume_after_ && *p.seq <= *resume_after_) return;  // reported before a restart
+    if (resume_after_) records_after_resume_ = true;
     last_seq_ = *p.seq;
-    cursor_dirty_ = true;
   }
   Record r;
   r.message = p.message;
@@ -360,10 +395,13 @@ void StandaloneAgent::ProcessRecord(std::string_view raw) {
   faults_.clear();
   classifier_->Classify(r, faults_);
   if (faults_.empty()) return;
-  // Save the cursor before reporting, so a restart never reports these faults again.
-  SaveCursor();
+  // Write-ahead: the cursor passes this record only after its faults are saved and its lines
+  // written (FlushState), so a crash at any point reports them again rather than never.
+  batch_faults_ = true;
+  record_seq_ = p.seq;
   const uint64_t detected = static_cast<uint64_t>(MonotonicUsec());
   for (Fault& f : faults_) HandleFault(std::move(f), detected);
+  record_seq_.reset();
 }
 
 void StandaloneAgent::HandleFault(Fault f, uint64_t detected) {
@@ -403,16 +441,10 @@ void StandaloneAgent::HandleFault(Fault f, uint64_t detected) {
     }
     return;
   }
-  // A fault new to the active set (or worse than it was) is saved before its line is written:
-  // the cursor is already past this record, so an agent killed between the two would otherwise
-  // come back without the fault (found by the drill's agent-restart scenario under TSan's
-  // timing). A repeat of an active fault only raises its count: its line goes first, so the
-  // save stays off the detection path (the fault itself is saved already).
-  const auto prev = active_.all().find(NodeState::KeyOf(*reported));
-  const bool news = prev == active_.all().end() || reported->severity > prev->second.fault.severity;
-  if (!news) Emit(*reported, detected);
+  // The line goes first (the detection path); the active set is saved with the batch, before the
+  // cursor passes the record.
+  Emit(*reported, detected);
   if (active_.Observe(*reported, std::time(nullptr), boot_id_)) ActiveFaultsChanged(static_cast<int64_t>(detected));
-  if (news) Emit(*reported, detected);
   if (reported->severity < Severity::kFatal && reported->severity >= Severity::kWarn && reporter_) {
     std::string where = reported->pci.empty() ? reported->device : "GPU " + reported->pci;
     if (!reported->uuid.empty()) where += " (" + reported->uuid + ")";
@@ -516,14 +548,14 @@ void StandaloneAgent::OnGpuActionStep(const GpuActionStep& s) {
       Log("info", "fault cleared by GPU reset", {{"reason", a.fault.reason}, {"key", a.key}, {"rule", "gpu-reset"}});
     }
     ActiveFaultsChanged(0);
-    SyncActiveFaults();
+    FlushState();
   }
 }
 
 void StandaloneAgent::ActiveFaultsChanged(int64_t detected_usec) {
-  // Persisted before reported: a restarted agent re-asserts what it reported.
-  const Status saved = active_.Save(active_path_);
-  if (!saved) Log("error", "cannot save active faults", {{"error", saved.error().message}});
+  // Saved with the batch (FlushState); until then the cursor stays before this record.
+  active_dirty_ = true;
+  if (record_seq_ && !unsaved_since_) unsaved_since_ = record_seq_;
   metrics_.GetGauge("gpuheal_active_faults", "Faults holding a node condition False")
       .Set(static_cast<double>(active_.ConditionFaults()));
   metrics_.GetGauge("gpuheal_active_gpu_faults", "GPUs with an active fault (critical or worse), as in gpuheal.io/gpu-faults")
@@ -534,16 +566,42 @@ void StandaloneAgent::ActiveFaultsChanged(int64_t detected_usec) {
     reporter_->SetConditions(active_.Conditions(config_.monitors), detected_usec);
     reporter_->SetAnnotation(std::string(keys::kGpuFaults), GpuFaultsToJson(active_.GpuLevel()));
   }
-  // The fsync waits until the batch of records in hand is done: one per wake-up, not one per fault.
-  if (saved) active_unsynced_ = true;
 }
 
-void StandaloneAgent::SyncActiveFaults() {
-  if (!active_unsynced_) return;
-  active_unsynced_ = false;
-  if (auto s = ActiveFaults::Sync(active_path_); !s) {
-    Log("error", "cannot sync active faults", {{"error", s.error().message}});
+void StandaloneAgent::FlushState() {
+  if (active_dirty_) {
+    // Written (and renamed into place) before the cursor moves; the fsync follows, for power loss.
+    Status saved = active_.Save(active_path_);
+    if (saved) saved = ActiveFaults::Sync(active_path_);
+    if (!StateWrite(saved, "active faults")) return;  // the cursor stays before the unsaved faults
+    active_dirty_ = false;
+    unsaved_since_.reset();
   }
+  SaveCursor();
+}
+
+bool StandaloneAgent::StateWrite(const Status& s, std::string_view what) {
+  if (s) {
+    if (!state_error_.empty()) {
+      Log("info", "state directory writable again", {{"state_dir", config_.state_dir}});
+      state_error_.clear();
+      state_writable_->Set(1);
+      std::lock_guard<std::mutex> l(health_mu_);
+      health_state_error_.clear();
+    }
+    return true;
+  }
+  state_write_errors_->Inc();
+  if (state_error_.empty()) {
+    // Said once: detection and reporting go on; what is not saved is reported again after a restart.
+    Log("error", "cannot write the state directory: detecting and reporting continue, the cursor waits",
+        {{"state_dir", config_.state_dir}, {"what", std::string(what)}, {"error", s.error().message}});
+    state_writable_->Set(0);
+  }
+  state_error_ = fmt::format("{}: {}", what, s.error().message);
+  std::lock_guard<std::mutex> l(health_mu_);
+  health_state_error_ = state_error_;
+  return false;
 }
 
 void StandaloneAgent::CheckQuietFaults() {
@@ -555,7 +613,7 @@ void StandaloneAgent::CheckQuietFaults() {
         {{"reason", a.fault.reason}, {"key", a.key}, {"rule", ToString(RecoveryRuleOf(a.fault))}});
   }
   ActiveFaultsChanged(0);
-  SyncActiveFaults();
+  FlushState();
 }
 
 void StandaloneAgent::Emit(const Fault& f, uint64_t detected_usec) {
@@ -567,7 +625,7 @@ void StandaloneAgent::Emit(const Fault& f, uint64_t detected_usec) {
   if (!acted) j["ignored"] = true;
   std::string line = ToJsonLine(j);
   line.push_back('\n');
-  output_->Write(std::move(line));
+  output_->Write(std::move(line), f.source == "kmsg" ? f.kmsg_seq : std::nullopt);
   if (acted) {
     metrics_
         .GetCounter("gpuheal_faults_total", "Faults detected, by reason and severity",
@@ -580,15 +638,16 @@ void StandaloneAgent::Emit(const Fault& f, uint64_t detected_usec) {
 }
 
 void StandaloneAgent::SaveCursor() {
-  if (!cursor_dirty_) return;
+  // The cursor may pass a record only once its lines are written and its faults saved.
+  uint64_t safe = last_seq_;
+  if (auto pending = output_->OldestPending(); pending && *pending > 0) safe = std::min(safe, *pending - 1);
+  if (unsaved_since_ && *unsaved_since_ > 0) safe = std::min(safe, *unsaved_since_ - 1);
+  if (safe == 0 || (saved_seq_ && safe <= *saved_seq_)) return;
   Cursor c;
   c.boot_id = boot_id_;
-  c.last_seq = last_seq_;
-  if (auto s = state_->Save(c); !s) {
-    Log("error", "cannot save state", {{"error", s.error().message}});
-    return;
-  }
-  cursor_dirty_ = false;
+  c.last_seq = safe;
+  if (!StateWrite(state_->Save(c), "cursor")) return;
+  saved_seq_ = safe;
   last_save_usec_ = MonotonicUsec();
 }
 

@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,12 +61,21 @@ class StandaloneAgent {
   void SaveHandledRequest();
   bool Enabled(const Fault& f) const;
   void Emit(const Fault& f, uint64_t detected_usec);
+  // Saves the cursor as far as it may go: not past a record whose lines are still queued for
+  // stdout or whose faults are not saved yet.
   void SaveCursor();
+  // A cursor of this boot ahead of the kernel's newest record is discarded (said once).
+  void ValidateCursor();
   std::string Health() const;
-  // Active faults changed (observed or cleared): persist them, then hand the conditions over.
+  // Active faults changed (observed or cleared): hand the conditions over; saved by FlushState.
   void ActiveFaultsChanged(int64_t detected_usec);
   void CheckQuietFaults();
-  void SyncActiveFaults();  // fsync of what ActiveFaultsChanged saved, once per batch
+  // Group commit: saves the active faults changed since the last call (write, rename, fsync),
+  // then the cursor. A failed write leaves the cursor where it was.
+  void FlushState();
+  // Accounts for a write to the state directory: says once when it starts failing and when it
+  // works again; false when it failed.
+  bool StateWrite(const Status& s, std::string_view what);
 
   AgentConfig config_;
   int out_fd_;
@@ -84,12 +95,22 @@ class StandaloneAgent {
   std::optional<uint64_t> resume_after_;  // skip records up to this seq (same boot, restarted)
   std::optional<uint64_t> expected_seq_;
   uint64_t last_seq_ = 0;
-  bool cursor_dirty_ = false;
+  std::optional<uint64_t> saved_seq_;     // the cursor as saved (or resumed from) in this boot
+  std::optional<uint64_t> max_seen_seq_;  // the newest kernel record read
+  bool records_after_resume_ = false;
+  std::optional<uint64_t> record_seq_;    // the record being handled
+  std::optional<uint64_t> unsaved_since_; // the first record whose fault changes are not saved
+  bool batch_faults_ = false;
   int64_t last_save_usec_ = 0;
   std::vector<Fault> faults_;
   ActiveFaults active_;
   std::string active_path_;
-  bool active_unsynced_ = false;
+  bool active_dirty_ = false;
+  std::string state_error_;  // empty while the state directory takes writes
+  mutable std::mutex health_mu_;
+  std::string health_state_error_;  // state_error_ for the HTTP thread
+  Gauge* state_writable_ = nullptr;
+  Counter* state_write_errors_ = nullptr;
   std::unique_ptr<kube::Client> kube_client_;  // handed to reporter_ in Init()
   KubeReporterOptions reporter_options_;
   std::unique_ptr<KubeReporter> reporter_;

@@ -18,6 +18,10 @@ void KmsgReader::SeekEnd() {
   if (device_) (void)lseek(fd_, 0, SEEK_END);
 }
 
+void KmsgReader::SeekStart() {
+  if (device_) (void)lseek(fd_, 0, SEEK_SET);
+}
+
 Result<std::unique_ptr<KmsgReader>> KmsgReader::Open(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {

@@ -32,6 +32,8 @@ class KmsgReader {
   // Skips what the kernel buffer holds now: the next record read is the next one written. A FIFO
   // has no history to skip.
   void SeekEnd();
+  // Back to the oldest record the kernel buffer still holds. A FIFO has no history.
+  void SeekStart();
   int last_errno() const { return errno_; }
 
  private:

@@ -142,26 +142,7 @@ TEST_F(KmsgAgentTest, DistinctWorkloadsEscalateRepeatsOfOneDoNot) {
   }
 }
 
-TEST_F(KmsgAgentTest, RestartNeitherRepeatsNorLoses) {
-  {
-    auto agent = Start({"--accept-injected"});
-    Inject(31, "before");
-    ASSERT_TRUE(agent->WaitEvent(Mine(31, "before"), 5s));
-    // SIGKILL right after detection: the cursor was saved before the event was printed.
-    agent->Kill(SIGKILL);
-  }
-  Inject(31, "while-down");  // must not be lost
-  auto agent = Start({"--accept-injected"});
-  Inject(31, "after");
-  ASSERT_TRUE(agent->WaitEvent(Mine(31, "after"), 5s));
-  int before = 0, down = 0;
-  for (const auto& e : agent->events()) {
-    if (Mine(31, "before")(e)) ++before;
-    if (Mine(31, "while-down")(e)) ++down;
-  }
-  EXPECT_EQ(before, 0) << "a restart re-reported an old record";
-  EXPECT_EQ(down, 1) << "a fault logged while the agent was down was lost";
-}
+// Restarts, kill -9 and the cursor: test/kernel/kmsg_durability_test.cc.
 
 TEST_F(KmsgAgentTest, FirstStartReportsFaultsAlreadyInTheBuffer) {
   Inject(94, "early");

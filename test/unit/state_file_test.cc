@@ -54,9 +54,17 @@ TEST(StateFile, CorruptStateIsAWarningNotACrash) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(StateFile, UnusableDirectoryIsAnError) {
+// A directory that takes no writes does not stop the agent: the file opens unwritable, says why,
+// and every Save fails with that reason (the agent says so and keeps detecting).
+TEST(StateFile, UnusableDirectoryOpensUnwritable) {
   auto s = StateFile::Open("/proc/gpuheal-cannot-exist", nullptr);
-  EXPECT_FALSE(s.ok());
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE((*s)->writable());
+  EXPECT_NE((*s)->open_error().find("/proc/gpuheal-cannot-exist"), std::string::npos) << (*s)->open_error();
+  EXPECT_FALSE((*s)->cursor().valid);
+  auto saved = (*s)->Save(Cursor{"boot", 7, true});
+  ASSERT_FALSE(saved.ok());
+  EXPECT_NE(saved.error().message.find("/proc/gpuheal-cannot-exist"), std::string::npos);
 }
 
 }  // namespace
