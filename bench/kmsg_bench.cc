@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -298,6 +299,78 @@ int main(int argc, char** argv) {
     fmt::print("| {:<34} | {:>5} | {:>9} | {:>9} | {:>9} |\n", "consumer", "n", "p50", "p99", "max");
     fmt::print("|{:-<36}|{:->7}|{:->11}|{:->11}|{:->11}|\n", "", "", "", "", "");
     PrintRow("agent, Xid detection under flood", f);
+  }
+
+  // 3b. Flood with distinct faults: 1,000 GPUs lost (Xid 79, each on a GPU of its own, so each is
+  // a new active fault the agent saves) among unrelated records at flood_rate/s. The agent and a
+  // bare read() loop read the same kernel buffer side by side; each counts the Xid records it saw.
+  {
+    std::filesystem::remove_all(state_dir);
+    std::filesystem::create_directories(state_dir);
+    std::string self = std::filesystem::read_symlink("/proc/self/exe");
+    AgentProcess bare_child({self, "--bare-child"});
+    std::string listen;
+    auto agent = StartAgent(state_dir, &listen);
+    if (!agent || !Settle(*agent, kfd)) return 1;
+    constexpr int kGpus = 1000;
+    const int domain = 0xa000 + getpid() % 0x1000;  // this run's GPUs: no other run's records match
+    auto pci = [&](int i) { return fmt::format("{:04x}:{:02x}:{:02x}", domain, i / 100, i % 100); };
+    std::atomic<bool> stop{false};
+    std::atomic<long> written{0};
+    const double cpu0 = CpuSeconds(agent->pid()), bare_cpu0 = CpuSeconds(bare_child.pid());
+    const auto t_start = Clock::now();
+    std::thread flooder([&] {
+      const int ffd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
+      const int per_ms = std::max(1, flood_rate / 1000);
+      const int every_ms = std::max(1, flood_seconds * 1000 / kGpus);
+      auto next = Clock::now();
+      long n = 0;
+      int xid = 0;
+      for (int ms = 0; !stop; ++ms) {
+        for (int k = 0; k < per_ms; ++k) {
+          const std::string r = fmt::format("<7>bench-flood {} eth0: renamed from veth{}c0ffee\n", n, n);
+          if (write(ffd, r.data(), r.size()) > 0) ++n;
+        }
+        if (xid < kGpus && ms % every_ms == 0) {
+          const std::string r = fmt::format(
+              "<4>NVRM: Xid (PCI:{}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus. {}\n",
+              pci(xid++), kMarker);
+          if (write(ffd, r.data(), r.size()) > 0) ++n;
+        }
+        if (xid == kGpus && ms >= flood_seconds * 1000) break;
+        next += 1ms;
+        std::this_thread::sleep_until(next);
+      }
+      written = n;
+      close(ffd);
+    });
+    flooder.join();
+    const double elapsed = std::chrono::duration<double>(Clock::now() - t_start).count();
+    // Whatever is still coming: the agent's lines for the last GPUs, then nothing for 2 s.
+    std::set<std::string> seen;
+    agent->WaitEvent(
+        [&](const nlohmann::json& j) {
+          if (j.value("kind", "") == "xid" && j.value("xid", 0) == 79 && j["pci"].is_string()) {
+            seen.insert(j["pci"].get<std::string>());
+          }
+          return false;
+        },
+        2s);
+    const double cpu1 = CpuSeconds(agent->pid()), bare_cpu1 = CpuSeconds(bare_child.pid());
+    int agent_seen = 0;
+    for (int i = 0; i < kGpus; ++i) agent_seen += seen.count(pci(i));
+    int bare_seen = 0;
+    std::string pending, line;
+    while (ReadLine(bare_child.out_fd(), pending, line, 200ms)) ++bare_seen;
+    fmt::print("\n## Under a flood with {} distinct GPU faults\n\n", kGpus);
+    fmt::print("flood written: {} records in {:.1f} s = {:.0f} records/s, {} of them Xid 79 on {} GPUs\n",
+               written.load(), elapsed, static_cast<double>(written.load()) / elapsed, kGpus, kGpus);
+    fmt::print("| {:<34} | {:>12} | {:>10} |\n", "consumer", "Xids lost", "CPU (core)");
+    fmt::print("|{:-<36}|{:->14}|{:->12}|\n", "", "", "");
+    fmt::print("| {:<34} | {:>12} | {:>9.0f}% |\n", "bare read() loop (baseline)", kGpus - bare_seen,
+               100.0 * (bare_cpu1 - bare_cpu0) / elapsed);
+    fmt::print("| {:<34} | {:>12} | {:>9.0f}% |\n", "gpuheal agent --standalone", kGpus - agent_seen,
+               100.0 * (cpu1 - cpu0) / elapsed);
   }
 
   // 4. Idle footprint.

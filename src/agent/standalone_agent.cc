@@ -30,6 +30,7 @@ namespace {
 // Records handled per wake-up before the loop serves its other sources (timers, signals).
 constexpr int kMaxRecordsPerWake = 4096;
 constexpr int64_t kCursorSaveIntervalUsec = 1'000'000;
+constexpr int64_t kGroupCommitUsec = 50'000;
 // Fault lines queued for a slow stdout reader before lines are dropped (~8,000 lines).
 constexpr size_t kOutputQueueBytes = 4 << 20;
 
@@ -171,6 +172,12 @@ Status StandaloneAgent::Init() {
   if (auto s = loop_->Watch(reader_->fd(), EPOLLIN, [this](uint32_t) { OnKmsgReadable(); }); !s) {
     return s;
   }
+  auto flush = loop_->AddTimer([this](uint32_t) {
+    flush_armed_ = false;
+    FlushState();
+  });
+  if (!flush) return flush.error();
+  flush_timer_ = *flush;
 
   std::random_device rd;
   auto monitors = MonitorQueue::Create(*loop_, (uint64_t{rd()} << 32) | rd());
@@ -334,9 +341,22 @@ void StandaloneAgent::OnKmsgReadable() {
     }
   }
   ValidateCursor();
-  // Group commit: the faults of the whole batch are saved once, then the cursor. Without faults
-  // the cursor is saved at most once a second (a busy kernel log costs no write per record).
-  if (batch_faults_ || MonotonicUsec() - last_save_usec_ >= kCursorSaveIntervalUsec) FlushState();
+  // Group commit: faults are saved (and the cursor moved past them) at most every
+  // kGroupCommitUsec, whatever the number of batches; without faults the cursor is saved at most
+  // once a second. A flood of new faults then costs a few saves a second, not one per record
+  // (1,000 GPUs lost in a 100,000 records/s flood: one save and fsync per fault stalled the reader
+  // until the kernel overwrote 370 of the Xid records).
+  const int64_t now = MonotonicUsec();
+  if (batch_faults_ || active_dirty_) {
+    if (now - last_flush_usec_ >= kGroupCommitUsec) {
+      FlushState();
+    } else if (!flush_armed_) {
+      flush_armed_ = true;
+      loop_->ArmTimer(flush_timer_, std::chrono::microseconds(kGroupCommitUsec - (now - last_flush_usec_)));
+    }
+  } else if (now - last_save_usec_ >= kCursorSaveIntervalUsec) {
+    FlushState();
+  }
   batch_faults_ = false;
 }
 
@@ -569,6 +589,7 @@ void StandaloneAgent::ActiveFaultsChanged(int64_t detected_usec) {
 }
 
 void StandaloneAgent::FlushState() {
+  last_flush_usec_ = MonotonicUsec();
   if (active_dirty_) {
     // Written (and renamed into place) before the cursor moves; the fsync follows, for power loss.
     Status saved = active_.Save(active_path_);
@@ -625,16 +646,17 @@ void StandaloneAgent::Emit(const Fault& f, uint64_t detected_usec) {
   if (!acted) j["ignored"] = true;
   std::string line = ToJsonLine(j);
   line.push_back('\n');
-  output_->Write(std::move(line), f.source == "kmsg" ? f.kmsg_seq : std::nullopt);
-  if (acted) {
+  // Counted before the line is out: a reader of both never sees the line ahead of its count.
+  if (acted && !f.Follower()) {
     metrics_
         .GetCounter("gpuheal_faults_total", "Faults detected, by reason and severity",
                     {{"reason", f.reason}, {"severity", std::string(ToString(f.severity))}})
         .Inc();
-    if (f.kmsg_usec && detected_usec >= *f.kmsg_usec) {
-      latency_->Observe(static_cast<double>(detected_usec - *f.kmsg_usec) / 1e6);
-    }
   }
+  if (acted && f.kmsg_usec && detected_usec >= *f.kmsg_usec) {
+    latency_->Observe(static_cast<double>(detected_usec - *f.kmsg_usec) / 1e6);
+  }
+  output_->Write(std::move(line), f.source == "kmsg" ? f.kmsg_seq : std::nullopt);
 }
 
 void StandaloneAgent::SaveCursor() {

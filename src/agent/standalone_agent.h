@@ -102,6 +102,9 @@ class StandaloneAgent {
   std::optional<uint64_t> unsaved_since_; // the first record whose fault changes are not saved
   bool batch_faults_ = false;
   int64_t last_save_usec_ = 0;
+  int64_t last_flush_usec_ = 0;
+  int flush_timer_ = -1;  // the group commit's deadline
+  bool flush_armed_ = false;
   std::vector<Fault> faults_;
   ActiveFaults active_;
   std::string active_path_;

@@ -193,7 +193,7 @@ TEST_F(KmsgAgentTest, AStalledStdoutReaderDoesNotStopDetection) {
   ASSERT_TRUE(agent->WaitEvent(Mine(48, "marker"), 5s));
   const double before = metric(faults);
   constexpr int kFaults = 400;  // ~200 kB of JSON lines: far more than a pipe holds
-  for (int i = 0; i < kFaults; ++i) Inject(48, "stall");
+  for (int i = 0; i < kFaults; ++i) Inject(48, "stall" + std::to_string(i));  // one incident each
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while (metric(faults) < before + kFaults && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(20ms);
@@ -202,7 +202,10 @@ TEST_F(KmsgAgentTest, AStalledStdoutReaderDoesNotStopDetection) {
   EXPECT_EQ(metric("gpuheal_output_lines_dropped_total"), 0) << "4 MiB of queue holds them all";
   // When the reader comes back, every line is there.
   int stalled = 0;
-  while (agent->WaitEvent(Mine(48, "stall"), 5s)) {
+  auto stalled_line = [this](const nlohmann::json& j) {
+    return Mine(48)(j) && j.value("process", "").starts_with("stall");
+  };
+  while (agent->WaitEvent(stalled_line, 5s)) {
     if (++stalled == kFaults) break;
   }
   EXPECT_EQ(stalled, kFaults);

@@ -124,7 +124,7 @@ TEST_F(KmsgDurabilityTest, KillNineDuringAStreamOfFaultsLosesNothing) {
     for (int i = 0; i < kFaults; ++i) {
       // Catastrophic (Xid 79: two lines) and fatal (Xid 48) faults, each on a GPU of its own.
       (void)WriteKmsg("/dev/kmsg", InjectMessages(InjectSpec{i % 2 ? 48 : 79, Pci(i), "", ""}));
-      std::this_thread::sleep_for(std::chrono::microseconds(4000 + (i * 7919) % 3000));
+      std::this_thread::sleep_for(std::chrono::microseconds(10000 + (i * 7919) % 7000));
     }
     done = true;
   });
@@ -157,7 +157,7 @@ TEST_F(KmsgDurabilityTest, KillNineDuringAStreamOfFaultsLosesNothing) {
   }
   std::cout << fmt::format("[ account  ] {} faults, {} kills: {} lost, {} reported more than once\n", kFaults,
                            kills, lost, twice);
-  EXPECT_GT(kills, 10);
+  EXPECT_GE(kills, 5) << "the stream must outlast several incarnations";
   EXPECT_EQ(lost, 0);
 }
 
