@@ -31,6 +31,7 @@ KubeReporter::KubeReporter(std::unique_ptr<kube::Client> client, KubeReporterOpt
   eo.host = opts_.node_name;
   eo.instance = opts_.node_name;
   eo.patch_interval = opts_.event_patch_interval;
+  eo.create_only = true;  // the agent's RBAC: events create only (deploy/kubernetes/agent.yaml)
   events_ = std::make_unique<kube::EventRecorder>(*client_, eo);
   node_ref_ = {"Node", "v1", "", opts_.node_name, opts_.node_name};
 }

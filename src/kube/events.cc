@@ -58,7 +58,7 @@ void EventRecorder::Flush(bool force) {
 }
 
 Result<bool> EventRecorder::Write(Entry& e) {
-  auto r = e.event_name.empty() ? CreateEvent(e) : PatchEvent(e);
+  auto r = e.event_name.empty() || opts_.create_only ? CreateEvent(e) : PatchEvent(e);
   if (!r) {
     ++stats_.failed;
     return r;
@@ -86,7 +86,8 @@ Result<bool> EventRecorder::CreateEvent(Entry& e) {
                        {"type", e.type},
                        {"reason", e.reason},
                        {"message", e.message},
-                       {"count", e.count},
+                       // Create-only: each Event holds the occurrences since the last one written.
+                       {"count", opts_.create_only ? e.count - e.written_count : e.count},
                        {"firstTimestamp", e.first_timestamp},
                        {"lastTimestamp", e.last_timestamp},
                        {"source", {{"component", opts_.component}}},

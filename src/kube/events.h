@@ -4,6 +4,7 @@
 // lastTimestamp, written at most once per `patch_interval` per event (Flush() writes the ones
 // still pending), so a flapping fault costs a bounded number of API writes however often it
 // fires. An event not seen for `forget_after` starts a new Event object when it comes back.
+// With `create_only`, repeats are written as new Events instead of updates.
 
 #include <chrono>
 #include <cstdint>
@@ -34,6 +35,9 @@ struct EventRecorderOptions {
   std::chrono::milliseconds patch_interval{10000};
   std::chrono::milliseconds forget_after{std::chrono::minutes(10)};
   size_t max_entries = 4096;  // least recently seen events are forgotten beyond this
+  // Never update an Event: repeats written after `patch_interval` become a new Event carrying
+  // the occurrences since the last one (for an identity allowed only to create Events).
+  bool create_only = false;
 };
 
 struct EventRecorderStats {

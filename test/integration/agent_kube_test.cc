@@ -514,9 +514,52 @@ TEST_F(AgentKube, ShippedManifestsGiveTheAgentItsOwnNodeOnly) {
   ASSERT_TRUE(own_ev.ok());
   EXPECT_EQ(own_ev->status, 201) << own_ev->Describe();
   auto own = (*as_agent)->Patch(kube::NodePath(node_) + "/status", kube::PatchType::kStrategicMerge,
-                                {{"status", {{"conditions", {{{"type", "GpuhealRbacProbe"}, {"status", "True"}}}}}}});
+                                {{"status", {{"conditions", {{{"type", "KernelReady"}, {"status", "True"},
+                                                              {"reason", "KernelIsReady"}}}}}}});
   ASSERT_TRUE(own.ok());
   EXPECT_TRUE(own->ok()) << own->Describe();
+
+  // On its own node, nothing but its five condition types and its own annotations. Each of these
+  // went through before (nodes/status keeps metadata writable): opting the node out, pausing
+  // repairs, moving it to another pool, forging the controller's GPU recovery request or a Cluster
+  // API owner (which made the controller delete an unrelated Machine), inflating capacity, and
+  // writing the kubelet's Ready condition.
+  auto as_agent_status = [&](const nlohmann::json& body) {
+    auto r = (*as_agent)->Patch(kube::NodePath(node_) + "/status", kube::PatchType::kStrategicMerge, body);
+    return r.ok() ? r->status : -1;
+  };
+  const std::vector<std::pair<std::string, nlohmann::json>> refused = {
+      {"label gpuheal.io/managed", {{"metadata", {{"labels", {{"gpuheal.io/managed", "false"}}}}}}},
+      {"label gpuheal.io/paused", {{"metadata", {{"labels", {{"gpuheal.io/paused", "true"}}}}}}},
+      {"label gpuheal.io/pool", {{"metadata", {{"labels", {{"gpuheal.io/pool", "elsewhere"}}}}}}},
+      {"annotation gpuheal.io/gpu-recovery-request", {{"metadata", {{"annotations", {{"gpuheal.io/gpu-recovery-request", "{\"id\":\"x\"}"}}}}}}},
+      {"annotation cluster.x-k8s.io/machine", {{"metadata", {{"annotations", {{"cluster.x-k8s.io/machine", "someone-elses"}}}}}}},
+      {"capacity nvidia.com/gpu", {{"status", {{"capacity", {{"nvidia.com/gpu", "1000"}}}}}}},
+      {"allocatable nvidia.com/gpu", {{"status", {{"allocatable", {{"nvidia.com/gpu", "1000"}}}}}}},
+      {"kubelet's Ready condition", {{"status", {{"conditions", {{{"type", "Ready"}, {"status", "False"}, {"reason", "Spoofed"}}}}}}}},
+      {"another tool's condition", {{"status", {{"conditions", {{{"type", "VendorHealthy"}, {"status", "True"}, {"reason", "Spoofed"}}}}}}}},
+  };
+  for (const auto& [what, body] : refused) {
+    const int code = as_agent_status(body);
+    EXPECT_EQ(code, 403) << what;
+  }
+  auto after = kube::DecodeNode(client_->Get(kube::NodePath(node_))->body);
+  ASSERT_TRUE(after.ok());
+  EXPECT_FALSE(after->meta.labels.contains("gpuheal.io/managed"));
+  EXPECT_FALSE(after->meta.annotations.contains("gpuheal.io/gpu-recovery-request"));
+  EXPECT_FALSE(after->meta.annotations.contains("cluster.x-k8s.io/machine"));
+  for (const auto& c : after->conditions) EXPECT_NE(c.reason, "Spoofed") << c.type;
+  // Its own annotations still go through.
+  EXPECT_EQ(as_agent_status({{"metadata", {{"annotations", {{"gpuheal.io/gpu-faults", "{}"}, {"gpuheal.io/gpu-recovery-status", "{}"}}}}}}), 200);
+  // The Node itself (not its status) is out of reach (RBAC).
+  auto spec = (*as_agent)->Patch(kube::NodePath(node_), kube::PatchType::kStrategicMerge, {{"spec", {{"unschedulable", true}}}});
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->status, 403);
+  // Events: create only. Changing any Event, even one about its own node, is refused (RBAC).
+  auto touch = (*as_agent)->Patch("/api/v1/namespaces/default/events/" + node_ + ".probe", kube::PatchType::kMerge,
+                                  {{"message", "rewritten"}});
+  ASSERT_TRUE(touch.ok());
+  EXPECT_EQ(touch->status, 403) << touch->Describe();
   // Secrets are out of reach (RBAC).
   auto secrets = (*as_agent)->Get("/api/v1/namespaces/gpuheal-system/secrets");
   ASSERT_TRUE(secrets.ok());

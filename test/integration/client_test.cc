@@ -167,6 +167,29 @@ TEST(KubeClient, EventsAreDeduplicatedIntoOneObjectWithACount) {
   EXPECT_EQ(counts["NvidiaXID31Error"], 1);
 }
 
+// An identity allowed only to create Events (the agent's): repeats become new Events, each with
+// the occurrences since the last one, and no Event is ever updated.
+TEST(KubeClient, CreateOnlyEventsNeverUpdateAnEvent) {
+  auto c = NewClient();
+  EventRecorderOptions opts;
+  opts.create_only = true;
+  opts.patch_interval = std::chrono::seconds(30);
+  EventRecorder rec(*c, opts);
+  const ObjectReference node{"Node", "v1", "", "ev-create-only", "ev-create-only"};
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(rec.Record(node, "Warning", "NvidiaXID13Warning", "m").ok());
+  rec.Flush(true);
+  rec.Flush(true);  // nothing new: nothing written
+  EXPECT_EQ(rec.stats().created, 2u);
+  EXPECT_EQ(rec.stats().patched, 0u);
+  auto list = c->Get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dev-create-only");
+  ASSERT_TRUE(list.ok() && list->ok());
+  const nlohmann::json events = nlohmann::json::parse(list->body);
+  int total = 0;
+  for (const auto& ev : events["items"]) total += ev["count"].get<int>();
+  EXPECT_EQ(events["items"].size(), 2u);
+  EXPECT_EQ(total, 10) << "every occurrence is in exactly one Event";
+}
+
 TEST(KubeClient, EventRecreatedWhenItsObjectIsGone) {
   auto c = NewClient();
   EventRecorderOptions opts;
