@@ -85,11 +85,20 @@ void KubeReporter::RecordEvent(std::string type, std::string reason, std::string
 
 bool KubeReporter::api_ok() const {
   std::lock_guard<std::mutex> lock(mu_);
+  if (write_started_ && std::chrono::steady_clock::now() - *write_started_ > opts_.write_deadline) return false;
   return api_ok_;
 }
 
 std::string KubeReporter::last_error() const {
   std::lock_guard<std::mutex> lock(mu_);
+  if (write_started_) {
+    const auto pending = std::chrono::steady_clock::now() - *write_started_;
+    if (pending > opts_.write_deadline) {
+      return fmt::format("a node status write has had no answer for {} s (deadline {} s)",
+                         std::chrono::duration_cast<std::chrono::seconds>(pending).count(),
+                         std::chrono::duration_cast<std::chrono::seconds>(opts_.write_deadline).count());
+    }
+  }
   return last_error_;
 }
 
@@ -191,6 +200,10 @@ void KubeReporter::Run() {
     }
     const auto now = std::chrono::steady_clock::now();
     bool ok = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      write_started_ = now;
+    }
     if (!initialized) initialized = ok = Init();
     if (ok && gen > 0 && (gen != written_gen_ || now >= next_heartbeat)) {
       ok = WriteConditions(desired, annotations);
@@ -215,12 +228,14 @@ void KubeReporter::Run() {
       failures = 0;
       retry_at = {};
       std::lock_guard<std::mutex> lock(mu_);
+      write_started_.reset();
       api_ok_ = true;
       last_error_.clear();
       api_up_.Set(1);
     } else {
       // Keep the events for the next attempt (newest first is not needed: order is kept).
       std::lock_guard<std::mutex> lock(mu_);
+      write_started_.reset();
       for (auto it = events.rbegin(); it != events.rend(); ++it) pending_events_.push_front(*it);
       retry_at = std::chrono::steady_clock::now() + backoff();
     }

@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,6 +38,9 @@ struct KubeReporterOptions {
   int event_burst = 10;
   std::chrono::milliseconds event_refill{std::chrono::minutes(1)};
   std::chrono::milliseconds event_patch_interval{std::chrono::seconds(10)};
+  // A write still unanswered after this long counts as failed for api_ok() (an API server whose
+  // etcd is gone accepts the request and answers only at the client's 30 s timeout).
+  std::chrono::milliseconds write_deadline{std::chrono::seconds(5)};
 };
 
 class KubeReporter {
@@ -87,6 +91,7 @@ class KubeReporter {
   std::deque<PendingEvent> pending_events_;
   bool api_ok_ = false;
   std::string last_error_;
+  std::optional<std::chrono::steady_clock::time_point> write_started_;  // a write in flight
 
   // Reporter thread only.
   std::map<std::string, std::string> server_status_;  // condition type -> status on the server

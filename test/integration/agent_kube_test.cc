@@ -3,6 +3,7 @@
 // the agent's cursor is primed to the end of the kernel buffer so earlier records stay unread.
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -211,6 +212,37 @@ TEST_F(AgentKube, AnApiOutageDelaysTheConditionButDoesNotLoseIt) {
   const std::string metrics = gpuheal::testing::HttpGet(listen_, "/metrics");
   // Initial conditions + the fault: two successful writes, whatever the number of retries.
   EXPECT_NE(metrics.find("gpuheal_api_writes_total 2\n"), std::string::npos) << metrics;
+}
+
+// etcd frozen: the API server takes the agent's write and never answers before the client's
+// timeout. /healthz said 200 all that time; a write unanswered past its deadline now counts as
+// failed, and health returns once the write lands.
+TEST_F(AgentKube, AHangingWriteMakesHealthFailAfterItsDeadline) {
+  StartAgent();
+  ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "True", "NvidiaGPUIsReady"));
+  ASSERT_NE(gpuheal::testing::HttpGet(listen_, "/healthz").find("200 OK"), std::string::npos);
+  std::ifstream pids(ControlPlaneEnv::dir() + "/pids");
+  std::string name;
+  pid_t etcd = 0, pid = 0;
+  while (pids >> name >> pid) {
+    if (name == "etcd") etcd = pid;
+  }
+  ASSERT_GT(etcd, 0) << "no etcd in " << ControlPlaneEnv::dir() << "/pids";
+  ASSERT_EQ(kill(etcd, SIGSTOP), 0);
+  struct Thaw {
+    pid_t p;
+    ~Thaw() { kill(p, SIGCONT); }
+  } thaw{etcd};
+  const auto frozen = std::chrono::steady_clock::now();
+  Inject(79, pci_);
+  ASSERT_TRUE(agent_->WaitEvent([&](const auto& j) { return j.value("pci", "") == pci_; }, 5s));
+  ASSERT_TRUE(Eventually([&] {
+    return gpuheal::testing::HttpGet(listen_, "/healthz").find("had no answer") != std::string::npos;
+  }, 15s)) << gpuheal::testing::HttpGet(listen_, "/healthz");
+  EXPECT_LT(std::chrono::steady_clock::now() - frozen, 12s) << "the 5 s write deadline, not the 30 s request timeout";
+  kill(etcd, SIGCONT);
+  ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "False", "NvidiaXID79Error", 60s));
+  EXPECT_TRUE(Eventually([&] { return gpuheal::testing::HttpGet(listen_, "/healthz").find("200 OK") != std::string::npos; }, 30s));
 }
 
 TEST_F(AgentKube, ATransientFaultClearsAfterItsQuietPeriod) {
