@@ -131,7 +131,7 @@ class DcgmAgentTest : public ::testing::Test {
   AgentProcess& Start(const std::string& library = DCGM_DOUBLE, bool with_nvml = true,
                       std::vector<std::string> env_prefix = {}) {
     std::ofstream(dir_ + "/config.yaml") << fmt::format(
-        "nvidia:\n  nvml: {}\n  poll_period: 1h\n  sysfs_pci_devices: {}/sysfs\n  dcgm:\n    enabled: true\n"
+        "kmsg_start: end\nnvidia:\n  nvml: {}\n  poll_period: 1h\n  sysfs_pci_devices: {}/sysfs\n  dcgm:\n    enabled: true\n"
         "    library: {}\n    health_period: 200ms\n",
         with_nvml ? "true" : "false", dir_, library);
     std::vector<std::string> args = env_prefix;
