@@ -42,6 +42,8 @@ nlohmann::ordered_json XidJson(const XidInfo& x) {
   j["reason"] = reason::XidReason(x.xid, x.severity);
   j["deviation"] = x.deviation.empty() ? nlohmann::ordered_json(nullptr)
                                        : nlohmann::ordered_json(x.deviation);
+  j["escalation"] = EscalationRuleOf(x);
+  j["consequence"] = ConsequenceRuleOf(x.xid);
   return j;
 }
 
@@ -56,6 +58,8 @@ std::string XidText(const XidInfo& x) {
   out += fmt::format("  reason:        {}\n", reason::XidReason(x.xid, x.severity));
   out += fmt::format("  deviation:     {}\n",
                      x.deviation.empty() ? "none (follows NVIDIA's bucket)" : x.deviation);
+  out += fmt::format("  escalation:    {}\n", EscalationRuleOf(x));
+  out += fmt::format("  consequence:   {}\n", ConsequenceRuleOf(x.xid));
   if (x.xid == 154) {
     out += "  note:          severity follows the recovery action in the line: none=info, GPU "
            "reset/drain=critical, node reboot=fatal\n";
@@ -119,12 +123,14 @@ void RegisterExplain(CLI::App& app, int& exit_code) {
     if (args->all) {
       if (args->markdown) {
         std::cout << XidMarkdown();
-      } else if (args->json) {
+      } else if (!args->json) {
+        std::cout << "catalog: NVIDIA Xid catalog, Xids 1-" << AllXids().size()
+                  << " (Ampere and newer); a newer Xid is reported as a warning\n\n";
+        for (const XidInfo& x : AllXids()) std::cout << XidText(x) << "\n";
+      } else {
         nlohmann::ordered_json arr = nlohmann::ordered_json::array();
         for (const XidInfo& x : AllXids()) arr.push_back(XidJson(x));
         std::cout << ToJsonLine(arr) << "\n";
-      } else {
-        for (const XidInfo& x : AllXids()) std::cout << XidText(x) << "\n";
       }
       exit_code = kExitOk;
       return;

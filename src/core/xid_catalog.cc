@@ -298,6 +298,33 @@ bool ApplicationXid(int xid, bool names_process) {
   return info->bucket == B::kRestartApp || (info->bucket == B::kIgnore && names_process);
 }
 
+std::string_view EscalationRuleOf(const XidInfo& x) {
+  if (x.severity >= Severity::kFatal) return "none: already fatal or worse";
+  if (x.bucket == B::kRestartApp) {
+    return "application fault: raised only by distinct_workloads (different programs on one GPU while the "
+           "others stay clean) or hardware_signal (a memory fault of the same GPU), never by repeats of one program";
+  }
+  if (x.bucket == B::kIgnore) {
+    return "info, never raised; with the stopped process named it is an application fault, raised only by "
+           "distinct_workloads or hardware_signal";
+  }
+  if (x.bucket == B::kXid154) return "by the recovery action in the line, not by repetition";
+  return "repeated_incidents: count incidents of it on one GPU within the window";
+}
+
+std::string_view ConsequenceRuleOf(int xid) {
+  switch (xid) {
+    case 45:
+      return "follows any other Xid on the same GPU within 10 s (NVIDIA: Not Solo: IGNORE, follow the other Xid)";
+    case 43:
+      return "follows Xid 13, 31 or 45 of the same process (or channel) within 10 s";
+    case 79:
+      return "its \"GPU has fallen off the bus\" text within 10 s follows it";
+    default:
+      return "a line saying \"caused by previous Xid N\" follows Xid N";
+  }
+}
+
 bool HardwareSignalXid(int xid) {
   switch (xid) {
     case 48:  // double-bit ECC error

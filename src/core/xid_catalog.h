@@ -32,6 +32,11 @@ bool ApplicationXid(int xid, bool names_process);
 // remapping, contained or uncontained ECC error, a high single-bit error rate).
 bool HardwareSignalXid(int xid);
 
+// How repetition can raise this Xid (docs/xid.md, "Escalation") and which lines of it follow
+// another fault, in words for `gpuheal explain xid`.
+std::string_view EscalationRuleOf(const XidInfo& x);
+std::string_view ConsequenceRuleOf(int xid);
+
 // nullptr for an Xid the catalog does not define.
 const XidInfo* FindXid(int xid);
 std::span<const XidInfo> AllXids();

@@ -51,6 +51,17 @@ TEST(Cli, ExplainXid) {
   EXPECT_EQ(j["reason"], "NvidiaXID79Error");
 }
 
+// explain shows how an Xid can be raised and what it follows (docs/xid.md).
+TEST(Cli, ExplainXidShowsItsEscalationAndConsequenceRules) {
+  auto app = Exec("explain xid 31");
+  ASSERT_EQ(app.code, 0) << app.out;
+  EXPECT_NE(app.out.find("never by repeats of one program"), std::string::npos) << app.out;
+  auto x45 = nlohmann::json::parse(Exec("explain xid 45 --json").out);
+  EXPECT_NE(x45["consequence"].get<std::string>().find("Not Solo"), std::string::npos);
+  auto all = Exec("explain xid --all");
+  EXPECT_EQ(all.out.rfind("catalog: NVIDIA Xid catalog, Xids 1-172", 0), 0u) << all.out.substr(0, 200);
+}
+
 TEST(Cli, ExplainUnknownXidIsAUsageError) {
   auto r = Exec("explain xid 999");
   EXPECT_EQ(r.code, 2);
