@@ -1,6 +1,7 @@
 #include "core/classifier.h"
 
 #include "core/reasons.h"
+#include "core/xid74.h"
 #include "core/xid_catalog.h"
 #include "sources/kernel_parser.h"
 #include "sources/line_format.h"
@@ -110,6 +111,15 @@ void Classifier::ClassifyNvidia(const Record& rec, std::vector<Fault>& out) {
         const XidInfo* info = FindXid(sig.number);
         if (info && info->bucket == Bucket::kIgnore && (sig.pid || !sig.process.empty())) {
           f.severity = Severity::kWarn;
+        }
+        // NVIDIA's register-bit rule for Xid 74 (WORKFLOW_NVLINK_ERR), when the line has them.
+        if (sig.number == 74) {
+          if (auto regs = ParseXid74(sig.text)) {
+            const Xid74Decision d = DecideXid74(*regs);
+            f.severity = d.severity;
+            f.decode = d.decode;
+            f.link = regs->link;
+          }
         }
         // The line itself says how bad it is for these two families.
         if (sig.number == 154 && sig.recovery_action) {

@@ -45,6 +45,8 @@ nlohmann::ordered_json ToJson(const Fault& f) {
   if (f.subcode) j["subcode"] = *f.subcode;
   if (!f.unit.empty()) j["unit"] = f.unit;
   if (f.recovery_action) j["recovery_action"] = *f.recovery_action;
+  if (f.link) j["link"] = *f.link;
+  if (!f.decode.empty()) j["decode"] = f.decode;
   if (!f.device.empty()) j["device"] = f.device;
   if (f.consequence_of) j["consequence_of"] = *f.consequence_of;
   if (f.count) j["count"] = *f.count;
