@@ -188,6 +188,16 @@ class ControllerTest : public ::testing::Test {
     }
     return out;
   }
+  // A Cluster API Machine whose status.nodeRef names `owned`, and `annotated`'s annotations naming it.
+  void CapiMachine(const std::string& name, const std::string& owned, const std::string& annotated) {
+    ASSERT_EQ(client_->Create("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines",
+                              {{"apiVersion", "cluster.x-k8s.io/v1beta1"}, {"kind", "Machine"},
+                               {"metadata", {{"name", name}, {"namespace", "work"}}},
+                               {"status", {{"nodeRef", {{"kind", "Node"}, {"name", owned}}}}}})->status, 201);
+    ASSERT_TRUE(client_->Patch(kube::NodePath(annotated), kube::PatchType::kMerge,
+                               {{"metadata", {{"annotations", {{"cluster.x-k8s.io/machine", name},
+                                                                {"cluster.x-k8s.io/cluster-namespace", "work"}}}}}})->ok());
+  }
   static json CriticalXid45() {
     return {{"0000:3b:00", {{"severity", "critical"}, {"reason", "NvidiaXID45Warning"}, {"xid", 45}, {"since", kube_time()}, {"count", 1}}}};
   }
@@ -618,26 +628,46 @@ TEST_F(ControllerTest, BreakerHoldsEvictionAndClosesByHandOrAfterAQuietPeriod) {
 }
 
 TEST_F(ControllerTest, DeleteNodeDeletesTheOwningMachineOrNodeClaim) {
-  const std::string capi = Node("capi"), karp = Node("karp", {{"gpuheal.io/pool", "k-" + id_}});
-  ASSERT_EQ(client_->Create("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines",
-                            {{"apiVersion", "cluster.x-k8s.io/v1beta1"}, {"kind", "Machine"},
-                             {"metadata", {{"name", "m-" + id_}, {"namespace", "work"}}}})->status, 201);
-  ASSERT_TRUE(client_->Patch(kube::NodePath(capi), kube::PatchType::kMerge,
-                             {{"metadata", {{"annotations", {{"cluster.x-k8s.io/machine", "m-" + id_},
-                                                              {"cluster.x-k8s.io/cluster-namespace", "work"}}}}}})->ok());
+  const std::string capi = Node("capi"), karp = Node("karp", {{"gpuheal.io/pool", "k-" + id_}}),
+                    prov = Node("prov", {{"gpuheal.io/pool", "kp-" + id_}});
+  CapiMachine("m-" + id_, capi, capi);
   ASSERT_EQ(client_->Create("/apis/karpenter.sh/v1/nodeclaims",
                             {{"apiVersion", "karpenter.sh/v1"}, {"kind", "NodeClaim"}, {"metadata", {{"name", "nc-" + id_}}},
                              {"status", {{"nodeName", karp}}}})->status, 201);
+  // A NodeClaim whose node has not been named yet is matched by its provider id.
+  ASSERT_TRUE(client_->Patch(kube::NodePath(prov), kube::PatchType::kMerge, {{"spec", {{"providerID", "sim://" + prov}}}})->ok());
+  ASSERT_EQ(client_->Create("/apis/karpenter.sh/v1/nodeclaims",
+                            {{"apiVersion", "karpenter.sh/v1"}, {"kind", "NodeClaim"}, {"metadata", {{"name", "ncp-" + id_}}},
+                             {"status", {{"providerID", "sim://" + prov}}}})->status, 201);
   StartController("toleration:\n  AcceleratedHardwareReady: 1s\nprovider:\n  name: delete-node\n");
-  SetCondition(capi, "False", "NvidiaXID48Error");
-  SetCondition(karp, "False", "NvidiaXID48Error");
-  ASSERT_TRUE(Eventually([&] { return Phase(capi) == "Replaced" && Phase(karp) == "Replaced"; }, 20s)) << Phase(capi) << Phase(karp);
+  for (const auto& n : {capi, karp, prov}) SetCondition(n, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return Phase(capi) == "Replaced" && Phase(karp) == "Replaced" && Phase(prov) == "Replaced"; }, 20s))
+      << Phase(capi) << Phase(karp) << Phase(prov);
   EXPECT_EQ(client_->Get("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines/m-" + id_)->status, 404);
   EXPECT_EQ(client_->Get("/apis/karpenter.sh/v1/nodeclaims/nc-" + id_)->status, 404);
+  EXPECT_EQ(client_->Get("/apis/karpenter.sh/v1/nodeclaims/ncp-" + id_)->status, 404);
   EXPECT_TRUE(GetNode(capi).is_object()) << "the owner's controller removes the Node, not gpuheal";
   EXPECT_TRUE(GetNode(karp).is_object());
   EXPECT_NE(Status(Repairs(capi).back())["actions"].dump().find("Cluster API Machine work/m-" + id_), std::string::npos);
   EXPECT_NE(Status(Repairs(karp).back())["actions"].dump().find("Karpenter NodeClaim nc-" + id_), std::string::npos);
+}
+
+// The Node's annotations are writable by the agent's identity: naming another node's Machine must
+// not get that Machine deleted. Ownership is proven by the Machine's status.nodeRef; without it
+// the repair ends Failed (the node stays quarantined) and nothing is deleted.
+TEST_F(ControllerTest, DeleteNodeNeverDeletesAMachineThatDoesNotOwnTheNode) {
+  const std::string liar = Node("liar"), other = Node("other", {{"gpuheal.io/pool", "o-" + id_}});
+  CapiMachine("victim-" + id_, other, liar);
+  StartController("toleration:\n  AcceleratedHardwareReady: 1s\nprovider:\n  name: delete-node\n");
+  SetCondition(liar, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return Phase(liar) == "Failed"; }, 20s)) << Phase(liar) << " " << Message(liar);
+  EXPECT_EQ(client_->Get("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines/victim-" + id_)->status, 200)
+      << "the Machine of another node survives";
+  EXPECT_TRUE(GetNode(liar).is_object());
+  EXPECT_NE(Message(liar).find("owner not proven"), std::string::npos) << Message(liar);
+  EXPECT_NE(Message(liar).find("status.nodeRef names node " + other), std::string::npos) << Message(liar);
+  EXPECT_TRUE(HasTaint(liar, "gpuheal.io/gpu-fault") && Cordoned(liar)) << "the node stays out of service";
+  ASSERT_TRUE(Eventually([&] { return EventReasons(liar).count("RemediationFailed") > 0; }, 10s));
 }
 
 // The controller with nothing but the shipped RBAC (deploy/kubernetes/controller.yaml): a token of
