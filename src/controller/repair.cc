@@ -49,6 +49,13 @@ bool HasTaint(const kube::Node& n, std::string_view key, const std::string& valu
   return false;
 }
 
+// The effect of gpuheal's taint for fault `f` on `node` (see Repairer::Quarantine).
+std::string EffectFor(const kube::Node& node, const NodeFault& f, bool may_disrupt) {
+  if (f.action != Action::kIsolate) return "NoSchedule";
+  const bool have = HasTaint(node, keys::kFaultTaint, std::string(ToString(f.severity)), "NoExecute");
+  return may_disrupt || have ? "NoExecute" : "NoSchedule";
+}
+
 milliseconds Until(SysTime now, SysTime at) {
   return std::max(milliseconds(0), duration_cast<milliseconds>(at - now));
 }
@@ -79,6 +86,7 @@ std::optional<NodeFault> FaultOf(const kube::Node& n, bool include_gpu_level) {
     f.reason = c.reason;
     f.message = c.message;
     f.severity = SeverityOfReason(c.reason);
+    f.action = DefaultAction(f.severity);
     f.since = kube::ParseTime(c.last_transition_time).value_or(std::chrono::system_clock::now());
     if (!worst || f.severity > worst->severity || (f.severity == worst->severity && f.since < worst->since)) worst = f;
   }
@@ -91,7 +99,7 @@ std::optional<NodeFault> FaultOf(const kube::Node& n, bool include_gpu_level) {
   for (const auto& [pci, g] : *gpus) {
     if (g.severity != Severity::kCritical) continue;
     if (!worst) {
-      worst = NodeFault{"AcceleratedHardwareReady", g.reason, "", Severity::kCritical, g.since, true, {}};
+      worst = NodeFault{"AcceleratedHardwareReady", g.reason, "", Severity::kCritical, Action::kResetGpu, g.since, true, {}};
     } else if (g.since < worst->since) {
       worst->reason = g.reason;
       worst->since = g.since;
@@ -294,9 +302,9 @@ void Repairer::Undefer(const std::string& node) {
   deferred_.erase(node);
 }
 
-bool Repairer::Quarantine(const kube::Node& node, const NodeFault& f) {
+bool Repairer::Quarantine(const kube::Node& node, const NodeFault& f, bool may_disrupt) {
   const std::string value(ToString(f.severity));
-  const std::string effect = f.severity >= Severity::kCatastrophic ? "NoExecute" : "NoSchedule";
+  const std::string effect = EffectFor(node, f, may_disrupt);
   if (HasTaint(node, keys::kFaultTaint, value, effect) && node.unschedulable) return true;
   if (dry_run_) return true;
   // One write, from the cached Node: its taints are whole in the projection (key, value, effect,
@@ -866,7 +874,7 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
                        r.new_phases.end());
     r.Phase("Quarantined", at,
             fmt::format("{} {}: tainted {}={}:{} and cordoned", f.condition, f.reason, keys::kFaultTaint,
-                        ToString(f.severity), f.severity >= Severity::kCatastrophic ? "NoExecute" : "NoSchedule"));
+                        ToString(f.severity), EffectFor(node, f, false)));
   }
   if (r.cr.phase == "Detected" || r.cr.phase.empty()) r.Phase("Quarantined", now);
   if (policy_.provider == Provider::kStandby) {
@@ -877,6 +885,13 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
   if (std::string held = Gate(node, static_cast<int>(r.cr.attempts), true); !held.empty()) {
     Held(node, r, held);
     return held.starts_with("HardwareInspection") ? std::nullopt : std::optional(milliseconds(10000));
+  }
+
+  // An isolating fault's NoExecute only now: the taint manager would evict past every gate.
+  if (EffectFor(node, f, true) != EffectFor(node, f, false)) {
+    if (!Quarantine(node, f, true)) return milliseconds(500);
+    r.Action(dry_run_ ? "would taint NoExecute (dry-run)"
+                      : fmt::format("tainted {}={}:NoExecute once the gates allowed it", keys::kFaultTaint, ToString(f.severity)));
   }
 
   // 3. Checkpoint: ask the workloads, wait until each says done or the window ends.

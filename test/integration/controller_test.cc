@@ -198,6 +198,12 @@ class ControllerTest : public ::testing::Test {
                                {{"metadata", {{"annotations", {{"cluster.x-k8s.io/machine", name},
                                                                 {"cluster.x-k8s.io/cluster-namespace", "work"}}}}}})->ok());
   }
+  // The manual key: the operator acknowledges the faults so far (a second later: whole seconds).
+  void ResetBreakerByHand() {
+    std::this_thread::sleep_for(1s);
+    ASSERT_TRUE(client_->Patch(kube::LeasePath("default", "gpuheal-controller"), kube::PatchType::kMerge,
+                               {{"metadata", {{"annotations", {{"gpuheal.io/breaker-reset", kube_time()}}}}}})->ok());
+  }
   static json CriticalXid45() {
     return {{"0000:3b:00", {{"severity", "critical"}, {"reason", "NvidiaXID45Warning"}, {"xid", 45}, {"since", kube_time()}, {"count", 1}}}};
   }
@@ -611,10 +617,7 @@ TEST_F(ControllerTest, BreakerHoldsEvictionAndClosesByHandOrAfterAQuietPeriod) {
   EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault")) << "quarantine goes on while the breaker is open";
   std::this_thread::sleep_for(2s);
   EXPECT_FALSE(PodGone("br-" + id_));
-  // The manual key: the operator acknowledges the faults so far.
-  std::this_thread::sleep_for(1s);
-  ASSERT_TRUE(client_->Patch(kube::LeasePath("default", "gpuheal-controller"), kube::PatchType::kMerge,
-                             {{"metadata", {{"annotations", {{"gpuheal.io/breaker-reset", kube_time()}}}}}})->ok());
+  ResetBreakerByHand();
   ASSERT_TRUE(Eventually([&] { return PodGone("br-" + id_); }, 30s)) << Message(a);
   ASSERT_TRUE(c.WaitLog([](const json& j) { return j.value("msg", "") == "circuit breaker closed"; }, 5s));
   c.Kill(SIGTERM);
@@ -625,6 +628,25 @@ TEST_F(ControllerTest, BreakerHoldsEvictionAndClosesByHandOrAfterAQuietPeriod) {
   ASSERT_TRUE(d.WaitLog([](const json& j) { return j.value("msg", "") == "circuit breaker opened"; }, 10s));
   ASSERT_TRUE(Eventually([&] { return PodGone("bq-" + id_); }, 30s)) << Message(b);
   EXPECT_TRUE(d.WaitLog([](const json& j) { return j.value("msg", "") == "circuit breaker closed"; }, 5s));
+}
+
+// A catastrophic fault's NoExecute would have Kubernetes' taint manager evict every pod past the
+// breaker: while a gate holds the node is NoSchedule (and its pods stay); NoExecute once it opens.
+TEST_F(ControllerTest, ACatastrophicFaultIsNoExecuteOnlyWhenTheGatesAllowIt) {
+  const std::string a = Node("a");
+  Pod("ce-" + id_, a);
+  StartController("checkpoint:\n  window: 30s\nbreaker:\n  share_percent: 1\n  window: 1h\n  quiet: 1h\n");
+  SetCondition(a, "False", "NvidiaGPUFallenOffBus");
+  ASSERT_TRUE(Eventually([&] { return Message(a).find("circuit breaker open") != std::string::npos; }, 10s)) << Message(a);
+  EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault", "catastrophic", "NoSchedule") && Cordoned(a));
+  std::this_thread::sleep_for(2s);  // the taint manager acts within milliseconds of a NoExecute taint
+  EXPECT_FALSE(HasTaint(a, "gpuheal.io/gpu-fault", "", "NoExecute"));
+  EXPECT_FALSE(PodGone("ce-" + id_)) << "the breaker holds every disruption, the taint manager's too";
+  ResetBreakerByHand();
+  ASSERT_TRUE(Eventually([&] { return HasTaint(a, "gpuheal.io/gpu-fault", "catastrophic", "NoExecute"); }, 30s)) << Message(a);
+  // The 30 s checkpoint window is not waited: the taint manager takes the pod at once.
+  ASSERT_TRUE(Eventually([&] { return PodGone("ce-" + id_); }, 10s));
+  EXPECT_NE(Status(Repairs(a).back())["actions"].dump().find("NoExecute once the gates allowed it"), std::string::npos);
 }
 
 TEST_F(ControllerTest, DeleteNodeDeletesTheOwningMachineOrNodeClaim) {
