@@ -757,10 +757,9 @@ TEST_F(ControllerTest, SigkillAtEveryPhaseCompletesTheRepairExactlyOnce) {
     controllers_.back()->Kill(SIGKILL);
     StartLeader(policy);
   }
-  // As its Deployment would, the test restarts a controller that exited: one that misses its
-  // renew deadline (1.5 s here, on a loaded machine) stops leading and exits.
+  // A controller that misses its renew deadline (1.5 s here, on a loaded machine) stops acting
+  // and campaigns again in the same process: nothing restarts it.
   auto done = [&] {
-    if (!controllers_.back()->Running()) StartController(policy, ShortLease());
     const std::string p = Phase(a);
     return p == "Replaced" || p == "Failed";
   };
@@ -787,6 +786,7 @@ TEST_F(ControllerTest, SigkillAtEveryPhaseCompletesTheRepairExactlyOnce) {
     EXPECT_EQ(std::count(evicted.begin(), evicted.end(), fmt::format("work/k{}-{}", i, id_)), 1) << evicted.dump();
     EXPECT_TRUE(PodGone(fmt::format("k{}-{}", i, id_)));
   }
+  EXPECT_TRUE(controllers_.back()->Running()) << "the last controller still runs";
   const auto lines = Lines(ran);
   const int runs = static_cast<int>(lines.size());
   for (const auto& line : lines) EXPECT_EQ(line, a + " NvidiaXID48Error");
@@ -819,6 +819,31 @@ TEST_F(ControllerTest, RemediationOutcomeUnknownIsNeverRunTwice) {
   EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault") && Cordoned(a)) << "the node stays out of service";
   std::this_thread::sleep_for(3s);  // the first command finishes; nothing runs a second
   EXPECT_EQ(Lines(ran).size(), 1u);
+  EXPECT_EQ(Repairs(a).size(), 1u);
+}
+
+// An API server outage longer than the renew deadline (a 2 s lease here): the controller stops
+// acting and stands for election again in the same process, informer caches kept, and acts again
+// afterwards. Last in this binary: the outage restarts the API server of every later test.
+TEST_F(ControllerTest, AnApiOutagePastTheRenewDeadlineKeepsTheControllerAndItActsAgain) {
+  const std::string a = Node("a"), b = Node("b");
+  StartLeader("probation: 1s\n");
+  auto& c = *controllers_.back();
+  SetCondition(a, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return HasTaint(a, "gpuheal.io/gpu-fault"); }, 10s));
+  const std::string script = "bash " + std::string(GPUHEAL_SOURCE_DIR) + "/scripts/control-plane.sh ";
+  ASSERT_EQ(std::system((script + "stop-apiserver --dir " + ControlPlaneEnv::dir()).c_str()), 0);
+  // Past the renew deadline: it steps down (and would have exited before).
+  const bool lost = c.WaitLog([](const json& j) { return j.value("msg", "").starts_with("lost leadership"); }, 20s).has_value();
+  ASSERT_EQ(std::system((script + "start-apiserver --dir " + ControlPlaneEnv::dir()).c_str()), 0);
+  ASSERT_TRUE(lost) << "the controller never noticed the outage";
+  ASSERT_TRUE(c.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 60s)) << "leads again";
+  EXPECT_TRUE(c.Running()) << "the same process";
+  SetCondition(b, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return HasTaint(b, "gpuheal.io/gpu-fault") && Cordoned(b); }, 20s)) << "a new fault is quarantined";
+  // The repair from before the outage goes on too: released after its fault clears.
+  SetCondition(a, "True", "NvidiaGPUIsReady");
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Recovered"; }, 20s)) << Phase(a);
   EXPECT_EQ(Repairs(a).size(), 1u);
 }
 

@@ -139,6 +139,13 @@ TEST(WorkQueue, DelaysAndShutdown) {
   });
   EXPECT_FALSE(q.Get().has_value());
   t.join();
+  // Shut down, nothing is queued; reopened (a replica that won its Lease again), it works empty.
+  q.Add("while-down");
+  q.AddAfter("delayed", 5s);
+  q.Reopen();
+  EXPECT_EQ(q.Len(), 0u);
+  q.Add("again");
+  EXPECT_EQ(q.Get(), "again");
 }
 
 TEST(WorkQueue, RateLimitedBacksOffUntilForget) {
