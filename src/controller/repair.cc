@@ -10,6 +10,7 @@
 #include <charconv>
 
 #include "agent/recovery_request.h"
+#include "core/condition_decision.h"
 #include "core/gpu_faults.h"
 #include "core/keys.h"
 #include "core/log.h"
@@ -85,8 +86,15 @@ std::optional<NodeFault> FaultOf(const kube::Node& n, bool include_gpu_level) {
     f.condition = c.type;
     f.reason = c.reason;
     f.message = c.message;
-    f.severity = SeverityOfReason(c.reason);
-    f.action = DefaultAction(f.severity);
+    // The agent's decision when its message carries one; else (another tool's condition) the
+    // reason code's. A False domain is a node-level fault: at least fatal.
+    if (auto d = ParseDecisionPrefix(c.message)) {
+      f.severity = std::max(d->severity, Severity::kFatal);
+      f.action = d->action;
+    } else {
+      f.severity = SeverityOfReason(c.reason);
+      f.action = DefaultAction(f.severity);
+    }
     f.since = kube::ParseTime(c.last_transition_time).value_or(std::chrono::system_clock::now());
     if (!worst || f.severity > worst->severity || (f.severity == worst->severity && f.since < worst->since)) worst = f;
   }

@@ -41,8 +41,9 @@ struct NodeFault {
   std::vector<std::string> gpus;  // GPU level: the GPUs to drain and reset
 };
 std::optional<NodeFault> FaultOf(const kube::Node& n, bool include_gpu_level = true);
-// Severity of a reason code on a False condition: the catalog's for NvidiaXID<N>Error (at least
-// fatal: repetition may have raised it), catastrophic for a lost GPU, fatal otherwise.
+// Severity of a reason code on a False condition whose message carries no agent decision
+// (core/condition_decision.h): the catalog's for NvidiaXID<N>Error (at least fatal: repetition
+// may have raised it), catastrophic for a lost GPU, fatal otherwise.
 Severity SeverityOfReason(const std::string& reason);
 
 // Pods the drain evicts: not DaemonSet-owned, not mirror pods, not finished, not in a skipped
