@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "agent/node_state.h"
+#include "core/condition_decision.h"
 #include "core/file.h"
 #include "core/reasons.h"
 #include "core/xid_catalog.h"
@@ -214,7 +215,9 @@ std::vector<DesiredCondition> ActiveFaults::Conditions(const MonitorSwitches& en
       if (a->first_seen_unix != b->first_seen_unix) return a->first_seen_unix < b->first_seen_unix;
       return a->key < b->key;
     });
-    std::string msg = Describe(*mine[0], gpu_notes_);
+    // The decision first (core/condition_decision.h): the controller acts on the agent's severity
+    // and action, overrides and escalations included, not on its own reading of the reason.
+    std::string msg = DecisionPrefix({mine[0]->fault.severity, mine[0]->fault.action}) + Describe(*mine[0], gpu_notes_);
     if (mine.size() > 1) {
       msg += "; also: ";
       for (size_t i = 1; i < mine.size(); ++i) {
@@ -239,6 +242,7 @@ nlohmann::json ActiveFaults::ToJson() const {
     nlohmann::json j = {{"key", a.key},
                         {"kind", std::string(ToString(f.kind))},
                         {"severity", std::string(ToString(f.severity))},
+                        {"action", std::string(ToString(f.action))},
                         {"condition", f.condition},
                         {"reason", f.reason},
                         {"message", f.message},
@@ -280,6 +284,11 @@ Result<ActiveFaults> ActiveFaults::FromJson(const nlohmann::json& j) {
       auto sev = ParseSeverity(e.at("severity").get<std::string>());
       if (!kind_ok || !sev) return Error{"active fault " + a.key + ": bad kind or severity"};
       f.severity = *sev;
+      // The action decided when the fault was seen (a config override included): a restarted agent
+      // reports the same decision. Files from before it was kept: the severity's default.
+      const auto action = e.contains("action") ? ParseAction(e["action"].get<std::string>()) : DefaultAction(f.severity);
+      if (!action) return Error{"active fault " + a.key + ": bad action"};
+      f.action = *action;
       f.condition = e.at("condition").get<std::string>();
       f.reason = e.at("reason").get<std::string>();
       f.message = e.value("message", "");

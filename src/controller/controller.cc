@@ -46,11 +46,12 @@ Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Cli
   le.on_stopped_leading = [self] {
     if (!self->leading_) return;
     self->leading_ = false;
+    self->metrics_.GetGauge("gpuheal_controller_leader", "1 while this replica leads").Set(0);
     if (self->shutting_down_) return;  // our own SIGTERM released the Lease: a clean exit
-    Log("warn", "lost leadership: stopping", {{"identity", self->opts_.identity}});
-    self->lost_ = true;
-    self->queue_.ShutDown();
-    if (self->signal_fd_ >= 0) kill(getpid(), SIGTERM);  // wake Run()
+    // Another replica may take the Lease once it expires: stop acting before that, keep the
+    // informers' caches (a restart would list everything again) and campaign again.
+    Log("warn", "lost leadership: stopped acting, campaigning again", {{"identity", self->opts_.identity}});
+    self->StopWorkers(false);
   };
 
   World w;
@@ -90,7 +91,7 @@ Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Cli
 }
 
 Controller::~Controller() {
-  JoinWorkers();
+  StopWorkers(true);
   if (elector_) elector_->Stop();
   http_.reset();
   if (repairs_) repairs_->Stop();
@@ -102,15 +103,16 @@ Controller::~Controller() {
 void Controller::StartWorkers() {
   std::lock_guard<std::mutex> lock(workers_mu_);
   if (stopping_) return;
+  queue_.Reopen();
   for (const auto& n : nodes_->Items()) queue_.Add(n.meta.name);
   for (int i = 0; i < opts_.workers; ++i) workers_.emplace_back([this] { Worker(); });
 }
 
-void Controller::JoinWorkers() {
+void Controller::StopWorkers(bool final) {
   std::vector<std::thread> ws;
   {
     std::lock_guard<std::mutex> lock(workers_mu_);
-    stopping_ = true;
+    stopping_ |= final;
     ws.swap(workers_);
   }
   queue_.ShutDown();
@@ -167,10 +169,10 @@ int Controller::Run() {
   signalfd_siginfo si;
   [[maybe_unused]] ssize_t n = read(signal_fd_, &si, sizeof si);
   shutting_down_ = true;
-  JoinWorkers();      // the current reconciles finish first...
+  StopWorkers(true);  // the current reconciles finish first...
   elector_->Stop();   // ...then the Lease is released: a successor takes over at once
   Log("info", "controller stopped");
-  return lost_ ? 1 : 0;
+  return 0;
 }
 
 }  // namespace gpuheal::controller

@@ -39,8 +39,9 @@ class Controller {
   static Result<std::unique_ptr<Controller>> Create(std::unique_ptr<kube::Client> client,
                                                     std::unique_ptr<kube::Client> watch_client, ControllerOptions opts);
   ~Controller();
-  // Runs until SIGINT/SIGTERM, or until leadership is lost (exit code 1, as controllers do:
-  // the replica restarts and campaigns again with a clean state).
+  // Runs until SIGINT/SIGTERM. A replica that loses its Lease (e.g. it could not renew it through
+  // an API server outage) stops acting and campaigns again; the process and its informer caches
+  // stay, so it is ready at once when it wins again.
   int Run();
 
  private:
@@ -61,9 +62,9 @@ class Controller {
   std::mutex workers_mu_;  // StartWorkers runs on the elector's thread, shutdown on the main one
   std::vector<std::thread> workers_;
   bool stopping_ = false;
-  void JoinWorkers();
+  // Stops the workers after their current reconcile; `final`: for good (shutdown).
+  void StopWorkers(bool final);
   std::atomic<bool> leading_{false};
-  std::atomic<bool> lost_{false};
   std::atomic<bool> shutting_down_{false};  // a signal asked us to stop
   int signal_fd_ = -1;
 };

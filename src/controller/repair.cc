@@ -10,6 +10,7 @@
 #include <charconv>
 
 #include "agent/recovery_request.h"
+#include "core/condition_decision.h"
 #include "core/gpu_faults.h"
 #include "core/keys.h"
 #include "core/log.h"
@@ -49,6 +50,13 @@ bool HasTaint(const kube::Node& n, std::string_view key, const std::string& valu
   return false;
 }
 
+// The effect of gpuheal's taint for fault `f` on `node` (see Repairer::Quarantine).
+std::string EffectFor(const kube::Node& node, const NodeFault& f, bool may_disrupt) {
+  if (f.action != Action::kIsolate) return "NoSchedule";
+  const bool have = HasTaint(node, keys::kFaultTaint, std::string(ToString(f.severity)), "NoExecute");
+  return may_disrupt || have ? "NoExecute" : "NoSchedule";
+}
+
 milliseconds Until(SysTime now, SysTime at) {
   return std::max(milliseconds(0), duration_cast<milliseconds>(at - now));
 }
@@ -78,7 +86,15 @@ std::optional<NodeFault> FaultOf(const kube::Node& n, bool include_gpu_level) {
     f.condition = c.type;
     f.reason = c.reason;
     f.message = c.message;
-    f.severity = SeverityOfReason(c.reason);
+    // The agent's decision when its message carries one; else (another tool's condition) the
+    // reason code's. A False domain is a node-level fault: at least fatal.
+    if (auto d = ParseDecisionPrefix(c.message)) {
+      f.severity = std::max(d->severity, Severity::kFatal);
+      f.action = d->action;
+    } else {
+      f.severity = SeverityOfReason(c.reason);
+      f.action = DefaultAction(f.severity);
+    }
     f.since = kube::ParseTime(c.last_transition_time).value_or(std::chrono::system_clock::now());
     if (!worst || f.severity > worst->severity || (f.severity == worst->severity && f.since < worst->since)) worst = f;
   }
@@ -91,7 +107,7 @@ std::optional<NodeFault> FaultOf(const kube::Node& n, bool include_gpu_level) {
   for (const auto& [pci, g] : *gpus) {
     if (g.severity != Severity::kCritical) continue;
     if (!worst) {
-      worst = NodeFault{"AcceleratedHardwareReady", g.reason, "", Severity::kCritical, g.since, true, {}};
+      worst = NodeFault{"AcceleratedHardwareReady", g.reason, "", Severity::kCritical, Action::kResetGpu, g.since, true, {}};
     } else if (g.since < worst->since) {
       worst->reason = g.reason;
       worst->since = g.since;
@@ -294,9 +310,9 @@ void Repairer::Undefer(const std::string& node) {
   deferred_.erase(node);
 }
 
-bool Repairer::Quarantine(const kube::Node& node, const NodeFault& f) {
+bool Repairer::Quarantine(const kube::Node& node, const NodeFault& f, bool may_disrupt) {
   const std::string value(ToString(f.severity));
-  const std::string effect = f.severity >= Severity::kCatastrophic ? "NoExecute" : "NoSchedule";
+  const std::string effect = EffectFor(node, f, may_disrupt);
   if (HasTaint(node, keys::kFaultTaint, value, effect) && node.unschedulable) return true;
   if (dry_run_) return true;
   // One write, from the cached Node: its taints are whole in the projection (key, value, effect,
@@ -341,49 +357,101 @@ bool Repairer::Quarantine(const kube::Node& node, const NodeFault& f) {
   return res && res->ok();
 }
 
-std::optional<milliseconds> Repairer::DeleteNode(const kube::Node& node, Record& r) {
-  const auto now = world_.now();
-  r.Phase("Remediating", now);
-  // The owner, when there is one, so that its controller replaces the machine: a Cluster API
-  // Machine (named in the Node's annotations) or a Karpenter NodeClaim (status.nodeName). Else
-  // the Node object itself. Either way the object is deleted at most once (by uid/name; 404 is done).
-  std::string path, what;
+namespace {
+
+// A Node's owner, proven from the owner's side: the Node's own annotations are written by an
+// identity the agent shares, so they only say where to look, never what to delete.
+struct Owner {
+  std::string path, uid, what;  // path "": no owner; the Node object itself is deleted
+  std::string unproven;         // set: the Node names an owner that does not name it back
+  bool gone = false;            // unproven because the named owner does not exist (404)
+};
+
+// nullopt: the API server could not tell (ask again).
+std::optional<Owner> OwnerOf(kube::Client& client, const kube::Node& node) {
+  Owner o;
+  auto field = [](const nlohmann::json& j, std::initializer_list<const char*> path) {
+    const nlohmann::json* cur = &j;
+    for (const char* k : path) {
+      if (!cur->is_object() || !cur->contains(k)) return std::string();
+      cur = &(*cur)[k];
+    }
+    return cur->is_string() ? cur->get<std::string>() : std::string();
+  };
   auto machine = node.meta.annotations.find(std::string(kube::kCapiMachineAnnotation));
   auto ns = node.meta.annotations.find(std::string(kube::kCapiNamespaceAnnotation));
   if (machine != node.meta.annotations.end() && ns != node.meta.annotations.end()) {
-    path = fmt::format("/apis/cluster.x-k8s.io/v1beta1/namespaces/{}/machines/{}", ns->second, machine->second);
-    what = fmt::format("Cluster API Machine {}/{}", ns->second, machine->second);
-  } else if (auto list = client_.Get("/apis/karpenter.sh/v1/nodeclaims"); list && list->ok()) {
-    const auto j = nlohmann::json::parse(list->body, nullptr, false);
-    if (j.is_object() && j.contains("items") && j["items"].is_array()) {
-      for (const auto& item : j["items"]) {
-        if (!item.is_object()) continue;
-        const auto st = item.value("status", nlohmann::json::object());
-        const auto meta = item.value("metadata", nlohmann::json::object());
-        if (!st.is_object() || !meta.is_object()) continue;
-        const auto node_name = st.value("nodeName", nlohmann::json());
-        const auto claim = meta.value("name", nlohmann::json());
-        if (node_name.is_string() && node_name == node.meta.name && claim.is_string()) {
-          const std::string name = claim;
-          path = "/apis/karpenter.sh/v1/nodeclaims/" + name;
-          what = "Karpenter NodeClaim " + name;
-          break;
-        }
-      }
+    o.path = fmt::format("/apis/cluster.x-k8s.io/v1beta1/namespaces/{}/machines/{}", ns->second, machine->second);
+    o.what = fmt::format("Cluster API Machine {}/{}", ns->second, machine->second);
+    auto res = client.Get(o.path);
+    if (!res || res->status == 429 || res->status >= 500) return std::nullopt;
+    if (!res->ok()) {
+      o.gone = res->status == 404;
+      o.unproven = o.gone ? "it does not exist" : "it cannot be read: " + res->Describe();
+      return o;
     }
-  } else if (list && list->status != 404) {
-    return milliseconds(2000);  // cannot tell whether Karpenter owns the node: ask again
+    const auto j = nlohmann::json::parse(res->body, nullptr, false);
+    const std::string ref = field(j, {"status", "nodeRef", "name"});
+    if (ref != node.meta.name) {
+      o.unproven = ref.empty() ? "its status.nodeRef names no node" : "its status.nodeRef names node " + ref;
+      return o;
+    }
+    o.uid = field(j, {"metadata", "uid"});
+    return o;
   }
-  if (path.empty()) {
-    path = kube::NodePath(node.meta.name);
-    what = "the Node object";
+  auto list = client.Get("/apis/karpenter.sh/v1/nodeclaims");
+  if (!list || (!list->ok() && list->status != 404)) return std::nullopt;  // cannot tell whether Karpenter owns it
+  const auto j = list->ok() ? nlohmann::json::parse(list->body, nullptr, false) : nlohmann::json();
+  if (!j.is_object() || !j.contains("items") || !j["items"].is_array()) return o;
+  for (const auto& item : j["items"]) {
+    const std::string name = field(item, {"metadata", "name"});
+    const std::string provider_id = field(item, {"status", "providerID"});
+    if (name.empty()) continue;
+    if (field(item, {"status", "nodeName"}) == node.meta.name ||
+        (!provider_id.empty() && provider_id == node.provider_id)) {
+      o.path = "/apis/karpenter.sh/v1/nodeclaims/" + name;
+      o.what = "Karpenter NodeClaim " + name;
+      o.uid = field(item, {"metadata", "uid"});
+      return o;
+    }
   }
-  r.Action("deleted " + what);
+  return o;
+}
+
+}  // namespace
+
+std::optional<milliseconds> Repairer::DeleteNode(const kube::Node& node, Record& r) {
+  const auto now = world_.now();
+  r.Phase("Remediating", now);
+  // The owner, when there is one, so that its controller replaces the machine; else the Node
+  // object itself. Deleted at most once (uid precondition; 404 is done).
+  const bool deleted_before = HasAction(r, "deleted ");
+  auto owner = OwnerOf(client_, node);
+  if (!owner) return milliseconds(2000);
+  if (!owner->unproven.empty() && !(owner->gone && deleted_before)) {
+    // A Node that names an owner which does not name it back: deleting that owner could replace
+    // another node's machine, and deleting just the Node object would not replace this one.
+    const std::string why = fmt::format("the Node names {} ({}), but {}", owner->what,
+                                        kube::kCapiMachineAnnotation, owner->unproven);
+    r.Action("did not delete " + owner->what + ": ownership not proven");
+    r.Phase("Failed", now, "owner not proven: " + why);
+    r.Message("owner not proven: " + why + "; the node stays quarantined until an operator looks");
+    Event(node, "Warning", "RemediationFailed", r.cr.message);
+    return std::nullopt;
+  }
+  if (owner->path.empty()) {
+    owner->path = kube::NodePath(node.meta.name);
+    owner->uid = node.meta.uid;
+    owner->what = "the Node object";
+  }
+  r.Action("deleted " + owner->what);
   WriteStatus(r);
-  auto res = client_.Delete(path, path == kube::NodePath(node.meta.name) ? node.meta.uid : "");
-  if (!res || (!res->ok() && res->status != 404)) return milliseconds(2000);
+  if (!owner->gone) {
+    auto res = client_.Delete(owner->path, owner->uid);
+    if (!res || (!res->ok() && res->status != 404)) return milliseconds(2000);
+  }
   r.Phase("Replaced", now);
-  r.Message("deleted " + what + ": its provisioner replaces the node");
+  r.Message("deleted " + owner->what + ": its provisioner replaces the node");
   return std::nullopt;
 }
 
@@ -814,7 +882,7 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
                        r.new_phases.end());
     r.Phase("Quarantined", at,
             fmt::format("{} {}: tainted {}={}:{} and cordoned", f.condition, f.reason, keys::kFaultTaint,
-                        ToString(f.severity), f.severity >= Severity::kCatastrophic ? "NoExecute" : "NoSchedule"));
+                        ToString(f.severity), EffectFor(node, f, false)));
   }
   if (r.cr.phase == "Detected" || r.cr.phase.empty()) r.Phase("Quarantined", now);
   if (policy_.provider == Provider::kStandby) {
@@ -825,6 +893,13 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
   if (std::string held = Gate(node, static_cast<int>(r.cr.attempts), true); !held.empty()) {
     Held(node, r, held);
     return held.starts_with("HardwareInspection") ? std::nullopt : std::optional(milliseconds(10000));
+  }
+
+  // An isolating fault's NoExecute only now: the taint manager would evict past every gate.
+  if (EffectFor(node, f, true) != EffectFor(node, f, false)) {
+    if (!Quarantine(node, f, true)) return milliseconds(500);
+    r.Action(dry_run_ ? "would taint NoExecute (dry-run)"
+                      : fmt::format("tainted {}={}:NoExecute once the gates allowed it", keys::kFaultTaint, ToString(f.severity)));
   }
 
   // 3. Checkpoint: ask the workloads, wait until each says done or the window ends.

@@ -35,13 +35,15 @@ namespace gpuheal::controller {
 struct NodeFault {
   std::string condition, reason, message;
   Severity severity = Severity::kFatal;
+  Action action = Action::kQuarantine;  // kIsolate: NoExecute once the gates allow the disruption
   std::chrono::system_clock::time_point since;  // the condition's lastTransitionTime (GPU level: first seen)
   bool gpu_level = false;
   std::vector<std::string> gpus;  // GPU level: the GPUs to drain and reset
 };
 std::optional<NodeFault> FaultOf(const kube::Node& n, bool include_gpu_level = true);
-// Severity of a reason code on a False condition: the catalog's for NvidiaXID<N>Error (at least
-// fatal: repetition may have raised it), catastrophic for a lost GPU, fatal otherwise.
+// Severity of a reason code on a False condition whose message carries no agent decision
+// (core/condition_decision.h): the catalog's for NvidiaXID<N>Error (at least fatal: repetition
+// may have raised it), catastrophic for a lost GPU, fatal otherwise.
 Severity SeverityOfReason(const std::string& reason);
 
 // Pods the drain evicts: not DaemonSet-owned, not mirror pods, not finished, not in a skipped
@@ -86,7 +88,10 @@ class Repairer {
   std::optional<std::chrono::milliseconds> PromoteStandby(const kube::Node& node, Record& r);
   static bool HasAction(const Record& r, std::string_view prefix);
   std::optional<std::chrono::milliseconds> DeleteNode(const kube::Node& node, Record& r);
-  bool Quarantine(const kube::Node& node, const NodeFault& f);
+  // Taint and cordon. `may_disrupt`: the gates allow this node's disruption, so an isolating
+  // fault gets NoExecute (which Kubernetes' taint manager enforces past every gate and budget);
+  // otherwise NoSchedule, and an existing NoExecute of ours stays.
+  bool Quarantine(const kube::Node& node, const NodeFault& f, bool may_disrupt = false);
   // "" = disruptive actions allowed; else which gate holds them and why. The pool gate counts
   // nodes out of service, so it does not hold a GPU-level repair (the node stays in service).
   std::string Gate(const kube::Node& node, int attempts, bool pool_gate);

@@ -93,6 +93,16 @@ void WorkQueue::ShutDown() {
   cv_.notify_all();
 }
 
+void WorkQueue::Reopen() {
+  std::lock_guard<std::mutex> lock(mu_);
+  shutdown_ = false;
+  queue_.clear();
+  queued_.clear();
+  dirty_.clear();
+  delayed_.clear();
+  failures_.clear();
+}
+
 size_t WorkQueue::Len() const {
   std::lock_guard<std::mutex> lock(mu_);
   return queue_.size();

@@ -30,6 +30,9 @@ class WorkQueue {
   std::optional<std::string> Get();
   void Done(const std::string& key);
   void ShutDown();
+  // Open again after ShutDown(), empty: a replica that lost its Lease and wins it again starts
+  // from the whole node list, not from what was queued before.
+  void Reopen();
   size_t Len() const;
 
  private:

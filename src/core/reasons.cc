@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/condition_decision.h"
 #include "core/keys.h"
 #include "core/xid_catalog.h"
 
@@ -121,6 +122,9 @@ std::string ContractListing() {
   out += "NvidiaXID<N>Warning AcceleratedHardwareReady (info, warn, critical)\n";
   out += "NvidiaSXID<N>Error AcceleratedHardwareReady (fatal)\n";
   out += "NvidiaSXID<N>Warning AcceleratedHardwareReady (info, warn, critical)\n";
+  out += "# condition message prefix (the agent's decision on a False condition)\n";
+  out += fmt::format("{}<description>\n", DecisionPrefix({Severity::kFatal, Action::kQuarantine}));
+  out += fmt::format("{}<description>\n", DecisionPrefix({Severity::kCatastrophic, Action::kIsolate}));
   out += "# xid catalog: xid bucket severity action reason\n";
   for (const XidInfo& x : AllXids()) {
     out += fmt::format("{} {} {} {} {}\n", x.xid, ToString(x.bucket), ToString(x.severity),

@@ -1013,6 +1013,10 @@ class Drill {
       const bool breaker = plan.fault_nodes * 100 > 30 * gpu_nodes;
       std::map<int, int> per_pool;
       for (size_t j = 0; j < targets.size(); ++j) per_pool[static_cast<int>(j) % o_.pools]++;
+      // A node went on to its drain when gpuheal asked its pods to checkpoint or when any of its
+      // pods was taken away, by whoever (the Eviction API or Kubernetes' NoExecute taint manager):
+      // a gate that gpuheal's own records honour but a taint bypasses holds nothing.
+      std::map<std::string, int> removed_by;
       int expect_drained = 0, drained = 0, held = 0;
       for (size_t j = 0; j < targets.size(); ++j) {
         const int pool = static_cast<int>(j) % o_.pools;
@@ -1020,14 +1024,26 @@ class Drill {
         const int allowed = std::max(1, (pool_size * 20 + 99) / 100);
         const bool through = !breaker && per_pool[pool] <= allowed;
         expect_drained += through;
+        bool went = false, gated = false;
         for (const auto* r : records(targets[j])) {
-          drained += r->phase_times.count("CheckpointRequested") > 0;
-          held += r->message.starts_with("circuit breaker open") || r->message.starts_with("pool gate");
+          went |= r->phase_times.count("CheckpointRequested") > 0;
+          gated |= r->message.starts_with("circuit breaker open") || r->message.starts_with("pool gate");
         }
+        for (const auto& [uid, p] : obs.pods()) {
+          if (!p.initial || p.node != targets[j] || !p.deleting_us) continue;
+          went = true;
+          removed_by[p.disruption.empty() ? "unknown" : p.disruption]++;
+        }
+        drained += went;
+        held += gated && !went;
       }
+      std::string removed;
+      for (const auto& [by, n] : removed_by) removed += fmt::format("{}{} by {}", removed.empty() ? "" : ", ", n, by);
       check("gates held", drained == expect_drained && held == static_cast<int>(targets.size()) - expect_drained,
-            fmt::format("{} of {} GPU nodes faulty at once (breaker {}): {} held by a gate, {} went on to drain (expected {})",
-                        targets.size(), gpu_nodes, breaker ? "open" : "closed", held, drained, expect_drained));
+            fmt::format("{} of {} GPU nodes faulty at once (breaker {}): {} held by a gate, {} went on to drain (expected {}); "
+                        "pods of faulty nodes removed: {}",
+                        targets.size(), gpu_nodes, breaker ? "open" : "closed", held, drained, expect_drained,
+                        removed.empty() ? "none" : removed));
       return;
     }
     const auto recs = records(t);

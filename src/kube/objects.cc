@@ -133,6 +133,7 @@ error_code NodeObj(od::object o, Node& n) {
     if (k == "spec") {
       return Fields(v, [&](std::string_view sk, od::value sv) -> error_code {
         if (sk == "unschedulable") return sv.get_bool().get(n.unschedulable);
+        if (sk == "providerID") return Str(sv, n.provider_id);
         if (sk != "taints") return kOk;
         return Items(sv, [&](od::value t) {
           Taint taint;

@@ -47,6 +47,7 @@ struct Node {
   ObjectMeta meta;
   std::vector<Taint> taints;
   bool unschedulable = false;
+  std::string provider_id;  // spec.providerID: matched against an owner's (Karpenter NodeClaim)
   std::vector<NodeCondition> conditions;
   int64_t gpu_capacity = 0;  // status.capacity["nvidia.com/gpu"]
   bool operator==(const Node&) const = default;

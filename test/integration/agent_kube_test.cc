@@ -46,6 +46,7 @@ class AgentKube : public ::testing::Test {
     std::filesystem::remove(state_dir_ + "/active-faults.json");  // real faults of this machine, if any
   }
   void TearDown() override {
+    controller_.reset();
     agent_.reset();
     if (!state_dir_.empty()) std::filesystem::remove_all(state_dir_);
   }
@@ -112,8 +113,23 @@ class AgentKube : public ::testing::Test {
     return n;
   }
 
+  // `gpuheal controller` on the shipped NodeRepair CRD, leading on its own Lease; the breaker off
+  // (other tests' nodes stay unhealthy). Stopped at TearDown if the test did not.
+  AgentProcess& StartController(const std::string& lease) {
+    static bool crd = false;  // once per control plane: a second create is a 409
+    if (!crd) gpuheal::testing::ApplyManifest(*client_, std::string(GPUHEAL_SOURCE_DIR) + "/deploy/crds/noderepairs.yaml");
+    crd = true;
+    EXPECT_TRUE(Eventually([&] { auto r = client_->Get("/apis/gpuheal.io/v1alpha1/noderepairs"); return r && r->status == 200; }, 30s));
+    const std::string policy = state_dir_ + "/policy.yaml";
+    std::ofstream(policy) << "breaker:\n  share_percent: 100\n";
+    controller_ = std::make_unique<AgentProcess>(std::vector<std::string>{
+        GPUHEAL_BIN, "controller", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--policy", policy, "--listen", "",
+        "--lease-namespace", "default", "--lease-name", lease});
+    return *controller_;
+  }
+
   std::unique_ptr<kube::Client> client_;
-  std::unique_ptr<AgentProcess> agent_;
+  std::unique_ptr<AgentProcess> agent_, controller_;
   std::string node_, pci_, other_pci_, state_dir_, listen_;
 };
 
@@ -385,9 +401,7 @@ TEST_F(AgentKube, TheControllersRecoveryRequestIsActedOnOnceAndAnswered) {
 // the agent drains, resets (NVML double), verifies and answers → the fault clears and the
 // NodeRepair is Recovered. The node is never tainted or cordoned.
 TEST_F(AgentKube, CriticalXidIsRecoveredThroughTheControllersRequest) {
-  gpuheal::testing::ApplyManifest(*client_, std::string(GPUHEAL_SOURCE_DIR) + "/deploy/crds/noderepairs.yaml");
   const std::string repairs = "/apis/gpuheal.io/v1alpha1/noderepairs";
-  ASSERT_TRUE(Eventually([&] { auto r = client_->Get(repairs); return r && r->status == 200; }, 30s));
   gpuheal::testing::Scenario sc;
   StartAgentWithOneGpu(sc, "GPU-45454545-aaaa-bbbb-cccc-ddddeeeeffff");
   ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "True", "NvidiaGPUIsReady"));
@@ -407,10 +421,7 @@ TEST_F(AgentKube, CriticalXidIsRecoveredThroughTheControllersRequest) {
   EXPECT_EQ(entry["xid"], 45);
   EXPECT_EQ(Condition("AcceleratedHardwareReady")->status, "True") << "a critical fault flips no condition";
 
-  const std::string policy = state_dir_ + "/policy.yaml";
-  std::ofstream(policy) << "breaker:\n  share_percent: 100\n";
-  AgentProcess controller({GPUHEAL_BIN, "controller", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--policy", policy,
-                           "--listen", "", "--lease-namespace", "default", "--lease-name", "critical-" + node_});
+  auto& controller = StartController("critical-" + node_);
   auto records = [&]() {
     std::vector<nlohmann::json> out;
     auto r = client_->Get(repairs + "?labelSelector=gpuheal.io%2Fnode%3D" + node_);
@@ -436,6 +447,34 @@ TEST_F(AgentKube, CriticalXidIsRecoveredThroughTheControllersRequest) {
   std::this_thread::sleep_for(2s);
   EXPECT_EQ(records().size(), 1u) << "one episode";
   EXPECT_EQ(sc.Read()["devices"][0]["resets"], 1) << "one reset";
+  controller.Kill(SIGTERM);
+}
+
+// One severity from agent to controller: the agent's config makes Xid 48 (fatal in the catalog)
+// catastrophic; the condition's message carries that decision, and the controller isolates the
+// node (NoExecute) where the reason code alone means fatal (NoSchedule).
+TEST_F(AgentKube, AnXidOverriddenInTheAgentIsActedOnAsTheAgentDecided) {
+  const std::string cfg = state_dir_ + "/xids.yaml";
+  std::ofstream(cfg) << "xids:\n  48: {severity: catastrophic}\n";
+  // A pool of its own: other tests' nodes stay unhealthy, and the pool gate would hold the repair.
+  ASSERT_TRUE(client_->Patch(kube::NodePath(node_), kube::PatchType::kMerge,
+                             {{"metadata", {{"labels", {{"gpuheal.io/pool", node_}}}}}})->ok());
+  StartAgent({"--config", cfg});
+  ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "True", "NvidiaGPUIsReady"));
+  Inject(48, pci_);
+  ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "False", "NvidiaXID48Error"));
+  const std::string msg = Condition("AcceleratedHardwareReady")->message;
+  EXPECT_EQ(msg.find("[catastrophic/isolate] GPU " + pci_ + ": Xid 48"), 0u) << msg;
+  auto& controller = StartController("override-" + node_);
+  auto taint = [&]() -> kube::Taint {
+    auto n = kube::DecodeNode(client_->Get(kube::NodePath(node_))->body);
+    for (const auto& t : n ? n->taints : std::vector<kube::Taint>{}) {
+      if (t.key == "gpuheal.io/gpu-fault") return t;
+    }
+    return {};
+  };
+  ASSERT_TRUE(Eventually([&] { return taint().effect == "NoExecute"; }, 20s)) << taint().value << ":" << taint().effect;
+  EXPECT_EQ(taint().value, "catastrophic");
   controller.Kill(SIGTERM);
 }
 

@@ -188,6 +188,22 @@ class ControllerTest : public ::testing::Test {
     }
     return out;
   }
+  // A Cluster API Machine whose status.nodeRef names `owned`, and `annotated`'s annotations naming it.
+  void CapiMachine(const std::string& name, const std::string& owned, const std::string& annotated) {
+    ASSERT_EQ(client_->Create("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines",
+                              {{"apiVersion", "cluster.x-k8s.io/v1beta1"}, {"kind", "Machine"},
+                               {"metadata", {{"name", name}, {"namespace", "work"}}},
+                               {"status", {{"nodeRef", {{"kind", "Node"}, {"name", owned}}}}}})->status, 201);
+    ASSERT_TRUE(client_->Patch(kube::NodePath(annotated), kube::PatchType::kMerge,
+                               {{"metadata", {{"annotations", {{"cluster.x-k8s.io/machine", name},
+                                                                {"cluster.x-k8s.io/cluster-namespace", "work"}}}}}})->ok());
+  }
+  // The manual key: the operator acknowledges the faults so far (a second later: whole seconds).
+  void ResetBreakerByHand() {
+    std::this_thread::sleep_for(1s);
+    ASSERT_TRUE(client_->Patch(kube::LeasePath("default", "gpuheal-controller"), kube::PatchType::kMerge,
+                               {{"metadata", {{"annotations", {{"gpuheal.io/breaker-reset", kube_time()}}}}}})->ok());
+  }
   static json CriticalXid45() {
     return {{"0000:3b:00", {{"severity", "critical"}, {"reason", "NvidiaXID45Warning"}, {"xid", 45}, {"since", kube_time()}, {"count", 1}}}};
   }
@@ -601,10 +617,7 @@ TEST_F(ControllerTest, BreakerHoldsEvictionAndClosesByHandOrAfterAQuietPeriod) {
   EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault")) << "quarantine goes on while the breaker is open";
   std::this_thread::sleep_for(2s);
   EXPECT_FALSE(PodGone("br-" + id_));
-  // The manual key: the operator acknowledges the faults so far.
-  std::this_thread::sleep_for(1s);
-  ASSERT_TRUE(client_->Patch(kube::LeasePath("default", "gpuheal-controller"), kube::PatchType::kMerge,
-                             {{"metadata", {{"annotations", {{"gpuheal.io/breaker-reset", kube_time()}}}}}})->ok());
+  ResetBreakerByHand();
   ASSERT_TRUE(Eventually([&] { return PodGone("br-" + id_); }, 30s)) << Message(a);
   ASSERT_TRUE(c.WaitLog([](const json& j) { return j.value("msg", "") == "circuit breaker closed"; }, 5s));
   c.Kill(SIGTERM);
@@ -617,27 +630,66 @@ TEST_F(ControllerTest, BreakerHoldsEvictionAndClosesByHandOrAfterAQuietPeriod) {
   EXPECT_TRUE(d.WaitLog([](const json& j) { return j.value("msg", "") == "circuit breaker closed"; }, 5s));
 }
 
+// A catastrophic fault's NoExecute would have Kubernetes' taint manager evict every pod past the
+// breaker: while a gate holds the node is NoSchedule (and its pods stay); NoExecute once it opens.
+TEST_F(ControllerTest, ACatastrophicFaultIsNoExecuteOnlyWhenTheGatesAllowIt) {
+  const std::string a = Node("a");
+  Pod("ce-" + id_, a);
+  StartController("checkpoint:\n  window: 30s\nbreaker:\n  share_percent: 1\n  window: 1h\n  quiet: 1h\n");
+  SetCondition(a, "False", "NvidiaGPUFallenOffBus");
+  ASSERT_TRUE(Eventually([&] { return Message(a).find("circuit breaker open") != std::string::npos; }, 10s)) << Message(a);
+  EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault", "catastrophic", "NoSchedule") && Cordoned(a));
+  std::this_thread::sleep_for(2s);  // the taint manager acts within milliseconds of a NoExecute taint
+  EXPECT_FALSE(HasTaint(a, "gpuheal.io/gpu-fault", "", "NoExecute"));
+  EXPECT_FALSE(PodGone("ce-" + id_)) << "the breaker holds every disruption, the taint manager's too";
+  ResetBreakerByHand();
+  ASSERT_TRUE(Eventually([&] { return HasTaint(a, "gpuheal.io/gpu-fault", "catastrophic", "NoExecute"); }, 30s)) << Message(a);
+  // The 30 s checkpoint window is not waited: the taint manager takes the pod at once.
+  ASSERT_TRUE(Eventually([&] { return PodGone("ce-" + id_); }, 10s));
+  EXPECT_NE(Status(Repairs(a).back())["actions"].dump().find("NoExecute once the gates allowed it"), std::string::npos);
+}
+
 TEST_F(ControllerTest, DeleteNodeDeletesTheOwningMachineOrNodeClaim) {
-  const std::string capi = Node("capi"), karp = Node("karp", {{"gpuheal.io/pool", "k-" + id_}});
-  ASSERT_EQ(client_->Create("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines",
-                            {{"apiVersion", "cluster.x-k8s.io/v1beta1"}, {"kind", "Machine"},
-                             {"metadata", {{"name", "m-" + id_}, {"namespace", "work"}}}})->status, 201);
-  ASSERT_TRUE(client_->Patch(kube::NodePath(capi), kube::PatchType::kMerge,
-                             {{"metadata", {{"annotations", {{"cluster.x-k8s.io/machine", "m-" + id_},
-                                                              {"cluster.x-k8s.io/cluster-namespace", "work"}}}}}})->ok());
+  const std::string capi = Node("capi"), karp = Node("karp", {{"gpuheal.io/pool", "k-" + id_}}),
+                    prov = Node("prov", {{"gpuheal.io/pool", "kp-" + id_}});
+  CapiMachine("m-" + id_, capi, capi);
   ASSERT_EQ(client_->Create("/apis/karpenter.sh/v1/nodeclaims",
                             {{"apiVersion", "karpenter.sh/v1"}, {"kind", "NodeClaim"}, {"metadata", {{"name", "nc-" + id_}}},
                              {"status", {{"nodeName", karp}}}})->status, 201);
+  // A NodeClaim whose node has not been named yet is matched by its provider id.
+  ASSERT_TRUE(client_->Patch(kube::NodePath(prov), kube::PatchType::kMerge, {{"spec", {{"providerID", "sim://" + prov}}}})->ok());
+  ASSERT_EQ(client_->Create("/apis/karpenter.sh/v1/nodeclaims",
+                            {{"apiVersion", "karpenter.sh/v1"}, {"kind", "NodeClaim"}, {"metadata", {{"name", "ncp-" + id_}}},
+                             {"status", {{"providerID", "sim://" + prov}}}})->status, 201);
   StartController("toleration:\n  AcceleratedHardwareReady: 1s\nprovider:\n  name: delete-node\n");
-  SetCondition(capi, "False", "NvidiaXID48Error");
-  SetCondition(karp, "False", "NvidiaXID48Error");
-  ASSERT_TRUE(Eventually([&] { return Phase(capi) == "Replaced" && Phase(karp) == "Replaced"; }, 20s)) << Phase(capi) << Phase(karp);
+  for (const auto& n : {capi, karp, prov}) SetCondition(n, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return Phase(capi) == "Replaced" && Phase(karp) == "Replaced" && Phase(prov) == "Replaced"; }, 20s))
+      << Phase(capi) << Phase(karp) << Phase(prov);
   EXPECT_EQ(client_->Get("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines/m-" + id_)->status, 404);
   EXPECT_EQ(client_->Get("/apis/karpenter.sh/v1/nodeclaims/nc-" + id_)->status, 404);
+  EXPECT_EQ(client_->Get("/apis/karpenter.sh/v1/nodeclaims/ncp-" + id_)->status, 404);
   EXPECT_TRUE(GetNode(capi).is_object()) << "the owner's controller removes the Node, not gpuheal";
   EXPECT_TRUE(GetNode(karp).is_object());
   EXPECT_NE(Status(Repairs(capi).back())["actions"].dump().find("Cluster API Machine work/m-" + id_), std::string::npos);
   EXPECT_NE(Status(Repairs(karp).back())["actions"].dump().find("Karpenter NodeClaim nc-" + id_), std::string::npos);
+}
+
+// The Node's annotations are writable by the agent's identity: naming another node's Machine must
+// not get that Machine deleted. Ownership is proven by the Machine's status.nodeRef; without it
+// the repair ends Failed (the node stays quarantined) and nothing is deleted.
+TEST_F(ControllerTest, DeleteNodeNeverDeletesAMachineThatDoesNotOwnTheNode) {
+  const std::string liar = Node("liar"), other = Node("other", {{"gpuheal.io/pool", "o-" + id_}});
+  CapiMachine("victim-" + id_, other, liar);
+  StartController("toleration:\n  AcceleratedHardwareReady: 1s\nprovider:\n  name: delete-node\n");
+  SetCondition(liar, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return Phase(liar) == "Failed"; }, 20s)) << Phase(liar) << " " << Message(liar);
+  EXPECT_EQ(client_->Get("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines/victim-" + id_)->status, 200)
+      << "the Machine of another node survives";
+  EXPECT_TRUE(GetNode(liar).is_object());
+  EXPECT_NE(Message(liar).find("owner not proven"), std::string::npos) << Message(liar);
+  EXPECT_NE(Message(liar).find("status.nodeRef names node " + other), std::string::npos) << Message(liar);
+  EXPECT_TRUE(HasTaint(liar, "gpuheal.io/gpu-fault") && Cordoned(liar)) << "the node stays out of service";
+  ASSERT_TRUE(Eventually([&] { return EventReasons(liar).count("RemediationFailed") > 0; }, 10s));
 }
 
 // The controller with nothing but the shipped RBAC (deploy/kubernetes/controller.yaml): a token of
@@ -705,10 +757,9 @@ TEST_F(ControllerTest, SigkillAtEveryPhaseCompletesTheRepairExactlyOnce) {
     controllers_.back()->Kill(SIGKILL);
     StartLeader(policy);
   }
-  // As its Deployment would, the test restarts a controller that exited: one that misses its
-  // renew deadline (1.5 s here, on a loaded machine) stops leading and exits.
+  // A controller that misses its renew deadline (1.5 s here, on a loaded machine) stops acting
+  // and campaigns again in the same process: nothing restarts it.
   auto done = [&] {
-    if (!controllers_.back()->Running()) StartController(policy, ShortLease());
     const std::string p = Phase(a);
     return p == "Replaced" || p == "Failed";
   };
@@ -735,6 +786,7 @@ TEST_F(ControllerTest, SigkillAtEveryPhaseCompletesTheRepairExactlyOnce) {
     EXPECT_EQ(std::count(evicted.begin(), evicted.end(), fmt::format("work/k{}-{}", i, id_)), 1) << evicted.dump();
     EXPECT_TRUE(PodGone(fmt::format("k{}-{}", i, id_)));
   }
+  EXPECT_TRUE(controllers_.back()->Running()) << "the last controller still runs";
   const auto lines = Lines(ran);
   const int runs = static_cast<int>(lines.size());
   for (const auto& line : lines) EXPECT_EQ(line, a + " NvidiaXID48Error");
@@ -767,6 +819,31 @@ TEST_F(ControllerTest, RemediationOutcomeUnknownIsNeverRunTwice) {
   EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault") && Cordoned(a)) << "the node stays out of service";
   std::this_thread::sleep_for(3s);  // the first command finishes; nothing runs a second
   EXPECT_EQ(Lines(ran).size(), 1u);
+  EXPECT_EQ(Repairs(a).size(), 1u);
+}
+
+// An API server outage longer than the renew deadline (a 2 s lease here): the controller stops
+// acting and stands for election again in the same process, informer caches kept, and acts again
+// afterwards. Last in this binary: the outage restarts the API server of every later test.
+TEST_F(ControllerTest, AnApiOutagePastTheRenewDeadlineKeepsTheControllerAndItActsAgain) {
+  const std::string a = Node("a"), b = Node("b");
+  StartLeader("probation: 1s\n");
+  auto& c = *controllers_.back();
+  SetCondition(a, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return HasTaint(a, "gpuheal.io/gpu-fault"); }, 10s));
+  const std::string script = "bash " + std::string(GPUHEAL_SOURCE_DIR) + "/scripts/control-plane.sh ";
+  ASSERT_EQ(std::system((script + "stop-apiserver --dir " + ControlPlaneEnv::dir()).c_str()), 0);
+  // Past the renew deadline: it steps down (and would have exited before).
+  const bool lost = c.WaitLog([](const json& j) { return j.value("msg", "").starts_with("lost leadership"); }, 20s).has_value();
+  ASSERT_EQ(std::system((script + "start-apiserver --dir " + ControlPlaneEnv::dir()).c_str()), 0);
+  ASSERT_TRUE(lost) << "the controller never noticed the outage";
+  ASSERT_TRUE(c.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 60s)) << "leads again";
+  EXPECT_TRUE(c.Running()) << "the same process";
+  SetCondition(b, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return HasTaint(b, "gpuheal.io/gpu-fault") && Cordoned(b); }, 20s)) << "a new fault is quarantined";
+  // The repair from before the outage goes on too: released after its fault clears.
+  SetCondition(a, "True", "NvidiaGPUIsReady");
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Recovered"; }, 20s)) << Phase(a);
   EXPECT_EQ(Repairs(a).size(), 1u);
 }
 

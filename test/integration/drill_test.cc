@@ -222,6 +222,15 @@ TEST_F(DrillTest, CorrelatedFaultsAreHeldByTheGates) {
   EXPECT_TRUE(CheckOk(p, "gates held")) << p.dump(2);
 }
 
+// Xid 79 (catastrophic) with the breaker tripped: gpuheal's NoExecute would have Kubernetes' taint
+// manager delete every pod of the faulty nodes past the breaker. The check counts pods removed by
+// anyone, so it passes only when the taint waits for the gates (NoSchedule meanwhile).
+TEST_F(DrillTest, CorrelatedCatastrophicFaultsAreHeldByTheGatesToo) {
+  const json r = Run("correlated", {"--xid", "79"});
+  EXPECT_TRUE(CheckOk(r, "gates held")) << r.dump(2);
+  EXPECT_FALSE(r["timeline_ms"].contains("first_eviction")) << "no pod of a faulty node taken away: " << r.dump(2);
+}
+
 TEST_F(DrillTest, ControllerCrashMidDrainCompletesTheRepairOnce) {
   const json r = Run("controller-crash");
   EXPECT_TRUE(CheckOk(r, "one repair, each pod evicted once")) << r.dump(2);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/condition_decision.h"
 #include "core/reasons.h"
 
 namespace gpuheal {
@@ -16,6 +17,7 @@ Fault Xid(int xid, const std::string& pci, Severity s) {
   f.xid = xid;
   f.pci = pci;
   f.severity = s;
+  f.action = DefaultAction(s);
   f.condition = "AcceleratedHardwareReady";
   f.reason = reason::XidReason(xid, s);
   return f;
@@ -79,7 +81,10 @@ TEST(ActiveFaults, TheWorstDecidesTheReasonAndTheMessageListsTheOthers) {
   a.Observe(f79, 200, "boot");
   auto c = Find(a.Conditions({}), "AcceleratedHardwareReady");
   EXPECT_EQ(c.reason, "NvidiaXID79Error");
-  EXPECT_EQ(c.message.find("GPU 0000:86:00 (GPU-1234): Xid 79 (GPU has fallen off the bus)"), 0u) << c.message;
+  // The agent's decision on the worst fault leads (core/condition_decision.h).
+  EXPECT_EQ(c.message.find("[catastrophic/isolate] GPU 0000:86:00 (GPU-1234): Xid 79 (GPU has fallen off the bus)"), 0u)
+      << c.message;
+  EXPECT_EQ(ParseDecisionPrefix(c.message), (ConditionDecision{Severity::kCatastrophic, Action::kIsolate}));
   EXPECT_NE(c.message.find("; also: GPU 0000:3b:00: Xid 48"), std::string::npos) << c.message;
   EXPECT_NE(c.message.find("seen 2 times"), std::string::npos) << c.message;
   // Other domains are untouched.

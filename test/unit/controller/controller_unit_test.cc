@@ -7,6 +7,7 @@
 #include "controller/policy.h"
 #include "controller/repair.h"
 #include "controller/work_queue.h"
+#include "core/condition_decision.h"
 
 namespace gpuheal::controller {
 namespace {
@@ -139,6 +140,13 @@ TEST(WorkQueue, DelaysAndShutdown) {
   });
   EXPECT_FALSE(q.Get().has_value());
   t.join();
+  // Shut down, nothing is queued; reopened (a replica that won its Lease again), it works empty.
+  q.Add("while-down");
+  q.AddAfter("delayed", 5s);
+  q.Reopen();
+  EXPECT_EQ(q.Len(), 0u);
+  q.Add("again");
+  EXPECT_EQ(q.Get(), "again");
 }
 
 TEST(WorkQueue, RateLimitedBacksOffUntilForget) {
@@ -180,6 +188,29 @@ TEST(NodeFaults, TheWorstFalseDomainDecides) {
   EXPECT_EQ(SeverityOfReason("NvidiaGPULost"), Severity::kCatastrophic);
   EXPECT_EQ(SeverityOfReason("KernelPanic"), Severity::kFatal);
   EXPECT_EQ(SeverityOfReason("NvidiaXIDabcError"), Severity::kFatal);
+}
+
+// The agent's decision in the message's prefix wins over the catalog's reading of the reason:
+// an Xid 48 the agent's config made catastrophic is isolated; an Xid 79 set to quarantine is not.
+TEST(NodeFaults, TheAgentsDecisionInTheMessageWinsOverTheReason) {
+  auto up = FaultOf(NodeWith({{"AcceleratedHardwareReady", "False", "NvidiaXID48Error",
+                               "[catastrophic/isolate] GPU 0000:3b:00: Xid 48", "2026-11-30T08:05:00Z"}}));
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->severity, Severity::kCatastrophic);
+  EXPECT_EQ(up->action, Action::kIsolate);
+  auto down = FaultOf(NodeWith({{"AcceleratedHardwareReady", "False", "NvidiaXID79Error",
+                                 "[catastrophic/quarantine] GPU 0000:3b:00: Xid 79", "2026-11-30T08:05:00Z"}}));
+  ASSERT_TRUE(down);
+  EXPECT_EQ(down->severity, Severity::kCatastrophic);
+  EXPECT_EQ(down->action, Action::kQuarantine);
+  // Another tool's message (no prefix, or not one of ours): the reason decides, as before.
+  for (const char* m : {"gpu lost", "[note] gpu lost", "[catastrophic/explode] x", "[fatal/isolate]no space"}) {
+    auto f = FaultOf(NodeWith({{"AcceleratedHardwareReady", "False", "NvidiaXID48Error", m, "2026-11-30T08:05:00Z"}}));
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->severity, Severity::kFatal) << m;
+    EXPECT_EQ(f->action, Action::kQuarantine) << m;
+  }
+  EXPECT_EQ(DecisionPrefix({Severity::kFatal, Action::kQuarantine}), "[fatal/quarantine] ");
 }
 
 TEST(NodeFaults, CriticalGpuFaultsComeFromTheAgentsAnnotationWhenNoDomainIsFalse) {
