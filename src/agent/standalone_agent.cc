@@ -253,7 +253,7 @@ Status StandaloneAgent::Init() {
 
   if (!config_.listen.empty()) {
     auto http = HttpServer::Start(config_.listen, metrics_, [this] { return Health(); });
-    if (!http) return http.error();
+    if (!http) return Error{config_.listen_origin + http.error().message};
     http_ = std::move(*http);
   }
   nlohmann::ordered_json f;

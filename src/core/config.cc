@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/file.h"
+#include "core/listen_address.h"
 #include "core/yaml_fields.h"
 
 namespace gpuheal {
@@ -158,7 +159,13 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
   }
   if (root["listen"]) {
     GPUHEAL_TRY(v, AsString(err, root["listen"], "listen"));
+    if (!v.empty()) {
+      if (auto a = ParseListenAddress(v); !a) {
+        return err.At(root["listen"], fmt::format("\"listen\": {}", a.error().message));
+      }
+    }
     cfg.listen = v;
+    cfg.listen_origin = err.At(root["listen"], "").message;  // "file:line:col: "
   }
   if (root["self_check_period"]) {
     GPUHEAL_TRY(v, AsDuration(err, root["self_check_period"], "self_check_period"));

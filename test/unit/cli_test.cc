@@ -81,6 +81,14 @@ TEST(Cli, UsageAndConfigErrorsExitTwo) {
   auto bad = Exec("agent --standalone --config " + TempFile("kmsg: /dev/kmsg\nbogus: 1\n"));
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.out.find(":2:1: unknown key \"bogus\""), std::string::npos) << bad.out;
+  auto listen = Exec("agent --standalone --config " + TempFile("kmsg: /dev/kmsg\nlisten: 9464\n"));
+  EXPECT_EQ(listen.code, 2);
+  EXPECT_NE(listen.out.find(":2:9: \"listen\": listen address \"9464\" must be host:port"), std::string::npos)
+      << listen.out;
+  auto listen_flag = Exec("agent --standalone --listen 127.0.0.1:http");
+  EXPECT_EQ(listen_flag.code, 2);
+  EXPECT_NE(listen_flag.out.find("--listen: listen address \"127.0.0.1:http\": port must be"), std::string::npos)
+      << listen_flag.out;
   auto npd = Exec("classify --npd-rules " + TempFile("{\"rules\": 5}") + " /dev/null");
   EXPECT_EQ(npd.code, 2);
   EXPECT_NE(npd.out.find("\"rules\" must be an array"), std::string::npos) << npd.out;
