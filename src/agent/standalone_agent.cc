@@ -68,6 +68,7 @@ Status StandaloneAgent::Init() {
   for (const std::string& path : config_.npd_rule_files) {
     auto npd = LoadNpdConfig(path);
     if (!npd) return npd.error();
+    for (const std::string& note : npd->notes) Log("info", note);
     copts.npd_rules.push_back(std::move(*npd));
   }
   auto classifier = Classifier::Create(std::move(copts));

@@ -39,6 +39,7 @@ int RunClassify(const ClassifyArgs& args) {
       std::cerr << "gpuheal classify: " << npd.error().message << "\n";
       return kExitUsage;
     }
+    for (const std::string& note : npd->notes) std::cerr << "gpuheal classify: note: " << note << "\n";
     opts.npd_rules.push_back(std::move(*npd));
   }
   auto classifier = Classifier::Create(std::move(opts));
