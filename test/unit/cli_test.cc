@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,6 +70,33 @@ TEST(Cli, ClassifyStdinAndFiles) {
   EXPECT_EQ(std::count(two.out.begin(), two.out.end(), '\n'), 2);
   EXPECT_NE(two.out.find("\"file\""), std::string::npos);
   EXPECT_NE(two.out.find("\"line\":2"), std::string::npos);
+}
+
+// A directory opens as a file on Linux and reads as nothing: it used to exit 0 with no output.
+TEST(Cli, ClassifyADirectoryIsAUsageError) {
+  auto r = Exec("classify /tmp");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("gpuheal classify: /tmp: is a directory"), std::string::npos) << r.out;
+}
+
+// One 100 MB line used to cost 535 MB: now its first 64 KiB are classified (a fault there is
+// found, marked truncated), the rest is skipped, and the next line keeps its number.
+TEST(Cli, ClassifyCutsAnOverlongLineAndStaysSmall) {
+  auto r = testing::RunShell(
+      "{ printf 'NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=a, DBE '; head -c 100000000 /dev/zero | tr '\\0' x; "
+      "printf '\\nNVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.\\n'; } | " GPUHEAL_BIN " classify 2>&1");
+  ASSERT_EQ(r.code, 0) << r.out.substr(0, 500);
+  rusage ru{};
+  getrusage(RUSAGE_CHILDREN, &ru);
+  EXPECT_LT(ru.ru_maxrss, 64 * 1024) << "KiB at peak";
+  EXPECT_NE(r.out.find("gpuheal classify: -:1: line longer than 64 KiB; classified its first 64 KiB, skipped the rest"),
+            std::string::npos)
+      << r.out.substr(0, 500);
+  EXPECT_NE(r.out.find("\"xid\":48"), std::string::npos);
+  EXPECT_NE(r.out.find("\"truncated\":true"), std::string::npos);
+  EXPECT_NE(r.out.find("\"line\":2,\"kind\":\"gpu_fallen_off_bus\""), std::string::npos)
+      << r.out.substr(r.out.size() - 500);
+  EXPECT_LT(r.out.size(), 200u * 1024);
 }
 
 TEST(Cli, UsageAndConfigErrorsExitTwo) {
