@@ -69,6 +69,7 @@ Status StandaloneAgent::Init() {
   for (const std::string& path : config_.npd_rule_files) {
     auto npd = LoadNpdConfig(path);
     if (!npd) return npd.error();
+    for (const std::string& note : npd->notes) Log("info", note);
     copts.npd_rules.push_back(std::move(*npd));
   }
   auto classifier = Classifier::Create(std::move(copts));
@@ -275,7 +276,7 @@ Status StandaloneAgent::Init() {
 
   if (!config_.listen.empty()) {
     auto http = HttpServer::Start(config_.listen, metrics_, [this] { return Health(); });
-    if (!http) return http.error();
+    if (!http) return Error{config_.listen_origin + http.error().message};
     http_ = std::move(*http);
   }
   nlohmann::ordered_json f;

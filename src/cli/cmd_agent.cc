@@ -10,6 +10,7 @@
 #include "agent/standalone_agent.h"
 #include "cli/commands.h"
 #include "core/config.h"
+#include "core/listen_address.h"
 #include "kube/client.h"
 
 namespace gpuheal::cli {
@@ -80,7 +81,15 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
     // Flags override the file.
     if (!args->kmsg.empty()) cfg.kmsg_path = args->kmsg;
     if (!args->state_dir.empty()) cfg.state_dir = args->state_dir;
-    if (cmd->count("--listen")) cfg.listen = args->listen;
+    if (cmd->count("--listen")) {
+      if (auto a = ParseListenAddress(args->listen); !args->listen.empty() && !a) {
+        std::cerr << "gpuheal agent: --listen: " << a.error().message << "\n";
+        exit_code = kExitUsage;
+        return;
+      }
+      cfg.listen = args->listen;
+      cfg.listen_origin = "--listen: ";
+    }
     if (args->accept_injected) cfg.accept_injected = true;
     if (!args->nvml_library.empty()) {
       cfg.nvidia.nvml_library = args->nvml_library;

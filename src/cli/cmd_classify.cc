@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include "cli/commands.h"
@@ -14,6 +16,10 @@
 
 namespace gpuheal::cli {
 namespace {
+
+// A kernel record is at most ~1 KiB (PRINTK_MESSAGE_MAX), so a real fault line is never cut;
+// the bound keeps one huge line from costing its size in memory.
+constexpr size_t kMaxLineBytes = 64 * 1024;
 
 struct ClassifyArgs {
   std::vector<std::string> files;
@@ -39,6 +45,7 @@ int RunClassify(const ClassifyArgs& args) {
       std::cerr << "gpuheal classify: " << npd.error().message << "\n";
       return kExitUsage;
     }
+    for (const std::string& note : npd->notes) std::cerr << "gpuheal classify: note: " << note << "\n";
     opts.npd_rules.push_back(std::move(*npd));
   }
   auto classifier = Classifier::Create(std::move(opts));
@@ -49,16 +56,33 @@ int RunClassify(const ClassifyArgs& args) {
   std::ios::sync_with_stdio(false);
   std::vector<Fault> faults;
   std::string out;
+  std::vector<char> buf(kMaxLineBytes + 1);  // + getline's terminating NUL
   auto run = [&](std::istream& in, const std::string& name) {
-    std::string line;
     size_t n = 0;
-    while (std::getline(in, line)) {
+    for (;;) {
+      in.getline(buf.data(), static_cast<std::streamsize>(buf.size()));
+      size_t len = static_cast<size_t>(in.gcount());
+      if (len == 0 && in.eof()) break;
+      if (in.bad()) break;
+      const bool cut = in.fail() && !in.eof();  // the line filled the buffer without its end
+      if (cut) {
+        in.clear();
+        in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+      } else if (!in.eof()) {
+        --len;  // gcount counted the newline
+      }
       ++n;
+      if (cut) {
+        std::cerr << fmt::format("gpuheal classify: {}:{}: line longer than {} KiB; classified its first {} KiB, "
+                                 "skipped the rest\n",
+                                 name, n, kMaxLineBytes / 1024, kMaxLineBytes / 1024);
+      }
       faults.clear();
-      (*classifier)->ClassifyLine(line, n, faults);
+      (*classifier)->ClassifyLine(std::string_view(buf.data(), len), n, faults);
       for (const Fault& f : faults) {
         auto j = ToJson(f);
         if (args.files.size() > 1) j["file"] = name;
+        if (cut) j["truncated"] = true;
         out += ToJsonLine(j);
         out.push_back('\n');
       }
@@ -66,19 +90,35 @@ int RunClassify(const ClassifyArgs& args) {
         std::cout << out;
         out.clear();
       }
+      if (in.eof()) break;
     }
+    return !in.bad();
   };
   if (args.files.empty() || (args.files.size() == 1 && args.files[0] == "-")) {
-    run(std::cin, "-");
+    if (!run(std::cin, "-")) {
+      std::cout << out << std::flush;
+      std::cerr << "gpuheal classify: cannot read stdin\n";
+      return kExitFailure;
+    }
   } else {
     for (const std::string& f : args.files) {
+      std::error_code ec;
+      if (std::filesystem::is_directory(f, ec)) {
+        std::cout << out << std::flush;
+        std::cerr << fmt::format("gpuheal classify: {}: is a directory; name the log files in it instead\n", f);
+        return kExitUsage;
+      }
       std::ifstream in(f);
       if (!in) {
         std::cout << out << std::flush;
         std::cerr << fmt::format("gpuheal classify: {}: cannot open file\n", f);
         return kExitUsage;
       }
-      run(in, f);
+      if (!run(in, f)) {
+        std::cout << out << std::flush;
+        std::cerr << fmt::format("gpuheal classify: {}: cannot read file\n", f);
+        return kExitFailure;
+      }
     }
   }
   std::cout << out << std::flush;

@@ -217,15 +217,10 @@ std::chrono::milliseconds Policy::TolerationFor(const std::string& condition) co
 
 Result<Policy> ParsePolicy(std::string_view yaml, const std::string& source) {
   ConfigError e(source);
-  YAML::Node root;
+  auto root = LoadYaml(yaml, source);
+  if (!root) return root.error();
   try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& x) {
-    if (x.mark.is_null()) return Error{fmt::format("{}: not valid YAML: {}", source, x.msg)};
-    return Error{fmt::format("{}:{}:{}: not valid YAML: {}", source, x.mark.line + 1, x.mark.column + 1, x.msg)};
-  }
-  try {
-    return Parse(root, e);
+    return Parse(*root, e);
   } catch (const YAML::Exception& x) {
     return Error{fmt::format("{}:{}:{}: {}", source, x.mark.line + 1, x.mark.column + 1, x.msg)};
   }

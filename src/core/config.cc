@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/file.h"
+#include "core/listen_address.h"
 #include "core/yaml_fields.h"
 
 namespace gpuheal {
@@ -158,7 +159,13 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
   }
   if (root["listen"]) {
     GPUHEAL_TRY(v, AsString(err, root["listen"], "listen"));
+    if (!v.empty()) {
+      if (auto a = ParseListenAddress(v); !a) {
+        return err.At(root["listen"], fmt::format("\"listen\": {}", a.error().message));
+      }
+    }
     cfg.listen = v;
+    cfg.listen_origin = err.At(root["listen"], "").message;  // "file:line:col: "
   }
   if (root["self_check_period"]) {
     GPUHEAL_TRY(v, AsDuration(err, root["self_check_period"], "self_check_period"));
@@ -170,6 +177,10 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
       GPUHEAL_TRY(xid, AsInt(err, it->first, "xids key", 1, 1000));
       const YAML::Node e = it->second;  // a copy: it-> yields a temporary proxy
       const std::string where = fmt::format("xids.{}", xid);
+      if (cfg.xid_overrides.contains(xid)) {
+        return err.At(it->first, fmt::format("Xid {} appears twice in \"xids\" (as {}); keep one", xid,
+                                             it->first.as<std::string>()));
+      }
       if (!e.IsMap()) return err.At(e, fmt::format("\"{}\" must be a mapping with severity and/or action", where));
       if (auto ce = CheckKeys(err, e, {"severity", "action"}, where)) return *ce;
       XidOverride o;
@@ -290,16 +301,10 @@ std::optional<std::chrono::milliseconds> ParseDuration(std::string_view s) {
 
 Result<AgentConfig> ParseAgentConfig(std::string_view yaml, const std::string& source) {
   ConfigError err(source);
-  YAML::Node root;
+  auto root = LoadYaml(yaml, source);
+  if (!root) return root.error();
   try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    if (e.mark.is_null()) return Error{fmt::format("{}: not valid YAML: {}", source, e.msg)};
-    return Error{fmt::format("{}:{}:{}: not valid YAML: {}", source, e.mark.line + 1,
-                             e.mark.column + 1, e.msg)};
-  }
-  try {
-    return Parse(root, err);
+    return Parse(*root, err);
   } catch (const YAML::Exception& e) {
     // Keys that are not scalars and the like surface as yaml-cpp conversion errors.
     return Error{fmt::format("{}:{}:{}: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg)};

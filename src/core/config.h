@@ -72,6 +72,7 @@ struct AgentConfig {
   // on a machine whose buffer holds old injected faults).
   bool kmsg_from_end = false;
   std::string listen = "127.0.0.1:9464";  // /metrics and /healthz; empty disables
+  std::string listen_origin;  // where `listen` was set ("agent.yaml:3:9: ", "--listen: "), for errors
   std::map<int, XidOverride> xid_overrides;
   EscalationPolicy escalation;
   std::vector<std::string> npd_rule_files;

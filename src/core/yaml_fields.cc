@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <yaml-cpp/eventhandler.h>
+
 #include <charconv>
+#include <sstream>
+#include <vector>
 
 #include "core/config.h"
 
@@ -12,6 +16,80 @@ Error ConfigError::At(const YAML::Node& n, const std::string& what) const {
   const YAML::Mark m = n.Mark();
   if (m.is_null()) return Error{fmt::format("{}: {}", source_, what)};
   return Error{fmt::format("{}:{}:{}: {}", source_, m.line + 1, m.column + 1, what)};
+}
+
+namespace {
+
+// Walks the parser's events rather than the loaded node graph: aliases stay leaves (no cycles),
+// and every key keeps its own mark, so the second occurrence of a key can be named.
+class DuplicateKeyFinder : public YAML::EventHandler {
+ public:
+  std::optional<std::pair<std::string, YAML::Mark>> duplicate;
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { Leaf(m, "~"); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { Leaf(m, std::nullopt); }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string& value) override {
+    Leaf(m, value);
+  }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    Open(m, false);
+  }
+  void OnSequenceEnd() override { Close(); }
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    Open(m, true);
+  }
+  void OnMapEnd() override { Close(); }
+
+ private:
+  struct Frame {
+    bool is_map = false;
+    bool expect_key = true;  // maps alternate key, value
+    std::set<std::string> keys;
+  };
+
+  // A scalar (or null) as a key is compared; an alias or collection as a key is not.
+  void Leaf(const YAML::Mark& m, std::optional<std::string> key) {
+    if (!stack_.empty() && stack_.back().is_map && stack_.back().expect_key && key &&
+        !stack_.back().keys.insert(*key).second && !duplicate) {
+      duplicate.emplace(*key, m);
+    }
+    Advance();
+  }
+  void Open(const YAML::Mark&, bool is_map) {
+    Advance();  // a collection used as a key or value consumes that slot of its parent
+    stack_.push_back(Frame{is_map, true, {}});
+  }
+  void Close() { stack_.pop_back(); }
+  void Advance() {
+    if (!stack_.empty() && stack_.back().is_map) stack_.back().expect_key = !stack_.back().expect_key;
+  }
+
+  std::vector<Frame> stack_;
+};
+
+}  // namespace
+
+Result<YAML::Node> LoadYaml(std::string_view text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+    std::istringstream in{std::string(text)};
+    YAML::Parser parser(in);
+    DuplicateKeyFinder finder;
+    while (parser.HandleNextDocument(finder)) {
+    }
+    if (finder.duplicate) {
+      const auto& [key, m] = *finder.duplicate;
+      return Error{fmt::format("{}:{}:{}: key \"{}\" appears twice in the same mapping; keep one", source,
+                               m.line + 1, m.column + 1, key)};
+    }
+  } catch (const YAML::Exception& e) {
+    if (e.mark.is_null()) return Error{fmt::format("{}: not valid YAML: {}", source, e.msg)};
+    return Error{fmt::format("{}:{}:{}: not valid YAML: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg)};
+  }
+  return root;
 }
 
 std::string Join(const std::set<std::string>& keys) {

@@ -23,6 +23,10 @@ class ConfigError {
   std::string source_;
 };
 
+// Loads YAML text, rejecting syntax errors and a key repeated in one mapping (yaml-cpp keeps the
+// first and ignores the rest silently); errors name source:line:column.
+Result<YAML::Node> LoadYaml(std::string_view text, const std::string& source);
+
 std::string Join(const std::set<std::string>& keys);
 // Rejects keys of `map` not in `known`, naming the first unknown one and its position.
 std::optional<Error> CheckKeys(const ConfigError& err, const YAML::Node& map, const std::set<std::string>& known,

@@ -2,13 +2,19 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
 #include "core/file.h"
+#include "core/severity.h"
 
 namespace gpuheal {
 namespace {
+
+constexpr std::string_view kKubeletConditions[] = {"Ready", "MemoryPressure", "DiskPressure", "PIDPressure",
+                                                   "NetworkUnavailable"};
 
 Error Err(const std::string& source, const std::string& what) {
   return Error{fmt::format("{}: {}", source, what)};
@@ -82,10 +88,27 @@ Result<NpdConfig> ParseNpdConfig(std::string_view text, const std::string& sourc
         if (!r.contains("condition") || !r["condition"].is_string()) {
           return Err(source, named + ": a permanent rule needs a string \"condition\"");
         }
-        rule.condition = r["condition"].get<std::string>();
-        if (!conditions.contains(rule.condition)) {
+        rule.npd_condition = r["condition"].get<std::string>();
+        if (!conditions.contains(rule.npd_condition)) {
           return Err(source, fmt::format("{}: condition \"{}\" is not declared in \"conditions\"",
-                                         named, rule.condition));
+                                         named, rule.npd_condition));
+        }
+        if (std::find(std::begin(kKubeletConditions), std::end(kKubeletConditions), rule.npd_condition) !=
+            std::end(kKubeletConditions)) {
+          return Err(source, fmt::format("{}: condition \"{}\" belongs to the kubelet, and gpuheal never writes "
+                                         "the kubelet's conditions; name a condition of your own (it is reported "
+                                         "as KernelReady=False with this rule's reason)",
+                                         named, rule.npd_condition));
+        }
+        // The agent writes only its five condition types (NPD's own would read True = problem,
+        // the inverse of ours), so another condition becomes KernelReady with the rule's reason.
+        if (ParseCondition(rule.npd_condition)) {
+          rule.condition = rule.npd_condition;
+        } else {
+          rule.condition = std::string(ToString(Condition::kKernelReady));
+          cfg.notes.push_back(fmt::format("{}: {}: NPD condition \"{}\" is reported as KernelReady=False with "
+                                          "reason {}",
+                                          source, named, rule.npd_condition, rule.reason));
         }
       } else if (type != "temporary") {
         return Err(source, fmt::format("{}: type must be \"temporary\" or \"permanent\", not \"{}\"",
@@ -124,10 +147,12 @@ Result<std::unique_ptr<NpdMatcher>> NpdMatcher::Create(std::vector<NpdConfig> co
   opts.set_log_errors(false);
   m->line_set_ = std::make_unique<RE2::Set>(opts, RE2::UNANCHORED);
   m->buffer_set_ = std::make_unique<RE2::Set>(opts, RE2::UNANCHORED);
+  std::set<std::string> line_files, buffer_files;
   for (const NpdConfig& c : m->configs_) {
     m->buffer_size_ = std::max(m->buffer_size_, static_cast<size_t>(c.buffer_size));
     for (const NpdRule& r : c.rules) {
       const bool spans = NpdPatternMaySpanLines(r.pattern);
+      (spans ? buffer_files : line_files).insert(c.source);
       RE2::Set& set = spans ? *m->buffer_set_ : *m->line_set_;
       std::string err;
       if (set.Add(r.pattern + "\\z", &err) < 0) {
@@ -137,9 +162,17 @@ Result<std::unique_ptr<NpdMatcher>> NpdMatcher::Create(std::vector<NpdConfig> co
       m->rules_.push_back(&r);
     }
   }
-  if ((!m->line_index_.empty() && !m->line_set_->Compile()) ||
-      (!m->buffer_index_.empty() && !m->buffer_set_->Compile())) {
-    return Error{"NPD rules: RE2 could not compile the rule set (too large)"};
+  // All rules compile into one automaton, so past RE2's memory budget no single rule is at fault:
+  // name every file that contributed.
+  for (auto [set, index, files] : {std::tuple{m->line_set_.get(), &m->line_index_, &line_files},
+                                   std::tuple{m->buffer_set_.get(), &m->buffer_index_, &buffer_files}}) {
+    if (!index->empty() && !set->Compile()) {
+      std::string names;
+      for (const std::string& f : *files) names += (names.empty() ? "" : ", ") + f;
+      return Error{fmt::format("{}: RE2 could not compile these {} NPD rules together: the set is larger than "
+                               "RE2's {} MiB budget; use fewer rules or shorter patterns",
+                               names, index->size(), opts.max_mem() >> 20)};
+    }
   }
   return m;
 }

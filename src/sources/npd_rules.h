@@ -17,7 +17,10 @@ namespace gpuheal {
 
 struct NpdRule {
   bool permanent = false;  // "permanent" rules set a condition; "temporary" ones are events
-  std::string condition;   // permanent rules: the NPD condition type they set
+  std::string npd_condition;  // permanent rules: the NPD condition type the file names
+  // permanent rules: the condition gpuheal writes: npd_condition when it is one of gpuheal's
+  // five, otherwise KernelReady (the rule's reason names the problem)
+  std::string condition;
   std::string reason;
   std::string pattern;
 };
@@ -27,6 +30,7 @@ struct NpdConfig {
   std::string npd_source;  // NPD's "source" field (e.g. "kernel-monitor")
   int buffer_size = 10;
   std::vector<NpdRule> rules;
+  std::vector<std::string> notes;  // said once at load: how the file's conditions are reported
 };
 
 // Parses one NPD config file; errors name the file and the rule (index, reason) at fault.

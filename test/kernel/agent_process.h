@@ -189,9 +189,8 @@ class ScopedSysctl {
   bool ok_ = false;
 };
 
-// A minimal HTTP/1.1 GET against 127.0.0.1:<port of hostport>; returns the raw response.
-inline std::string HttpGet(const std::string& hostport, const std::string& path) {
-  const int port = std::stoi(hostport.substr(hostport.rfind(':') + 1));
+// A TCP connection to 127.0.0.1:`port`, or -1.
+inline int ConnectLoopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -199,8 +198,15 @@ inline std::string HttpGet(const std::string& hostport, const std::string& path)
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     close(fd);
-    return {};
+    return -1;
   }
+  return fd;
+}
+
+// A minimal HTTP/1.1 GET against 127.0.0.1:<port of hostport>; returns the raw response.
+inline std::string HttpGet(const std::string& hostport, const std::string& path) {
+  const int fd = ConnectLoopback(std::stoi(hostport.substr(hostport.rfind(':') + 1)));
+  if (fd < 0) return {};
   const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   [[maybe_unused]] ssize_t w = write(fd, req.data(), req.size());
   std::string resp;

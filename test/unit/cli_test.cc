@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -82,6 +83,33 @@ TEST(Cli, ClassifyStdinAndFiles) {
   EXPECT_NE(two.out.find("\"line\":2"), std::string::npos);
 }
 
+// A directory opens as a file on Linux and reads as nothing: it used to exit 0 with no output.
+TEST(Cli, ClassifyADirectoryIsAUsageError) {
+  auto r = Exec("classify /tmp");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("gpuheal classify: /tmp: is a directory"), std::string::npos) << r.out;
+}
+
+// One 100 MB line used to cost 535 MB: now its first 64 KiB are classified (a fault there is
+// found, marked truncated), the rest is skipped, and the next line keeps its number.
+TEST(Cli, ClassifyCutsAnOverlongLineAndStaysSmall) {
+  auto r = testing::RunShell(
+      "{ printf 'NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=a, DBE '; head -c 100000000 /dev/zero | tr '\\0' x; "
+      "printf '\\nNVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.\\n'; } | " GPUHEAL_BIN " classify 2>&1");
+  ASSERT_EQ(r.code, 0) << r.out.substr(0, 500);
+  rusage ru{};
+  getrusage(RUSAGE_CHILDREN, &ru);
+  EXPECT_LT(ru.ru_maxrss, 64 * 1024) << "KiB at peak";
+  EXPECT_NE(r.out.find("gpuheal classify: -:1: line longer than 64 KiB; classified its first 64 KiB, skipped the rest"),
+            std::string::npos)
+      << r.out.substr(0, 500);
+  EXPECT_NE(r.out.find("\"xid\":48"), std::string::npos);
+  EXPECT_NE(r.out.find("\"truncated\":true"), std::string::npos);
+  EXPECT_NE(r.out.find("\"line\":2,\"kind\":\"gpu_fallen_off_bus\""), std::string::npos)
+      << r.out.substr(r.out.size() - 500);
+  EXPECT_LT(r.out.size(), 200u * 1024);
+}
+
 TEST(Cli, UsageAndConfigErrorsExitTwo) {
   EXPECT_EQ(Exec("classify /nonexistent/file.log").code, 2);
   EXPECT_EQ(Exec("--no-such-flag").code, 2);
@@ -92,6 +120,14 @@ TEST(Cli, UsageAndConfigErrorsExitTwo) {
   auto bad = Exec("agent --standalone --config " + TempFile("kmsg: /dev/kmsg\nbogus: 1\n"));
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.out.find(":2:1: unknown key \"bogus\""), std::string::npos) << bad.out;
+  auto listen = Exec("agent --standalone --config " + TempFile("kmsg: /dev/kmsg\nlisten: 9464\n"));
+  EXPECT_EQ(listen.code, 2);
+  EXPECT_NE(listen.out.find(":2:9: \"listen\": listen address \"9464\" must be host:port"), std::string::npos)
+      << listen.out;
+  auto listen_flag = Exec("agent --standalone --listen 127.0.0.1:http");
+  EXPECT_EQ(listen_flag.code, 2);
+  EXPECT_NE(listen_flag.out.find("--listen: listen address \"127.0.0.1:http\": port must be"), std::string::npos)
+      << listen_flag.out;
   auto npd = Exec("classify --npd-rules " + TempFile("{\"rules\": 5}") + " /dev/null");
   EXPECT_EQ(npd.code, 2);
   EXPECT_NE(npd.out.find("\"rules\" must be an array"), std::string::npos) << npd.out;

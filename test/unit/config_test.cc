@@ -95,7 +95,20 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"nvidia:\n  reset:\n    command: nvidia-smi --gpu-reset\n", "must be a non-empty list (argv, run without a shell"},
         BadCase{"nvidia:\n  reset:\n    command: []\n", "must be a non-empty list"},
         BadCase{"nvidia:\n  reset:\n    on_crit: true\n", "unknown key \"on_crit\" in nvidia.reset"},
-        BadCase{"nvidia:\n  dcgm:\n    enabled: yes please\n", "\"nvidia.dcgm.enabled\" must be true or false"}),
+        BadCase{"nvidia:\n  dcgm:\n    enabled: yes please\n", "\"nvidia.dcgm.enabled\" must be true or false"},
+        // yaml-cpp keeps the first of two equal keys and drops the second without a word.
+        BadCase{"kmsg: /a\nkmsg: /b\n", "agent.yaml:2:1: key \"kmsg\" appears twice in the same mapping"},
+        BadCase{"nvidia:\n  reset:\n    on_critical: true\n    on_critical: false\n",
+                "agent.yaml:4:5: key \"on_critical\" appears twice"},
+        BadCase{"xids: {13: {severity: warn, severity: fatal}}\n", "agent.yaml:1:29: key \"severity\" appears twice"},
+        BadCase{"xids:\n  13: {severity: warn}\n  \"013\": {severity: fatal}\n",
+                "agent.yaml:3:3: Xid 13 appears twice in \"xids\" (as 013)"},
+        // A listen address used to fail only when the server started, without file or line.
+        BadCase{"kmsg: /dev/kmsg\nlisten: localhost\n",
+                "agent.yaml:2:9: \"listen\": listen address \"localhost\" must be host:port"},
+        BadCase{"listen: \"127.0.0.1:99999\"\n",
+                "agent.yaml:1:9: \"listen\": listen address \"127.0.0.1:99999\": port must be 0-65535"},
+        BadCase{"listen: \":9464\"\n", "agent.yaml:1:9: \"listen\": listen address \":9464\" must be host:port"}),
     [](const ::testing::TestParamInfo<BadCase>& param_info) {
       return "Case" + std::to_string(param_info.index);
     });

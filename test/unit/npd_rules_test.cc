@@ -1,5 +1,6 @@
 #include "sources/npd_rules.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "core/classifier.h"
@@ -17,7 +18,64 @@ TEST(NpdRules, AnExistingKernelMonitorConfigLoadsUnchanged) {
   ASSERT_EQ(cfg->rules.size(), 6u);
   EXPECT_FALSE(cfg->rules[0].permanent);
   EXPECT_TRUE(cfg->rules[3].permanent);
-  EXPECT_EQ(cfg->rules[3].condition, "KernelDeadlock");
+  EXPECT_EQ(cfg->rules[3].npd_condition, "KernelDeadlock");
+  EXPECT_EQ(cfg->rules[3].condition, "KernelReady");
+}
+
+// The agent writes only its five condition types, so an NPD condition of the file's own (upstream
+// KernelDeadlock) would never reach the Node: it becomes KernelReady with the rule's reason, and
+// the load says so.
+TEST(NpdRules, APermanentRulesOwnConditionIsReportedAsKernelReadyWithItsReason) {
+  auto cfg = LoadNpdConfig(kFixture);
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  ASSERT_EQ(cfg->notes.size(), 3u);  // rules 3 and 5 name KernelDeadlock, rule 4 ReadonlyFilesystem
+  EXPECT_NE(cfg->notes[0].find("kernel-monitor.json: rules[3] (reason DockerHung): NPD condition \"KernelDeadlock\" "
+                               "is reported as KernelReady=False with reason DockerHung"),
+            std::string::npos)
+      << cfg->notes[0];
+  EXPECT_NE(cfg->notes[1].find("\"ReadonlyFilesystem\""), std::string::npos) << cfg->notes[1];
+
+  auto own = ParseNpdConfig(R"js({"conditions":[{"type":"StorageReady"}],
+      "rules":[{"type":"permanent","condition":"StorageReady","reason":"DiskGone","pattern":"disk gone"}]})js",
+                            "f");
+  ASSERT_TRUE(own.ok()) << own.error().message;
+  EXPECT_EQ(own->rules[0].condition, "StorageReady");
+  EXPECT_TRUE(own->notes.empty());
+}
+
+TEST(NpdRules, ARuleNamingAKubeletConditionIsRefused) {
+  for (const char* kubelet : {"Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"}) {
+    auto r = ParseNpdConfig(fmt::format(R"js({{"conditions":[{{"type":"{0}"}}],
+        "rules":[{{"type":"permanent","condition":"{0}","reason":"R","pattern":"x"}}]}})js",
+                                        kubelet),
+                            "npd.json");
+    ASSERT_FALSE(r.ok()) << kubelet;
+    EXPECT_NE(r.error().message.find(fmt::format("npd.json: rules[0] (reason R): condition \"{}\" belongs to the "
+                                                 "kubelet, and gpuheal never writes the kubelet's conditions",
+                                                 kubelet)),
+              std::string::npos)
+        << r.error().message;
+  }
+}
+
+// Each rule compiles alone; together they pass RE2's memory budget. The error used to name no file.
+TEST(NpdRules, ARuleSetTooLargeForRe2NamesItsFiles) {
+  std::vector<NpdConfig> v;
+  for (const std::string name : {"a.json", "b.json"}) {
+    std::string rules;
+    for (int i = 0; i < 50; ++i) {
+      rules += fmt::format(R"js({}{{"type":"temporary","reason":"R{}","pattern":"{} rule{} [a-z]{{1000}}"}})js",
+                           i ? "," : "", i, name, i);
+    }
+    auto cfg = ParseNpdConfig(fmt::format(R"js({{"rules":[{}]}})js", rules), name);
+    ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+    v.push_back(std::move(*cfg));
+  }
+  auto m = NpdMatcher::Create(std::move(v));
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("a.json, b.json: RE2 could not compile these 100 NPD rules together"),
+            std::string::npos)
+      << m.error().message;
 }
 
 TEST(NpdRules, RulesMatchAtTheEndOfTheBufferLikeNpd) {
@@ -40,7 +98,7 @@ TEST(NpdRules, RulesMatchAtTheEndOfTheBufferLikeNpd) {
   EXPECT_EQ(out[0].reason, "KernelHungTask");
   EXPECT_EQ(out[1].reason, "TaskHung");
   EXPECT_EQ(out[2].reason, "DockerHung");
-  EXPECT_EQ(out[2].condition, "KernelDeadlock");
+  EXPECT_EQ(out[2].condition, "KernelReady");
   EXPECT_EQ(out[2].severity, Severity::kFatal);
   out.clear();
   // The earlier line is still in the buffer but no longer at its end: no repeat.

@@ -14,9 +14,8 @@ struct RunResult {
   std::string out;
 };
 
-// `args` is appended to the binary's path as shell text; `with_stderr` merges stderr into out.
-inline RunResult RunGpuheal(const std::string& args, bool with_stderr = true) {
-  const std::string cmd = std::string(GPUHEAL_BIN) + " " + args + (with_stderr ? " 2>&1" : "");
+// Runs `cmd` with /bin/sh and collects its stdout.
+inline RunResult RunShell(const std::string& cmd) {
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;
@@ -24,6 +23,11 @@ inline RunResult RunGpuheal(const std::string& args, bool with_stderr = true) {
   while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
   const int status = pclose(p);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// `args` is appended to the binary's path as shell text; `with_stderr` merges stderr into out.
+inline RunResult RunGpuheal(const std::string& args, bool with_stderr = true) {
+  return RunShell(std::string(GPUHEAL_BIN) + " " + args + (with_stderr ? " 2>&1" : ""));
 }
 
 }  // namespace gpuheal::testing

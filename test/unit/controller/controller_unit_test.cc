@@ -100,6 +100,9 @@ TEST(Policy, ErrorsNameFileLineAndField) {
       {"critical:\n  action: reboot\n", "p.yaml:2:11: \"critical.action\" must be gpu-reset"},
       {"critical:\n  timeout: 1m\n", "unknown key \"timeout\" in critical"},
       {"[1, 2]\n", "must be a mapping"},
+      {"paused: false\npaused: true\n", "p.yaml:2:1: key \"paused\" appears twice in the same mapping"},
+      {"toleration:\n  KernelReady: 5m\n  default: 1m\n  KernelReady: 1h\n",
+       "p.yaml:4:3: key \"KernelReady\" appears twice"},
   };
   for (const auto& [yaml, want] : cases) {
     auto p = ParsePolicy(yaml, "p.yaml");
