@@ -78,8 +78,9 @@ Result<YAML::Node> LoadYaml(std::string_view text, const std::string& source) {
     std::istringstream in{std::string(text)};
     YAML::Parser parser(in);
     DuplicateKeyFinder finder;
-    while (parser.HandleNextDocument(finder)) {
-    }
+    // The first document only, as YAML::Load reads: yaml-cpp 0.7 can loop for ever on some
+    // malformed text after it (the config fuzz corpus has such an input).
+    parser.HandleNextDocument(finder);
     if (finder.duplicate) {
       const auto& [key, m] = *finder.duplicate;
       return Error{fmt::format("{}:{}:{}: key \"{}\" appears twice in the same mapping; keep one", source,
