@@ -905,9 +905,15 @@ class Drill {
       held.lock();
       Checks(plan, targets, standby, replicas, obs, res);
       if (o_.scenario == "agent-restart") {
+        // A record reported by both agents is reported twice; a record the first one had not
+        // reached yet (the fallen-off-the-bus text after the Xid 79 line) is reported once, by the
+        // second.
         const size_t after = CountLines(files[targets[0]]);
-        res.checks.push_back({"nothing reported twice", after == lines_before_kill && lines_before_kill > 0,
-                              fmt::format("{} fault line(s) before the kill, {} after the restart", lines_before_kill, after)});
+        const size_t twice = RecordsReportedTwice(files[targets[0]]);
+        res.checks.push_back({"nothing reported twice", twice == 0 && lines_before_kill > 0,
+                              fmt::format("{} fault line(s) before the kill, {} in all after the restart, {} record(s) "
+                                          "reported twice",
+                                          lines_before_kill, after, twice)});
         auto it = obs.nodes().find(targets[0]);
         const bool still = it != obs.nodes().end() && it->second.was_false && it->second.false_transitions == 1 &&
                            (pre_kill_transition.empty() || it->second.false_since == pre_kill_transition);
@@ -958,6 +964,20 @@ class Drill {
         "nvidia:\n  poll_period: 1h\n  sysfs_pci_devices: {}/sysfs\n  reset:\n    command: [\"{}\", \"reset\", \"{}\", \"{{bus_id}}\"]\n",
         dir, o_.nvml_double_ctl, scenario);
     return std::make_pair(config, scenario);
+  }
+
+  // Kernel records (kmsg_seq) with more than one fault line in the agent's output.
+  static size_t RecordsReportedTwice(const std::string& path) {
+    std::ifstream in(path);
+    std::string line;
+    std::map<uint64_t, int> seen;
+    size_t twice = 0;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_object() || !j.value("kmsg_seq", nlohmann::json()).is_number()) continue;
+      twice += ++seen[j["kmsg_seq"].get<uint64_t>()] == 2;
+    }
+    return twice;
   }
 
   static size_t CountLines(const std::string& path) {
