@@ -1,6 +1,12 @@
 #include "core/classifier.h"
 
+#include <fmt/format.h>
+
+#include <charconv>
+
 #include "core/reasons.h"
+#include "core/nvlink5.h"
+#include "core/sxid_catalog.h"
 #include "core/xid74.h"
 #include "core/xid_catalog.h"
 #include "sources/kernel_parser.h"
@@ -20,6 +26,17 @@ void FillProvenance(Fault& f, const Record& rec) {
   f.kmsg_seq = rec.kmsg_seq;
   f.kmsg_usec = rec.kmsg_usec;
   f.message = std::string(rec.message);
+}
+
+// "... Link 09 (0x..." in an NVLink5 line: the link the registers belong to.
+std::optional<int> NvlinkOf(std::string_view text) {
+  const size_t at = text.find(" Link ");
+  if (at == std::string_view::npos) return std::nullopt;
+  std::string_view r = text.substr(at + 6);
+  int v = 0;
+  auto [p, ec] = std::from_chars(r.data(), r.data() + r.size(), v);
+  if (ec != std::errc() || p == r.data() || v < 0) return std::nullopt;
+  return v;
 }
 
 }  // namespace
@@ -124,8 +141,20 @@ void Classifier::ClassifyNvidia(const Record& rec, std::vector<Fault>& out) {
         // The line itself says how bad it is for these two families.
         if (sig.number == 154 && sig.recovery_action) {
           f.severity = RecoveryActionSeverity(*sig.recovery_action);
-        } else if (sig.nvlink_fatal && !*sig.nvlink_fatal) {
-          f.severity = Severity::kWarn;
+        } else if (sig.number >= 144 && sig.number <= 150) {
+          // NVIDIA's decode sheet (WORKFLOW_NVLINK5_ERR) by unit, subcode and error status; the
+          // Fatal/Nonfatal word only where the sheet has no row for the registers.
+          std::optional<Nvlink5Decision> d;
+          if (auto regs = ParseNvlink5Registers(sig.text)) d = DecideNvlink5(sig.number, *regs);
+          if (d) {
+            f.severity = d->severity;
+            f.decode = d->decode;
+          } else {
+            if (sig.nvlink_fatal && !*sig.nvlink_fatal) f.severity = Severity::kWarn;
+            f.decode = fmt::format("registers not in NVIDIA's decode sheet: the line's {} word decides",
+                                   sig.nvlink_fatal ? (*sig.nvlink_fatal ? "Fatal" : "Nonfatal") : "(missing) severity");
+          }
+          f.link = NvlinkOf(sig.text);
         }
         f.action = XidAction(sig.number, f.severity);
       }
@@ -172,7 +201,13 @@ void Classifier::ClassifyNvidia(const Record& rec, std::vector<Fault>& out) {
       f.kind = FaultKind::kSxid;
       f.sxid = sig.number;
       f.pci = sig.pci;
-      f.severity = sig.sxid_fatal ? Severity::kFatal : Severity::kWarn;
+      // NVIDIA's SXid tables decide; the line's Fatal/Non-fatal word only for an SXid they omit.
+      f.severity = SxidSeverity(sig.number, sig.sxid_fatal);
+      if (const SxidInfo* info = FindSxid(sig.number)) {
+        f.decode = fmt::format("NVIDIA: {}, {}", ToString(info->cls), info->nvidia_action);
+      } else {
+        f.decode = fmt::format("not in NVIDIA's SXid tables: the line's {} word decides", sig.sxid_fatal ? "Fatal" : "Non-fatal");
+      }
       f.action = DefaultAction(f.severity);
       f.condition = std::string(ToString(Condition::kAcceleratedHardwareReady));
       f.reason = reason::SxidReason(sig.number, f.severity);

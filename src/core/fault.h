@@ -29,8 +29,8 @@ struct Fault {
   std::string unit;                    // NVLink5 unit mnemonic, e.g. NETIR_LINK_EVT
   std::optional<int> recovery_action;  // Xid 154: the action the driver now requires
   std::optional<unsigned> channel;     // the GPU channel an Xid names (not reported; links lines)
-  std::optional<int> link;             // Xid 74: the NVLink the registers belong to
-  std::string decode;                  // Xid 74: NVIDIA's register rows that decided the severity
+  std::optional<int> link;             // Xid 74, 144-150: the NVLink the registers belong to
+  std::string decode;                  // Xid 74, 144-150, SXid: NVIDIA's rows that decided the severity
   std::string device;                  // non-GPU faults: block device, network interface, task
   Severity severity = Severity::kInfo;
   std::string condition;  // NodeCondition type (a rule may name its own)

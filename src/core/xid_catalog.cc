@@ -201,6 +201,9 @@ constexpr Row kRows[] = {
     {170, "NVLINK_SECURE_OTHER", "Interrupt seen in confidential-computing mode", B::kNone},
     {171, "UNCORRECTABLE_DRAM_ERROR", "Details of an Xid 48 (DRAM)", B::kNone},
     {172, "UNCORRECTABLE_SRAM_ERROR", "Details of an Xid 48 (SRAM)", B::kNone},
+    // Defined by newer drivers; the catalog revision above has no row (and no bucket) for them.
+    {173, "(not in the catalog)", "C2C fatal link failure", B::kNone},
+    {185, "(not in the catalog)", "Sparing event", B::kNone},
 };
 
 // Where gpuheal's severity differs from BucketSeverity(bucket), and why. 61 and 62 come from the
@@ -234,6 +237,8 @@ constexpr Deviation kDeviations[] = {
     {169, Severity::kFatal, "no NVIDIA bucket yet: the same micro-controller halt as Xid 62"},
     {171, Severity::kFatal, "no NVIDIA bucket yet: details of a double-bit error, treated as Xid 48"},
     {172, Severity::kFatal, "no NVIDIA bucket yet: details of a double-bit error, treated as Xid 48"},
+    {173, Severity::kFatal,
+     "no NVIDIA bucket yet: the fatal loss of the CPU-GPU (C2C) link takes the GPU out of service; quarantine"},
 };
 
 constexpr Severity SeverityOf(Bucket b) {
@@ -280,10 +285,11 @@ constexpr std::array<XidInfo, std::size(kRows)> BuildCatalog() {
 
 constexpr auto kCatalog = BuildCatalog();
 
-// The table is dense and sorted: Xid N lives at index N-1.
+// Sorted, and dense for the catalog's own range: Xid N (N <= 172) lives at index N-1.
 static_assert([] {
   for (size_t i = 0; i < kCatalog.size(); ++i) {
-    if (kCatalog[i].xid != static_cast<int>(i) + 1) return false;
+    if (kCatalog[i].xid <= 172 && kCatalog[i].xid != static_cast<int>(i) + 1) return false;
+    if (i > 0 && kCatalog[i - 1].xid >= kCatalog[i].xid) return false;
   }
   return true;
 }());
@@ -343,8 +349,15 @@ bool HardwareSignalXid(int xid) {
 }
 
 const XidInfo* FindXid(int xid) {
-  if (xid < 1 || xid > static_cast<int>(kCatalog.size())) return nullptr;
-  return &kCatalog[static_cast<size_t>(xid - 1)];
+  const auto it = std::lower_bound(kCatalog.begin(), kCatalog.end(), xid,
+                                   [](const XidInfo& x, int v) { return x.xid < v; });
+  return it != kCatalog.end() && it->xid == xid ? &*it : nullptr;
+}
+
+std::string_view CatalogCoverage() {
+  return "NVIDIA's Xid catalog for Ampere and newer (its rows name driver branches R565 to R575; checked "
+         "against R580 lines): Xids 1-172 with NVIDIA's buckets and its Xid 144-150 decode sheet; Xids 173 and "
+         "185 of newer drivers, without a bucket; any other Xid is reported as a warning";
 }
 
 std::span<const XidInfo> AllXids() { return kCatalog; }

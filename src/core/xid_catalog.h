@@ -1,6 +1,6 @@
 #pragma once
-// The NVIDIA Xid catalog: one source of truth for every Xid NVIDIA defines (1-172), with NVIDIA's
-// immediate resolution bucket and gpuheal's severity and default action. docs/xid.md is generated
+// The NVIDIA Xid catalog: one source of truth for every Xid NVIDIA's catalog defines (1-172) and
+// the newer ones drivers print (173, 185), with NVIDIA's immediate resolution bucket and gpuheal's severity and default action. docs/xid.md is generated
 // from this table (`gpuheal explain xid --all --markdown`) and lists every deviation with its reason.
 
 #include <span>
@@ -40,6 +40,9 @@ std::string_view ConsequenceRuleOf(int xid);
 // nullptr for an Xid the catalog does not define.
 const XidInfo* FindXid(int xid);
 std::span<const XidInfo> AllXids();
+
+// Which catalog revision and driver branches the table covers, in words (`explain xid --all`).
+std::string_view CatalogCoverage();
 
 // Xid 154 ("GPU recovery action changed") carries the action the driver now requires.
 // Returns the severity that action implies (0 none .. 7 system reboot), or Info when unknown.

@@ -494,9 +494,11 @@ TEST_F(ControllerTest, PoolOfTenRepairsTwoAtOnceAndHoldsAtThree) {
   std::vector<std::string> pool;
   for (int i = 0; i < 10; ++i) pool.push_back(Node(fmt::format("t{}", i), {{"gpuheal.io/pool", "ten-" + id_}}));
   for (int i = 0; i < 3; ++i) Pod(fmt::format("ten{}-{}", i, id_), pool[static_cast<size_t>(i)]);
-  StartController("checkpoint:\n  window: 60s\n");
   // 3 unhealthy of 10 is more than 20% (2): every repair of the pool holds; quarantine goes on.
+  // The faults are on the Nodes before the controller starts: set one by one against a running
+  // controller, the first could be seen alone (1 of 10) and have its checkpoint asked for.
   for (int i = 0; i < 3; ++i) SetCondition(pool[static_cast<size_t>(i)], "False", "NvidiaXID48Error");
+  StartController("checkpoint:\n  window: 60s\n");
   ASSERT_TRUE(Eventually([&] {
     for (int i = 0; i < 3; ++i) {
       if (Message(pool[static_cast<size_t>(i)]).find("pool gate: 3 of 10") == std::string::npos) return false;
