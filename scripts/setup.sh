@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libcli11-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libre2-dev libcpp-httplib-dev
-  libcurl4-openssl-dev libsimdjson-dev
+  libcurl4-openssl-dev libsimdjson-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   openssl curl time   # the test control plane: certificates, readiness probes, build timing
 )
