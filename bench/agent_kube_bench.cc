@@ -25,7 +25,7 @@
 #include <fmt/format.h>
 
 #include "agent_process.h"
-#include "cli/inject.h"
+#include "drill/inject.h"
 #include "bench_util.h"
 #include "local_control_plane.h"
 #include "kube/client.h"

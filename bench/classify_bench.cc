@@ -7,8 +7,8 @@
 
 #include <random>
 
-#include "core/classifier.h"
-#include "sources/npd_rules.h"
+#include "parse/classifier.h"
+#include "parse/npd_rules.h"
 
 namespace gpuheal {
 namespace {

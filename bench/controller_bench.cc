@@ -39,7 +39,7 @@
 #include "agent_process.h"
 #include "apply_manifest.h"
 #include "bench_util.h"
-#include "kube/time.h"
+#include "core/time.h"
 #include "kube_test_util.h"
 #include "local_control_plane.h"
 

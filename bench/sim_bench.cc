@@ -19,7 +19,7 @@
 #include "bench_util.h"
 #include "kube/client.h"
 #include "kube/kube_config.h"
-#include "kube/time.h"
+#include "core/time.h"
 #include "local_control_plane.h"
 
 using namespace gpuheal::kube;

@@ -15,7 +15,7 @@
 #include "core/file.h"
 #include "core/reasons.h"
 #include "core/xid_catalog.h"
-#include "kube/time.h"
+#include "core/time.h"
 
 namespace gpuheal {
 namespace {

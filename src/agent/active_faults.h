@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/config.h"
+#include "agent/config.h"
 #include "core/fault.h"
 #include "core/gpu_faults.h"
 #include "core/result.h"

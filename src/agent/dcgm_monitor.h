@@ -17,9 +17,9 @@
 
 #include "agent/event_loop.h"
 #include "agent/gpu_health.h"
-#include "agent/metrics.h"
+#include "serve/metrics.h"
 #include "agent/monitor_queue.h"
-#include "core/config.h"
+#include "agent/config.h"
 #include "sources/dcgm_source.h"
 
 namespace gpuheal {

@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "core/classifier.h"
+#include "parse/classifier.h"
 #include "core/fault.h"
 #include "sources/dcgm_source.h"
 #include "sources/nvml_source.h"

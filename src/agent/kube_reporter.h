@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "agent/active_faults.h"
-#include "agent/metrics.h"
+#include "serve/metrics.h"
 #include "kube/client.h"
 #include "kube/events.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
+#include "agent/config.h"
 #include "core/fault.h"
 
 namespace gpuheal {

@@ -20,9 +20,9 @@
 
 #include "agent/event_loop.h"
 #include "agent/gpu_health.h"
-#include "agent/metrics.h"
+#include "serve/metrics.h"
 #include "agent/monitor_queue.h"
-#include "core/config.h"
+#include "agent/config.h"
 #include "sources/nvml_source.h"
 
 namespace gpuheal {

@@ -21,8 +21,8 @@
 #include "core/fault_json.h"
 #include "core/file.h"
 #include "core/reasons.h"
-#include "kube/time.h"
-#include "sources/line_format.h"
+#include "core/time.h"
+#include "parse/line_format.h"
 
 namespace gpuheal {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "agent/standalone_agent.h"
 #include "cli/commands.h"
-#include "core/config.h"
+#include "agent/config.h"
 #include "core/listen_address.h"
 #include "kube/client.h"
 

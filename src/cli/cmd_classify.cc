@@ -10,8 +10,8 @@
 #include <memory>
 
 #include "cli/commands.h"
-#include "core/classifier.h"
-#include "core/config.h"
+#include "parse/classifier.h"
+#include "agent/config.h"
 #include "core/fault_json.h"
 
 namespace gpuheal::cli {

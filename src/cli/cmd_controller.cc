@@ -8,7 +8,7 @@
 
 #include "cli/commands.h"
 #include "controller/controller.h"
-#include "core/config.h"
+#include "agent/config.h"
 #include "kube/client.h"
 
 namespace gpuheal::cli {

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "cli/commands.h"
-#include "cli/inject.h"
+#include "drill/inject.h"
 #include "core/pci.h"
 
 namespace gpuheal::cli {

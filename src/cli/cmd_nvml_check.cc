@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "cli/commands.h"
-#include "core/config.h"
+#include "agent/config.h"
 #include "sources/nvml_source.h"
 
 namespace gpuheal::cli {

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "cli/commands.h"
-#include "core/config.h"
+#include "agent/config.h"
 #include "core/log.h"
 #include "kube/kube_config.h"
 #include "sim/sim.h"

@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "agent/http_server.h"
-#include "agent/metrics.h"
+#include "serve/http_server.h"
+#include "serve/metrics.h"
 #include "controller/policy.h"
 #include "controller/repair.h"
 #include "controller/work_queue.h"

@@ -5,7 +5,6 @@
 
 #include <set>
 
-#include "core/config.h"
 #include "core/file.h"
 #include "core/yaml_fields.h"
 

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <charconv>
 
-#include "agent/recovery_request.h"
+#include "core/recovery_request.h"
 #include "core/condition_decision.h"
 #include "core/gpu_faults.h"
 #include "core/keys.h"
@@ -17,7 +17,7 @@
 #include "core/reasons.h"
 #include "core/subprocess.h"
 #include "core/xid_catalog.h"
-#include "kube/time.h"
+#include "core/time.h"
 
 namespace gpuheal::controller {
 namespace {

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/metrics.h"
+#include "serve/metrics.h"
 #include "controller/policy.h"
 #include "core/severity.h"
 #include "kube/client.h"

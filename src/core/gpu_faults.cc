@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/pci.h"
-#include "kube/time.h"
+#include "core/time.h"
 
 namespace gpuheal {
 namespace {

@@ -6,9 +6,8 @@
 
 #include <charconv>
 #include <sstream>
+#include <cstdint>
 #include <vector>
-
-#include "core/config.h"
 
 namespace gpuheal {
 
@@ -141,6 +140,22 @@ Result<std::chrono::milliseconds> AsDuration(const ConfigError& err, const YAML:
   }
   return err.At(n, fmt::format("\"{}\" must be a {}duration such as {}500ms, 30s, 10m, 24h, 7d", key,
                                allow_zero ? "" : "positive ", allow_zero ? "0s, " : ""));
+}
+
+std::optional<std::chrono::milliseconds> ParseDuration(std::string_view s) {
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p == s.data() || v < 0) return std::nullopt;
+  std::string_view unit(p, static_cast<size_t>(s.data() + s.size() - p));
+  int64_t ms_per = 0;
+  if (unit == "ms") ms_per = 1;
+  else if (unit == "s") ms_per = 1000;
+  else if (unit == "m") ms_per = 60'000;
+  else if (unit == "h") ms_per = 3'600'000;
+  else if (unit == "d") ms_per = 86'400'000;
+  else return std::nullopt;
+  if (v > INT64_MAX / ms_per / 2) return std::nullopt;
+  return std::chrono::milliseconds(v * ms_per);
 }
 
 }  // namespace gpuheal

@@ -37,4 +37,7 @@ Result<int> AsInt(const ConfigError& err, const YAML::Node& n, std::string_view 
 Result<std::chrono::milliseconds> AsDuration(const ConfigError& err, const YAML::Node& n, std::string_view key,
                                              bool allow_zero = false);
 
+// "500ms", "30s", "10m", "24h", "7d" -> duration. nullopt when malformed.
+std::optional<std::chrono::milliseconds> ParseDuration(std::string_view s);
+
 }  // namespace gpuheal

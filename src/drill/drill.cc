@@ -22,7 +22,7 @@
 
 #include <fmt/format.h>
 
-#include "cli/inject.h"
+#include "drill/inject.h"
 #include "core/keys.h"
 #include "core/log.h"
 #include "drill/child.h"

@@ -16,7 +16,7 @@
 
 #include "core/result.h"
 #include "kube/client.h"
-#include "kube/time.h"
+#include "core/time.h"
 
 namespace gpuheal::kube {
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "kube/time.h"
+#include "core/time.h"
 
 namespace gpuheal::kube {
 

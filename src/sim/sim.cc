@@ -17,7 +17,7 @@
 
 #include "core/keys.h"
 #include "core/log.h"
-#include "kube/time.h"
+#include "core/time.h"
 
 namespace gpuheal::sim {
 namespace {

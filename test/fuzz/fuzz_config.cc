@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "core/config.h"
+#include "agent/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 64 * 1024) return 0;  // yaml-cpp recursion on deep nesting is bounded by input size

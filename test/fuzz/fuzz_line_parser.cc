@@ -5,11 +5,11 @@
 #include <string_view>
 #include <vector>
 
-#include "core/classifier.h"
+#include "parse/classifier.h"
 #include "core/fault_json.h"
 #include "core/pci.h"
-#include "sources/line_format.h"
-#include "sources/nvidia_parser.h"
+#include "parse/line_format.h"
+#include "parse/nvidia_parser.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static auto classifier = std::move(gpuheal::Classifier::Create({}).value());

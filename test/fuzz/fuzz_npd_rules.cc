@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "sources/npd_rules.h"
+#include "parse/npd_rules.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 64 * 1024) return 0;

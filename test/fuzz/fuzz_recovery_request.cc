@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "agent/recovery_request.h"
+#include "core/recovery_request.h"
 #include "core/pci.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

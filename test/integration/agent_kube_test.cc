@@ -12,8 +12,8 @@
 
 #include "agent_process.h"
 #include "apply_manifest.h"
-#include "core/config.h"
-#include "cli/inject.h"
+#include "agent/config.h"
+#include "drill/inject.h"
 #include "kube_test_util.h"
 #include "nvml_scenario.h"
 #include "run_binary.h"

@@ -14,11 +14,11 @@
 #include <set>
 #include <thread>
 
-#include "agent/metrics.h"
+#include "serve/metrics.h"
 #include "agent_process.h"
 #include "apply_manifest.h"
 #include "controller/repair.h"
-#include "kube/time.h"
+#include "core/time.h"
 #include "kube_test_util.h"
 
 namespace gpuheal {

@@ -14,7 +14,7 @@
 
 #include "agent_process.h"
 #include "run_binary.h"
-#include "kube/time.h"
+#include "core/time.h"
 #include "kube_test_util.h"
 
 namespace gpuheal {

@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "agent_process.h"
-#include "cli/inject.h"
+#include "drill/inject.h"
 
 namespace gpuheal {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "agent/boot_id.h"
 #include "agent_process.h"
-#include "cli/inject.h"
+#include "drill/inject.h"
 
 namespace gpuheal {
 namespace {

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "agent_process.h"
-#include "sources/line_format.h"
+#include "parse/line_format.h"
 
 namespace gpuheal {
 namespace {

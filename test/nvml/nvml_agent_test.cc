@@ -11,7 +11,7 @@
 #include <set>
 
 #include "agent_process.h"
-#include "cli/inject.h"
+#include "drill/inject.h"
 #include "nvml_scenario.h"
 
 namespace gpuheal {

@@ -1,4 +1,4 @@
-#include "core/classifier.h"
+#include "parse/classifier.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "core/config.h"
+#include "agent/config.h"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "core/classifier.h"
+#include "parse/classifier.h"
 #include "core/fault_json.h"
 
 namespace gpuheal {

@@ -1,8 +1,8 @@
-#include "sources/kernel_parser.h"
+#include "parse/kernel_parser.h"
 
 #include <gtest/gtest.h>
 
-#include "sources/keyword_scan.h"
+#include "parse/keyword_scan.h"
 
 namespace gpuheal {
 namespace {

@@ -1,4 +1,4 @@
-#include "agent/metrics.h"
+#include "serve/metrics.h"
 
 #include <gtest/gtest.h>
 
@@ -59,7 +59,7 @@ std::set<MetricShape> FromSource() {
   const std::regex label(R"re(\{"([a-z_]+)",)re");
   for (const auto& e : std::filesystem::recursive_directory_iterator(std::string(GPUHEAL_SOURCE_DIR) + "/src")) {
     const std::string path = e.path().string();
-    if (!e.is_regular_file() || path.ends_with("agent/metrics.cc") || path.ends_with("agent/metrics.h")) continue;
+    if (!e.is_regular_file() || path.ends_with("serve/metrics.cc") || path.ends_with("serve/metrics.h")) continue;
     std::ifstream in(path);
     const std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     for (auto it = std::sregex_iterator(s.begin(), s.end(), call); it != std::sregex_iterator(); ++it) {

@@ -2,7 +2,7 @@
 
 #include <fstream>
 
-#include "core/classifier.h"
+#include "parse/classifier.h"
 
 #include <gtest/gtest.h>
 

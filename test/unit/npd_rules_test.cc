@@ -1,9 +1,9 @@
-#include "sources/npd_rules.h"
+#include "parse/npd_rules.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "core/classifier.h"
+#include "parse/classifier.h"
 
 namespace gpuheal {
 namespace {

@@ -1,4 +1,4 @@
-#include "agent/recovery_request.h"
+#include "core/recovery_request.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 
 #include "kube/events.h"
 #include "kube/leader_election.h"
-#include "kube/time.h"
+#include "core/time.h"
 
 namespace gpuheal::kube {
 namespace {

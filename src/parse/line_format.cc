@@ -1,4 +1,4 @@
-#include "sources/line_format.h"
+#include "parse/line_format.h"
 
 #include <array>
 #include <charconv>

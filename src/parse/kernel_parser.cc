@@ -1,4 +1,4 @@
-#include "sources/kernel_parser.h"
+#include "parse/kernel_parser.h"
 
 #include <re2/re2.h>
 

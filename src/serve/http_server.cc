@@ -1,4 +1,4 @@
-#include "agent/http_server.h"
+#include "serve/http_server.h"
 
 #include <fmt/format.h>
 #include <httplib.h>

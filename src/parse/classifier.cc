@@ -1,4 +1,4 @@
-#include "core/classifier.h"
+#include "parse/classifier.h"
 
 #include <fmt/format.h>
 
@@ -9,9 +9,9 @@
 #include "core/sxid_catalog.h"
 #include "core/xid74.h"
 #include "core/xid_catalog.h"
-#include "sources/kernel_parser.h"
-#include "sources/line_format.h"
-#include "sources/nvidia_parser.h"
+#include "parse/kernel_parser.h"
+#include "parse/line_format.h"
+#include "parse/nvidia_parser.h"
 
 namespace gpuheal {
 namespace {

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/metrics.h"
+#include "serve/metrics.h"
 #include "core/result.h"
 
 namespace gpuheal {

@@ -1,4 +1,4 @@
-#include "agent/metrics.h"
+#include "serve/metrics.h"
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>

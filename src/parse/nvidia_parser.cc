@@ -1,4 +1,4 @@
-#include "sources/nvidia_parser.h"
+#include "parse/nvidia_parser.h"
 
 #include <charconv>
 

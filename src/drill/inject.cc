@@ -1,4 +1,4 @@
-#include "cli/inject.h"
+#include "drill/inject.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -1,4 +1,4 @@
-#include "kube/time.h"
+#include "core/time.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "sources/npd_rules.h"
+#include "parse/npd_rules.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "core/config.h"
+#include "agent/config.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -282,22 +282,6 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
 #undef GPUHEAL_TRY
 
 }  // namespace
-
-std::optional<std::chrono::milliseconds> ParseDuration(std::string_view s) {
-  int64_t v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p == s.data() || v < 0) return std::nullopt;
-  std::string_view unit(p, static_cast<size_t>(s.data() + s.size() - p));
-  int64_t ms_per = 0;
-  if (unit == "ms") ms_per = 1;
-  else if (unit == "s") ms_per = 1000;
-  else if (unit == "m") ms_per = 60'000;
-  else if (unit == "h") ms_per = 3'600'000;
-  else if (unit == "d") ms_per = 86'400'000;
-  else return std::nullopt;
-  if (v > INT64_MAX / ms_per / 2) return std::nullopt;
-  return std::chrono::milliseconds(v * ms_per);
-}
 
 Result<AgentConfig> ParseAgentConfig(std::string_view yaml, const std::string& source) {
   ConfigError err(source);

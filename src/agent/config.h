@@ -9,9 +9,10 @@
 #include <string_view>
 #include <vector>
 
-#include "core/classifier.h"
+#include "parse/classifier.h"
 #include "core/result.h"
 #include "core/severity.h"
+#include "core/yaml_fields.h"
 
 namespace gpuheal {
 
@@ -90,8 +91,5 @@ struct AgentConfig {
 
 Result<AgentConfig> LoadAgentConfig(const std::string& path);
 Result<AgentConfig> ParseAgentConfig(std::string_view yaml, const std::string& source);
-
-// "500ms", "30s", "10m", "24h", "7d" -> duration. nullopt when malformed.
-std::optional<std::chrono::milliseconds> ParseDuration(std::string_view s);
 
 }  // namespace gpuheal

@@ -14,8 +14,8 @@
 
 #include "core/fault.h"
 #include "core/result.h"
-#include "sources/keyword_scan.h"
-#include "sources/npd_rules.h"
+#include "parse/keyword_scan.h"
+#include "parse/npd_rules.h"
 
 namespace gpuheal {
 
