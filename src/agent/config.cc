@@ -30,11 +30,6 @@ Result<Action> AsAction(const ConfigError& err, const YAML::Node& n, std::string
                                key));
 }
 
-#define GPUHEAL_TRY(var, expr)       \
-  auto var##_r = (expr);             \
-  if (!var##_r) return var##_r.error(); \
-  auto var = std::move(*var##_r)
-
 Status ParseNvidia(const ConfigError& err, const YAML::Node& n, NvidiaConfig& out) {
   if (!n.IsMap()) return err.At(n, "\"nvidia\" must be a mapping");
   if (auto e = CheckKeys(err, n,
@@ -278,8 +273,6 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
   }
   return cfg;
 }
-
-#undef GPUHEAL_TRY
 
 }  // namespace
 

@@ -86,7 +86,7 @@ void RegisterSim(CLI::App& app, int& exit_code) {
     if (!s) {
       std::cerr << "gpuheal " << s.error().message << "\n";
       // Options that name no node are the user's to fix; the rest is the cluster's answer.
-      exit_code = s.error().message.starts_with("sim: --") ? kExitUsage : kExitFailure;
+      exit_code = s.error().code == ErrorCode::kUsage ? kExitUsage : kExitFailure;
       return;
     }
     nlohmann::ordered_json started;

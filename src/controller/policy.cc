@@ -11,13 +11,11 @@
 namespace gpuheal::controller {
 namespace {
 
-const std::set<std::string> kDomains = {"AcceleratedHardwareReady", "KernelReady", "NetworkingReady", "StorageReady",
-                                        "ContainerRuntimeReady"};
-
-#define TRY(var, expr)               \
-  auto var##_r = (expr);             \
-  if (!var##_r) return var##_r.error(); \
-  auto var = std::move(*var##_r)
+std::set<std::string> Domains() {
+  std::set<std::string> out;
+  for (Condition c : kAllConditions) out.insert(std::string(ToString(c)));
+  return out;
+}
 
 Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
   Policy p;
@@ -33,10 +31,10 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
     if (!t.IsMap()) return e.At(t, "\"toleration\" must map condition types (or \"default\") to durations");
     for (auto it = t.begin(); it != t.end(); ++it) {
       const std::string k = it->first.as<std::string>();
-      if (k != "default" && !kDomains.count(k)) {
-        return e.At(it->first, fmt::format("unknown condition \"{}\" in toleration (known: default, {})", k, Join(kDomains)));
+      if (k != "default" && !IsDomain(k)) {
+        return e.At(it->first, fmt::format("unknown condition \"{}\" in toleration (known: default, {})", k, Join(Domains())));
       }
-      TRY(d, AsDuration(e, it->second, "toleration." + k));
+      GPUHEAL_TRY(d, AsDuration(e, it->second, "toleration." + k));
       if (k == "default") p.default_toleration = d;
       else p.toleration[k] = d;
     }
@@ -45,11 +43,11 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
     if (!c.IsMap()) return e.At(c, "\"checkpoint\" must be a mapping");
     if (auto k = CheckKeys(e, c, {"window", "catastrophic_window"}, "checkpoint")) return *k;
     if (c["window"]) {
-      TRY(d, AsDuration(e, c["window"], "checkpoint.window", true));
+      GPUHEAL_TRY(d, AsDuration(e, c["window"], "checkpoint.window", true));
       p.checkpoint_window = d;
     }
     if (c["catastrophic_window"]) {
-      TRY(d, AsDuration(e, c["catastrophic_window"], "checkpoint.catastrophic_window", true));
+      GPUHEAL_TRY(d, AsDuration(e, c["catastrophic_window"], "checkpoint.catastrophic_window", true));
       p.catastrophic_checkpoint_window = d;
     }
   }
@@ -59,22 +57,22 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
       return *k;
     }
     if (v["grace_period_seconds"]) {
-      TRY(g, AsInt(e, v["grace_period_seconds"], "eviction.grace_period_seconds", 0, 86400));
+      GPUHEAL_TRY(g, AsInt(e, v["grace_period_seconds"], "eviction.grace_period_seconds", 0, 86400));
       p.eviction_grace_seconds = g;
     }
     if (v["drain_timeout"]) {
-      TRY(d, AsDuration(e, v["drain_timeout"], "eviction.drain_timeout"));
+      GPUHEAL_TRY(d, AsDuration(e, v["drain_timeout"], "eviction.drain_timeout"));
       p.drain_timeout = d;
     }
     if (v["after_drain_timeout"]) {
-      TRY(s, AsString(e, v["after_drain_timeout"], "eviction.after_drain_timeout"));
+      GPUHEAL_TRY(s, AsString(e, v["after_drain_timeout"], "eviction.after_drain_timeout"));
       if (s != "wait" && s != "force-delete") {
         return e.At(v["after_drain_timeout"], "\"eviction.after_drain_timeout\" must be wait or force-delete");
       }
       p.force_delete_after_drain_timeout = s == "force-delete";
     }
     if (v["gpu_pods_only"]) {
-      TRY(b, AsBool(e, v["gpu_pods_only"], "eviction.gpu_pods_only"));
+      GPUHEAL_TRY(b, AsBool(e, v["gpu_pods_only"], "eviction.gpu_pods_only"));
       p.gpu_pods_only = b;
     }
   }
@@ -85,14 +83,14 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
       if (!ns.IsSequence()) return e.At(ns, "\"skip.namespaces\" must be a list of namespaces");
       p.skip_namespaces.clear();
       for (const YAML::Node& n : ns) {
-        TRY(v, AsString(e, n, "skip.namespaces[]"));
+        GPUHEAL_TRY(v, AsString(e, n, "skip.namespaces[]"));
         p.skip_namespaces.push_back(v);
       }
     }
     if (const YAML::Node l = s["pod_labels"]) {
       if (!l.IsMap()) return e.At(l, "\"skip.pod_labels\" must map label keys to values");
       for (auto it = l.begin(); it != l.end(); ++it) {
-        TRY(v, AsString(e, it->second, "skip.pod_labels." + it->first.as<std::string>()));
+        GPUHEAL_TRY(v, AsString(e, it->second, "skip.pod_labels." + it->first.as<std::string>()));
         p.skip_pod_labels[it->first.as<std::string>()] = v;
       }
     }
@@ -101,12 +99,12 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
     if (!pl.IsMap()) return e.At(pl, "\"pools\" must be a mapping");
     if (auto k = CheckKeys(e, pl, {"label", "max_unavailable_percent"}, "pools")) return *k;
     if (pl["label"]) {
-      TRY(v, AsString(e, pl["label"], "pools.label"));
+      GPUHEAL_TRY(v, AsString(e, pl["label"], "pools.label"));
       if (v.empty()) return e.At(pl["label"], "\"pools.label\" must not be empty");
       p.pool_label = v;
     }
     if (pl["max_unavailable_percent"]) {
-      TRY(v, AsInt(e, pl["max_unavailable_percent"], "pools.max_unavailable_percent", 1, 100));
+      GPUHEAL_TRY(v, AsInt(e, pl["max_unavailable_percent"], "pools.max_unavailable_percent", 1, 100));
       p.max_unavailable_percent = v;
     }
   }
@@ -114,15 +112,15 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
     if (!b.IsMap()) return e.At(b, "\"breaker\" must be a mapping");
     if (auto k = CheckKeys(e, b, {"share_percent", "window", "quiet"}, "breaker")) return *k;
     if (b["share_percent"]) {
-      TRY(v, AsInt(e, b["share_percent"], "breaker.share_percent", 1, 100));
+      GPUHEAL_TRY(v, AsInt(e, b["share_percent"], "breaker.share_percent", 1, 100));
       p.breaker_share = v / 100.0;
     }
     if (b["window"]) {
-      TRY(d, AsDuration(e, b["window"], "breaker.window"));
+      GPUHEAL_TRY(d, AsDuration(e, b["window"], "breaker.window"));
       p.breaker_window = d;
     }
     if (b["quiet"]) {
-      TRY(d, AsDuration(e, b["quiet"], "breaker.quiet"));
+      GPUHEAL_TRY(d, AsDuration(e, b["quiet"], "breaker.quiet"));
       p.breaker_quiet = d;
     }
   }
@@ -130,27 +128,27 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
     if (!a.IsMap()) return e.At(a, "\"attempts\" must be a mapping");
     if (auto k = CheckKeys(e, a, {"max", "window"}, "attempts")) return *k;
     if (a["max"]) {
-      TRY(v, AsInt(e, a["max"], "attempts.max", 1, 1000));
+      GPUHEAL_TRY(v, AsInt(e, a["max"], "attempts.max", 1, 1000));
       p.max_repairs = v;
     }
     if (a["window"]) {
-      TRY(d, AsDuration(e, a["window"], "attempts.window"));
+      GPUHEAL_TRY(d, AsDuration(e, a["window"], "attempts.window"));
       p.repairs_window = d;
     }
   }
   if (root["probation"]) {
-    TRY(d, AsDuration(e, root["probation"], "probation"));
+    GPUHEAL_TRY(d, AsDuration(e, root["probation"], "probation"));
     p.probation = d;
   }
   if (root["paused"]) {
-    TRY(b, AsBool(e, root["paused"], "paused"));
+    GPUHEAL_TRY(b, AsBool(e, root["paused"], "paused"));
     p.paused = b;
   }
   if (const YAML::Node c = root["critical"]) {
     if (!c.IsMap()) return e.At(c, "\"critical\" must be a mapping");
     if (auto k = CheckKeys(e, c, {"action", "request_timeout"}, "critical")) return *k;
     if (c["action"]) {
-      TRY(a, AsString(e, c["action"], "critical.action"));
+      GPUHEAL_TRY(a, AsString(e, c["action"], "critical.action"));
       if (a != "gpu-reset" && a != "node") {
         return e.At(c["action"], "\"critical.action\" must be gpu-reset (the agent drains and resets the GPU) or node "
                                  "(quarantine and repair the whole node)");
@@ -158,7 +156,7 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
       p.critical_node_level = a == "node";
     }
     if (c["request_timeout"]) {
-      TRY(d, AsDuration(e, c["request_timeout"], "critical.request_timeout"));
+      GPUHEAL_TRY(d, AsDuration(e, c["request_timeout"], "critical.request_timeout"));
       p.critical_request_timeout = d;
     }
   }
@@ -166,7 +164,7 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
     if (!pr.IsMap()) return e.At(pr, "\"provider\" must be a mapping with a \"name\"");
     if (auto k = CheckKeys(e, pr, {"name", "command", "timeout"}, "provider")) return *k;
     if (!pr["name"]) return e.At(pr, "\"provider.name\" is required: none, delete-node, exec or standby");
-    TRY(name, AsString(e, pr["name"], "provider.name"));
+    GPUHEAL_TRY(name, AsString(e, pr["name"], "provider.name"));
     if (name == "none") p.provider = Provider::kNone;
     else if (name == "delete-node") p.provider = Provider::kDeleteNode;
     else if (name == "exec") p.provider = Provider::kExec;
@@ -177,12 +175,12 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
         return e.At(c, "\"provider.command\" must be a non-empty list (argv, run without a shell)");
       }
       for (const YAML::Node& a : c) {
-        TRY(v, AsString(e, a, "provider.command[]"));
+        GPUHEAL_TRY(v, AsString(e, a, "provider.command[]"));
         p.exec_command.push_back(v);
       }
     }
     if (pr["timeout"]) {
-      TRY(d, AsDuration(e, pr["timeout"], "provider.timeout"));
+      GPUHEAL_TRY(d, AsDuration(e, pr["timeout"], "provider.timeout"));
       p.exec_timeout = d;
     }
     if (p.provider == Provider::kExec && p.exec_command.empty()) {
@@ -194,8 +192,6 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
   }
   return p;
 }
-
-#undef TRY
 
 }  // namespace
 

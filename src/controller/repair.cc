@@ -26,8 +26,10 @@ using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 using SysTime = std::chrono::system_clock::time_point;
 
-const char* const kDomains[] = {"AcceleratedHardwareReady", "KernelReady", "NetworkingReady", "StorageReady",
-                                "ContainerRuntimeReady"};
+// The record's action saying a standby took this node's place: the NodeRepair record is the
+// repair's state, so a restarted controller reads the promotion from it.
+constexpr std::string_view kPromotedStandby = "promoted standby";
+
 const std::vector<double> kLatencyBuckets = {0.001, 0.0025, 0.005, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 120, 600};
 
 // The node's agent's answer to request `id` (gpuheal.io/gpu-recovery-status), if it has given one.
@@ -81,7 +83,7 @@ Severity SeverityOfReason(const std::string& reason) {
 std::optional<NodeFault> FaultOf(const kube::Node& n, bool include_gpu_level) {
   std::optional<NodeFault> worst;
   for (const auto& c : n.conditions) {
-    if (c.status != "False" || std::find(std::begin(kDomains), std::end(kDomains), c.type) == std::end(kDomains)) continue;
+    if (c.status != "False" || !IsDomain(c.type)) continue;
     NodeFault f;
     f.condition = c.type;
     f.reason = c.reason;
@@ -436,7 +438,7 @@ std::optional<milliseconds> Repairer::DeleteNode(const kube::Node& node, Record&
     r.Action("did not delete " + owner->what + ": ownership not proven");
     r.Phase("Failed", now, "owner not proven: " + why);
     r.Message("owner not proven: " + why + "; the node stays quarantined until an operator looks");
-    Event(node, "Warning", "RemediationFailed", r.cr.message);
+    Event(node, "Warning", std::string(reason::kRemediationFailed), r.cr.message);
     return std::nullopt;
   }
   if (owner->path.empty()) {
@@ -459,9 +461,9 @@ std::optional<milliseconds> Repairer::RepairGpu(const kube::Node& node, const No
   const auto now = world_.now();
   // Gates: pause, the attempt cap and the breaker hold a GPU reset too; the pool gate does not
   // (the node stays in service). A GPU past the attempt cap is bad hardware: quarantine the node.
-  if (std::string held = Gate(node, static_cast<int>(r.cr.attempts), false); !held.empty()) {
+  if (const GateResult held = Gate(node, static_cast<int>(r.cr.attempts), false)) {
     Held(node, r, held);
-    if (held.starts_with("HardwareInspection")) {
+    if (held.kind == GateResult::Kind::kAttemptCap) {
       Quarantine(node, f);
       return std::nullopt;
     }
@@ -526,7 +528,7 @@ bool Repairer::HasAction(const Record& r, std::string_view prefix) {
 // Done at quarantine, not after the toleration window: it only adds capacity, so the pods evicted
 // from the faulty node have somewhere to run at once. No gate holds it (it disrupts nothing).
 std::optional<milliseconds> Repairer::PromoteStandby(const kube::Node& node, Record& r) {
-  if (dry_run_ || HasAction(r, "promoted standby")) return std::nullopt;
+  if (dry_run_ || HasAction(r, kPromotedStandby)) return std::nullopt;
   const std::string pool = PoolOf(node);
   for (const auto& n : world_.nodes()) {
     if (n.meta.name == node.meta.name || PoolOf(n) != pool || FaultOf(n) || !HasTaint(n, keys::kStandbyTaint, "", "")) continue;
@@ -543,8 +545,8 @@ std::optional<milliseconds> Repairer::PromoteStandby(const kube::Node& node, Rec
     });
     if (!res || !res->ok()) return milliseconds(2000);
     if (!released) continue;
-    r.Action("promoted standby " + n.meta.name);
-    Event(node, "Normal", "StandbyPromoted", "standby " + n.meta.name + " promoted; this node becomes the standby once it recovers");
+    r.Action(std::string(kPromotedStandby) + " " + n.meta.name);
+    Event(node, "Normal", std::string(reason::kStandbyPromoted), "standby " + n.meta.name + " promoted; this node becomes the standby once it recovers");
     return std::nullopt;
   }
   r.Message("no ready standby node in pool \"" + pool + "\"");
@@ -552,7 +554,7 @@ std::optional<milliseconds> Repairer::PromoteStandby(const kube::Node& node, Rec
 }
 
 std::optional<milliseconds> Repairer::Release(const kube::Node& node, Record* r) {
-  const bool standby_promoted = r && HasAction(*r, "promoted standby");
+  const bool standby_promoted = r && HasAction(*r, kPromotedStandby);
   if (!dry_run_) {
     auto res = client_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
       bool changed = false;
@@ -580,7 +582,7 @@ std::optional<milliseconds> Repairer::Release(const kube::Node& node, Record* r)
     });
     if (!res || !res->ok()) return milliseconds(2000);
   }
-  Event(node, "Normal", "Released", "all domains healthy for the probation period: gpuheal's taint and cordon removed");
+  Event(node, "Normal", std::string(reason::kReleased), "all domains healthy for the probation period: gpuheal's taint and cordon removed");
   if (r) {
     r->Phase("Recovered", world_.now());
     r->Message("recovered");
@@ -615,25 +617,47 @@ void Repairer::BreakerEvent(const std::string& type, const std::string& reason, 
   Enqueue({{"Lease", "coordination.k8s.io/v1", lease_namespace_, lease_name_, ""}, type, reason, msg});
 }
 
-void Repairer::Held(const kube::Node& node, Record& r, const std::string& held) {
-  const std::string gate = held.substr(0, held.find(':'));
-  if (r.cr.message != held) {
-    metrics_.GetCounter("gpuheal_controller_blocked_total", "Repairs held by a gate, by gate", {{"gate", gate}}).Inc();
-    Event(node, "Warning", std::string(reason::kRepairBlocked), held);
+std::string_view ToString(GateResult::Kind k) {
+  switch (k) {
+    case GateResult::Kind::kNone:
+      return "";
+    case GateResult::Kind::kPaused:
+      return "paused";
+    case GateResult::Kind::kAttemptCap:
+      return "HardwareInspection";
+    case GateResult::Kind::kBreaker:
+      return "circuit breaker open";
+    case GateResult::Kind::kPool:
+      return "pool gate";
   }
-  r.Message(held);
-  if (gate == "HardwareInspection") r.Phase("Blocked", world_.now());
+  return "";
 }
 
-std::string Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate) {
+void Repairer::Held(const kube::Node& node, Record& r, const GateResult& held) {
+  if (r.cr.message != held.why) {
+    metrics_.GetCounter("gpuheal_controller_blocked_total", "Repairs held by a gate, by gate",
+                        {{"gate", std::string(ToString(held.kind))}})
+        .Inc();
+    Event(node, "Warning", std::string(reason::kRepairBlocked), held.why);
+  }
+  r.Message(held.why);
+  if (held.kind == GateResult::Kind::kAttemptCap) r.Phase("Blocked", world_.now());
+}
+
+GateResult Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate) {
+  using K = GateResult::Kind;
+  const auto held = [](K kind, std::string detail) {
+    return GateResult{kind, fmt::format("{}: {}", ToString(kind), detail)};
+  };
   const auto now = world_.now();
   auto paused = node.meta.labels.find(std::string(keys::kPausedLabel));
   if (policy_.paused || (paused != node.meta.labels.end() && paused->second == "true")) {
-    return "paused: disruptive actions are held (gpuheal.io/paused)";
+    return held(K::kPaused, "disruptive actions are held (gpuheal.io/paused)");
   }
   if (attempts > policy_.max_repairs) {
-    return fmt::format("HardwareInspection: {} repairs within {} h exceed the cap of {}; left quarantined", attempts,
-                       duration_cast<std::chrono::hours>(policy_.repairs_window).count(), policy_.max_repairs);
+    return held(K::kAttemptCap, fmt::format("{} repairs within {} h exceed the cap of {}; left quarantined", attempts,
+                                            duration_cast<std::chrono::hours>(policy_.repairs_window).count(),
+                                            policy_.max_repairs));
   }
   const std::vector<kube::Node> all = world_.nodes();
   // Circuit breaker: a correlated event (many GPU nodes unhealthy within the window) is more
@@ -677,8 +701,8 @@ std::string Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate)
                       : by_hand ? "closed by hand (" + std::string(keys::kBreakerReset) + ")"
                                 : "closed after a quiet period: " + why);
   }
-  if (open) return "circuit breaker open: " + why;
-  if (!pool_gate) return "";
+  if (open) return held(K::kBreaker, why);
+  if (!pool_gate) return {};
   // Pool gate: count as Karpenter does, every unhealthy node of the pool (out of service: a
   // node-level fault; a GPU-level one leaves the node in service).
   const std::string pool = PoolOf(node);
@@ -691,10 +715,10 @@ std::string Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate)
   const size_t allowed = std::max<size_t>(
       1, static_cast<size_t>(std::ceil(static_cast<double>(size) * policy_.max_unavailable_percent / 100.0)));
   if (unhealthy > allowed) {
-    return fmt::format("pool gate: {} of {} nodes in pool \"{}\" unhealthy, at most {} repaired at once", unhealthy,
-                       size, pool, allowed);
+    return held(K::kPool, fmt::format("{} of {} nodes in pool \"{}\" unhealthy, at most {} repaired at once",
+                                      unhealthy, size, pool, allowed));
   }
-  return "";
+  return {};
 }
 
 std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
@@ -779,7 +803,7 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
     // Healthy since the last of our domains returned to True.
     SysTime healthy_since{};
     for (const auto& c : node->conditions) {
-      if (std::find(std::begin(kDomains), std::end(kDomains), c.type) == std::end(kDomains)) continue;
+      if (!IsDomain(c.type)) continue;
       if (auto t = kube::ParseTime(c.last_transition_time)) healthy_since = std::max(healthy_since, *t);
     }
     if (now - healthy_since < policy_.probation) return Until(now, healthy_since + policy_.probation);
@@ -890,9 +914,9 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
   }
 
   // 2. Gates for everything disruptive.
-  if (std::string held = Gate(node, static_cast<int>(r.cr.attempts), true); !held.empty()) {
+  if (const GateResult held = Gate(node, static_cast<int>(r.cr.attempts), true)) {
     Held(node, r, held);
-    return held.starts_with("HardwareInspection") ? std::nullopt : std::optional(milliseconds(10000));
+    return held.kind == GateResult::Kind::kAttemptCap ? std::nullopt : std::optional(milliseconds(10000));
   }
 
   // An isolating fault's NoExecute only now: the taint manager would evict past every gate.
@@ -1032,15 +1056,15 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
         std::lock_guard<std::mutex> lock(mu_);
         exec_outcomes_.erase(r.cr.meta.name);
       }
-      Event(node, outcome.ok ? "Normal" : "Warning", outcome.ok ? "Remediated" : "RemediationFailed", r.cr.message);
+      Event(node, outcome.ok ? "Normal" : "Warning", std::string(outcome.ok ? reason::kRemediated : reason::kRemediationFailed), r.cr.message);
       return std::nullopt;
     }
     case Provider::kStandby: {
       // Usually promoted at quarantine already (PromoteStandby); here the remediation is that
       // the standby has the node's place until the node recovers.
-      if (!HasAction(r, "promoted standby")) {
+      if (!HasAction(r, kPromotedStandby)) {
         if (auto retry = PromoteStandby(node, r)) return retry;
-        if (!HasAction(r, "promoted standby")) return milliseconds(30000);
+        if (!HasAction(r, kPromotedStandby)) return milliseconds(30000);
       }
       if (!r.At("Remediating")) r.Phase("Remediating", now);
       r.Message("drained; a standby node has this node's place, and this node becomes the pool's standby once it recovers");

@@ -50,6 +50,16 @@ Severity SeverityOfReason(const std::string& reason);
 // namespace or matching the skip labels, and (gpu_pods_only) requesting GPUs.
 bool Evictable(const kube::Pod& p, const Policy& policy);
 
+// A gate's verdict. The names are the `gate` label of gpuheal_controller_blocked_total and the
+// start of the NodeRepair message ("pool gate: 3 of 10 nodes ...").
+struct GateResult {
+  enum class Kind { kNone, kPaused, kAttemptCap, kBreaker, kPool };
+  Kind kind = Kind::kNone;
+  std::string why;  // the message written to the record and the Event
+  explicit operator bool() const { return kind != Kind::kNone; }
+};
+std::string_view ToString(GateResult::Kind k);
+
 struct World {
   std::function<std::optional<kube::Node>(const std::string&)> node;
   std::function<std::vector<kube::Node>()> nodes;
@@ -61,7 +71,7 @@ struct World {
   std::function<bool()> backlog;
 };
 
-inline const std::string kNodeRepairs = "/apis/gpuheal.io/v1alpha1/noderepairs";
+inline const std::string kNodeRepairs(kube::kNodeRepairsPath);
 
 class Repairer {
  public:
@@ -92,11 +102,11 @@ class Repairer {
   // fault gets NoExecute (which Kubernetes' taint manager enforces past every gate and budget);
   // otherwise NoSchedule, and an existing NoExecute of ours stays.
   bool Quarantine(const kube::Node& node, const NodeFault& f, bool may_disrupt = false);
-  // "" = disruptive actions allowed; else which gate holds them and why. The pool gate counts
-  // nodes out of service, so it does not hold a GPU-level repair (the node stays in service).
-  std::string Gate(const kube::Node& node, int attempts, bool pool_gate);
+  // Which gate holds disruptive actions (kind kNone: none) and why. The pool gate counts nodes
+  // out of service, so it does not hold a GPU-level repair (the node stays in service).
+  GateResult Gate(const kube::Node& node, int attempts, bool pool_gate);
   // Held-gate bookkeeping shared by both rungs: the message, a metric and an Event when it changes.
-  void Held(const kube::Node& node, Record& r, const std::string& held);
+  void Held(const kube::Node& node, Record& r, const GateResult& held);
   bool WriteStatus(Record& r);  // and an Event on the Node for each phase it newly records
   struct PendingEvent {
     kube::ObjectReference ref;

@@ -1,5 +1,6 @@
 #pragma once
-// Result<T>: a value or an error message, returned across module boundaries instead of throwing.
+// Result<T>: a value or an error (message and code), returned across module boundaries instead of
+// throwing.
 
 #include <cassert>
 #include <string>
@@ -8,8 +9,15 @@
 
 namespace gpuheal {
 
+// What kind of failure, where callers act on it (the command line's exit code: kUsage is 2).
+enum class ErrorCode {
+  kFailure,  // the operation failed (I/O, the API server, a child process, ...)
+  kUsage,    // bad input from the user: flags, config values; fix the input and run again
+};
+
 struct Error {
   std::string message;
+  ErrorCode code = ErrorCode::kFailure;
 };
 
 template <typename T>
@@ -63,3 +71,11 @@ class [[nodiscard]] Status {
 };
 
 }  // namespace gpuheal
+
+// Declares `var` from a Result-returning expression, or returns its error from the enclosing
+// function (which must return a Result or a Status).
+#define GPUHEAL_TRY(var, expr)            \
+  auto var##_r = (expr);                  \
+  if (!var##_r) return var##_r.error();   \
+  auto var = std::move(*var##_r)
+

@@ -29,6 +29,8 @@ enum class Condition {
 inline constexpr Condition kAllConditions[] = {
     Condition::kAcceleratedHardwareReady, Condition::kKernelReady, Condition::kNetworkingReady,
     Condition::kStorageReady, Condition::kContainerRuntimeReady};
+// True for the type of one of gpuheal's conditions (a fault domain).
+bool IsDomain(std::string_view condition_type);
 
 // NVIDIA's "Resolution Bucket (Immediate Action)" from the Xid catalog (Ampere and newer).
 enum class Bucket {

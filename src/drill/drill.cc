@@ -24,6 +24,7 @@
 
 #include "drill/inject.h"
 #include "core/keys.h"
+#include "core/severity.h"
 #include "core/log.h"
 #include "drill/child.h"
 #include "kube/client.h"
@@ -40,12 +41,10 @@ using namespace std::chrono_literals;
 using std::chrono::milliseconds;
 using nlohmann::json;
 
-constexpr const char* kRepairs = "/apis/gpuheal.io/v1alpha1/noderepairs";
+constexpr std::string_view kRepairs = kube::kNodeRepairsPath;
 constexpr const char* kSystemNs = "gpuheal-system";
 constexpr const char* kLease = "gpuheal-drill";
 constexpr int kAgentsOnEveryNodeUpTo = 64;
-const char* const kDomains[] = {"AcceleratedHardwareReady", "KernelReady", "NetworkingReady", "StorageReady",
-                                "ContainerRuntimeReady"};
 
 int64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -213,7 +212,7 @@ class Observer {
     node_inf_ = std::make_unique<kube::Informer<kube::Node>>(*clients_[0], kube::NodePath() + "?labelSelector=gpuheal.io%2Fsim%3Dtrue",
                                                              kube::DecodeNodeList, kube::DecodeNode);
     pod_inf_ = std::make_unique<kube::Informer<DrillPod>>(*clients_[1], kube::PodPath(ns), DecodeDrillPodList, DecodeDrillPod);
-    rep_inf_ = std::make_unique<kube::Informer<kube::NodeRepair>>(*clients_[2], kRepairs, kube::DecodeNodeRepairList,
+    rep_inf_ = std::make_unique<kube::Informer<kube::NodeRepair>>(*clients_[2], std::string(kRepairs), kube::DecodeNodeRepairList,
                                                                   kube::DecodeNodeRepair);
     node_inf_->SetHandlers({[this](const kube::Node& n) { OnNode(n); }, [this](const kube::Node&, const kube::Node& n) { OnNode(n); },
                             nullptr});
@@ -377,7 +376,7 @@ class Observer {
     t.node = n;
     bool any_false = false;
     for (const auto& c : n.conditions) {
-      if (std::find(std::begin(kDomains), std::end(kDomains), c.type) != std::end(kDomains) && c.status == "False") {
+      if (IsDomain(c.type) && c.status == "False") {
         any_false = true;
         if (t.false_since.empty()) t.false_since = c.last_transition_time;
       }
@@ -450,7 +449,7 @@ class Observer {
       if (all_targets([](const NodeTrack& t) { return t.was_false; })) {
         std::string detail;
         for (const auto& c : nodes_seen_[*targets_.begin()].node.conditions) {
-          if (c.status == "False" && std::find(std::begin(kDomains), std::end(kDomains), c.type) != std::end(kDomains)) {
+          if (c.status == "False" && IsDomain(c.type)) {
             detail = c.type + "=False " + c.reason;
           }
         }
@@ -1176,7 +1175,7 @@ class Drill {
     sim_.reset();
     if (client_) {
       // This drill's NodeRepair records (their nodes are gone with the sim).
-      auto r = client_->Get(kRepairs);
+      auto r = client_->Get(std::string(kRepairs));
       if (r && r->ok()) {
         auto list = kube::DecodeNodeRepairList(r->body);
         for (const auto& rec : list ? list->items : std::vector<kube::NodeRepair>{}) {

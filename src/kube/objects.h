@@ -87,6 +87,9 @@ struct Lease {
   int64_t transitions = 0;
 };
 
+// The NodeRepair collection (cluster-scoped).
+inline constexpr std::string_view kNodeRepairsPath = "/apis/gpuheal.io/v1alpha1/noderepairs";
+
 // gpuheal.io/v1alpha1 NodeRepair (deploy/crds/noderepairs.yaml): one repair episode of a node.
 struct NodeRepair {
   ObjectMeta meta;

@@ -101,9 +101,9 @@ Status Sim::StartAgent(const SimNode& n) {
 Result<std::unique_ptr<Sim>> Sim::Start(std::unique_ptr<kube::Client> client, std::unique_ptr<kube::Client> watch_client,
                                         SimOptions opts) {
   if (opts.nodes < 0 || opts.pools < 1 || opts.standby_per_pool < 0 || opts.gpus_per_node < 0 || opts.api_threads < 1) {
-    return Error{"sim: --nodes, --standby and --gpus must be 0 or more, --pools and API threads 1 or more"};
+    return Error{"sim: --nodes, --standby and --gpus must be 0 or more, --pools and API threads 1 or more", ErrorCode::kUsage};
   }
-  if (opts.prefix.empty() || opts.prefix.size() > 40) return Error{"sim: --prefix must be 1 to 40 characters"};
+  if (opts.prefix.empty() || opts.prefix.size() > 40) return Error{"sim: --prefix must be 1 to 40 characters", ErrorCode::kUsage};
   std::unique_ptr<Sim> s(new Sim());
   s->opts_ = std::move(opts);
   s->client_ = std::move(client);
@@ -117,9 +117,9 @@ Result<std::unique_ptr<Sim>> Sim::Start(std::unique_ptr<kube::Client> client, st
     }
   }
   if (!o.real_kmsg_node.empty() && std::none_of(s->nodes_.begin(), s->nodes_.end(), [&](const SimNode& n) { return n.name == o.real_kmsg_node; })) {
-    return Error{fmt::format("sim: --real-kmsg {}: no such node (names are {}-<pool>-<i>, e.g. {}-0-0)", o.real_kmsg_node, o.prefix, o.prefix)};
+    return Error{fmt::format("sim: --real-kmsg {}: no such node (names are {}-<pool>-<i>, e.g. {}-0-0)", o.real_kmsg_node, o.prefix, o.prefix), ErrorCode::kUsage};
   }
-  if (!o.real_kmsg_node.empty() && !o.agents) return Error{"sim: --real-kmsg needs --agents"};
+  if (!o.real_kmsg_node.empty() && !o.agents) return Error{"sim: --real-kmsg needs --agents", ErrorCode::kUsage};
   for (size_t i = 0; i < s->nodes_.size(); ++i) {
     s->nodes_[i].ip = fmt::format("10.100.{}.{}", i / 250, i % 250 + 1);
     s->node_ip_[s->nodes_[i].name] = s->nodes_[i].ip;
