@@ -4,6 +4,7 @@
 //
 //   sudo bench_agent_kube [--iterations N] [--idle-seconds S]
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,13 +23,11 @@
 #include <thread>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "agent_process.h"
-#include "drill/inject.h"
 #include "bench_util.h"
-#include "local_control_plane.h"
+#include "drill/inject.h"
 #include "kube/client.h"
+#include "local_control_plane.h"
 
 using namespace gpuheal;
 using clk = std::chrono::steady_clock;
@@ -36,7 +35,6 @@ using clk = std::chrono::steady_clock;
 using gpuheal::bench::Report;
 
 namespace {
-
 
 double Metric(const std::string& metrics, const std::string& name) {
   const size_t at = metrics.find("\n" + name + " ");
@@ -71,26 +69,32 @@ int main(int argc, char** argv) {
     if (!created) return 1;
     auto client = std::move(*created);
     const std::string node = "bench-agent";
-    (void)client->Create(kube::NodePath(), {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", node}}}});
+    (void)client->Create(kube::NodePath(),
+                         {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", node}}}});
     const std::string state = dir + "/state";
     std::filesystem::create_directories(state);
     {
-      gpuheal::testing::AgentProcess prime({GPUHEAL_BIN, "agent", "--standalone", "--state-dir", state, "--listen", ""});
-      prime.WaitLog([](const auto& j) { return j.value("msg", "") == "agent started"; }, std::chrono::seconds(10));
+      gpuheal::testing::AgentProcess prime(
+          {GPUHEAL_BIN, "agent", "--standalone", "--state-dir", state, "--listen", ""});
+      prime.WaitLog([](const auto& j) { return j.value("msg", "") == "agent started"; },
+                    std::chrono::seconds(10));
       prime.Kill(SIGTERM);
       std::filesystem::remove(state + "/active-faults.json");
     }
     std::ofstream(dir + "/agent.yaml") << "kubernetes: {heartbeat_period: 10s}\n";
-    gpuheal::testing::AgentProcess agent({GPUHEAL_BIN, "agent", "--node-name", node, "--kubeconfig", kubeconfig,
-                                          "--state-dir", state, "--listen", "127.0.0.1:0", "--accept-injected",
-                                          "--config", dir + "/agent.yaml"});
-    auto started = agent.WaitLog([](const auto& j) { return j.value("msg", "") == "agent started"; },
-                                 std::chrono::seconds(10));
+    gpuheal::testing::AgentProcess agent(
+        {GPUHEAL_BIN, "agent", "--node-name", node, "--kubeconfig", kubeconfig, "--state-dir",
+         state, "--listen", "127.0.0.1:0", "--accept-injected", "--config", dir + "/agent.yaml"});
+    auto started =
+        agent.WaitLog([](const auto& j) { return j.value("msg", "") == "agent started"; },
+                      std::chrono::seconds(10));
     const std::string listen = started ? started->value("listen", "") : "";
     // Read the agent's stdout as a container runtime would (a stalled reader costs it a second).
     std::atomic<bool> stop_drain{false};
     std::thread drain([&] {
-      while (!stop_drain) agent.WaitEvent([](const nlohmann::json&) { return false; }, std::chrono::milliseconds(100));
+      while (!stop_drain)
+        agent.WaitEvent([](const nlohmann::json&) { return false; },
+                        std::chrono::milliseconds(100));
     });
 
     // Watch the node: note when each "seen N time(s)" first appears.
@@ -101,26 +105,28 @@ int main(int argc, char** argv) {
     std::thread watcher([&] {
       const std::regex seen_re("seen ([0-9]+) time");
       while (!stop) {
-        (void)client->Watch(kube::NodePath() + "?fieldSelector=metadata.name%3D" + node, rv,
-                            [&](const kube::WatchEventRaw& ev) {
-                              const auto now = clk::now();
-                              if (!ev.resource_version.empty()) rv = ev.resource_version;
-                              auto n = kube::DecodeNode(ev.object);
-                              if (!n) return !stop;
-                              for (const auto& c : n->conditions) {
-                                std::smatch m;
-                                if (c.type == "BenchBaseline") {
-                                  std::lock_guard<std::mutex> lock(mu);
-                                  baseline_seen_at.try_emplace(std::stoi(c.message), now);
-                                }
-                                if (c.type == "AcceleratedHardwareReady" && std::regex_search(c.message, m, seen_re)) {
-                                  std::lock_guard<std::mutex> lock(mu);
-                                  seen_at.try_emplace(std::stoi(m[1]), now);
-                                }
-                              }
-                              return !stop;
-                            },
-                            std::chrono::seconds(60), &stop);
+        (void)client->Watch(
+            kube::NodePath() + "?fieldSelector=metadata.name%3D" + node, rv,
+            [&](const kube::WatchEventRaw& ev) {
+              const auto now = clk::now();
+              if (!ev.resource_version.empty()) rv = ev.resource_version;
+              auto n = kube::DecodeNode(ev.object);
+              if (!n) return !stop;
+              for (const auto& c : n->conditions) {
+                std::smatch m;
+                if (c.type == "BenchBaseline") {
+                  std::lock_guard<std::mutex> lock(mu);
+                  baseline_seen_at.try_emplace(std::stoi(c.message), now);
+                }
+                if (c.type == "AcceleratedHardwareReady" &&
+                    std::regex_search(c.message, m, seen_re)) {
+                  std::lock_guard<std::mutex> lock(mu);
+                  seen_at.try_emplace(std::stoi(m[1]), now);
+                }
+              }
+              return !stop;
+            },
+            std::chrono::seconds(60), &stop);
       }
     });
     std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -131,7 +137,8 @@ int main(int argc, char** argv) {
         {
           std::lock_guard<std::mutex> lock(mu);
           auto it = seen.find(i);
-          if (it != seen.end()) return std::chrono::duration<double, std::micro>(it->second - t0).count();
+          if (it != seen.end())
+            return std::chrono::duration<double, std::micro>(it->second - t0).count();
         }
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
@@ -143,17 +150,23 @@ int main(int argc, char** argv) {
     for (int i = 0; i < iterations; ++i) {
       const auto t0 = clk::now();
       auto r = client->Patch(kube::NodePath(node) + "/status", kube::PatchType::kStrategicMerge,
-                             {{"status", {{"conditions", {{{"type", "BenchBaseline"}, {"status", "True"},
-                                                           {"reason", "R"}, {"message", std::to_string(i)}}}}}}});
+                             {{"status",
+                               {{"conditions",
+                                 {{{"type", "BenchBaseline"},
+                                   {"status", "True"},
+                                   {"reason", "R"},
+                                   {"message", std::to_string(i)}}}}}}});
       patch_us.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
       if (!r || !r->ok()) rc = 1;
       if (auto us = WaitSeen(baseline_seen_at, i, t0)) patch_watch_us.push_back(*us);
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the same pace as the agent's faults
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(100));  // the same pace as the agent's faults
     }
 
     // The agent: Xid 48 (fatal) on one GPU, again and again; each occurrence raises the count the
     // condition message shows, so each is one node write and one watch event.
-    const std::string pci = fmt::format("{:04x}:{:02x}:00", 0x1000 + std::random_device{}() % 0xe000, 7);
+    const std::string pci =
+        fmt::format("{:04x}:{:02x}:00", 0x1000 + std::random_device{}() % 0xe000, 7);
     for (int i = 1; i <= iterations; ++i) {
       const auto msgs = InjectMessages(InjectSpec{48, pci, "4242", "bench"});
       const auto t0 = clk::now();
@@ -176,12 +189,16 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::seconds(idle_seconds));
     const std::string m1 = gpuheal::testing::HttpGet(listen, "/metrics");
     const double cpu1 = gpuheal::bench::CpuSeconds(agent.pid());
-    const double writes = Metric(m1, "gpuheal_api_writes_total") - Metric(m0, "gpuheal_api_writes_total");
-    std::printf("agent RSS after %d faults, connected: %ld kB\n", iterations, gpuheal::bench::RssKb(agent.pid()));
-    std::printf("idle %d s: CPU %.3f s (%.3f%% of a core); API writes %.0f (heartbeat 10 s) -> %.0f/hour at the "
-                "default 5 min heartbeat\n",
-                idle_seconds, cpu1 - cpu0, 100 * (cpu1 - cpu0) / idle_seconds, writes,
-                writes / idle_seconds * 10 / 300 * 3600);
+    const double writes =
+        Metric(m1, "gpuheal_api_writes_total") - Metric(m0, "gpuheal_api_writes_total");
+    std::printf("agent RSS after %d faults, connected: %ld kB\n", iterations,
+                gpuheal::bench::RssKb(agent.pid()));
+    std::printf(
+        "idle %d s: CPU %.3f s (%.3f%% of a core); API writes %.0f (heartbeat 10 s) -> %.0f/hour "
+        "at the "
+        "default 5 min heartbeat\n",
+        idle_seconds, cpu1 - cpu0, 100 * (cpu1 - cpu0) / idle_seconds, writes,
+        writes / idle_seconds * 10 / 300 * 3600);
     stop = true;
     watcher.join();
     stop_drain = true;

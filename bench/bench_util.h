@@ -19,9 +19,11 @@ inline void Report(const char* what, std::vector<double> us) {
     return;
   }
   std::sort(us.begin(), us.end());
-  auto q = [&](double f) { return us[std::min(us.size() - 1, static_cast<size_t>(f * us.size()))] / 1000.0; };
-  std::printf("%-52s n=%zu  p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms\n", what, us.size(), q(0.5), q(0.9),
-              q(0.99), us.back() / 1000.0);
+  auto q = [&](double f) {
+    return us[std::min(us.size() - 1, static_cast<size_t>(f * us.size()))] / 1000.0;
+  };
+  std::printf("%-52s n=%zu  p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms\n", what, us.size(),
+              q(0.5), q(0.9), q(0.99), us.back() / 1000.0);
 }
 
 // A process's resident set (VmRSS, kB), or -1.
@@ -41,7 +43,8 @@ inline double CpuSeconds(pid_t pid) {
   const size_t close = stat.rfind(')');
   unsigned long ut = 0, st = 0;
   if (close == std::string::npos) return -1;
-  std::sscanf(stat.c_str() + close + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
+  std::sscanf(stat.c_str() + close + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+              &st);
   return static_cast<double>(ut + st) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 

@@ -19,8 +19,10 @@ const std::vector<std::string>& NoiseLines() {
     const char* templates[] = {
         "[ %d.%06d] usb 1-1.4: new high-speed USB device number %d using xhci_hcd",
         "[ %d.%06d] IPv6: ADDRCONF(NETDEV_CHANGE): cali%dab12: link becomes ready",
-        "[ %d.%06d] EXT4-fs (nvme0n1p%d): mounted filesystem with ordered data mode. Quota mode: none.",
-        "[ %d.%06d] audit: type=1400 audit(1700000000.%d:42): apparmor=\"STATUS\" operation=\"profile_load\"",
+        "[ %d.%06d] EXT4-fs (nvme0n1p%d): mounted filesystem with ordered data mode. Quota mode: "
+        "none.",
+        "[ %d.%06d] audit: type=1400 audit(1700000000.%d:42): apparmor=\"STATUS\" "
+        "operation=\"profile_load\"",
         "[ %d.%06d] docker0: port %d(veth1a2b3c4) entered forwarding state",
         "[ %d.%06d] nvidia-modeset: Allocated GPU:%d (GPU-5b8d6b3e-9c2d-8f1a) @ PCI:0000:3b:00.0",
         "[ %d.%06d] kauditd_printk_skb: %d callbacks suppressed",
@@ -77,7 +79,8 @@ void RunClassifier(benchmark::State& state, const std::vector<std::string>& line
     if (++i == lines.size()) i = 0;
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
-  state.SetBytesProcessed(static_cast<int64_t>(static_cast<double>(state.iterations()) * Bytes(lines)));
+  state.SetBytesProcessed(
+      static_cast<int64_t>(static_cast<double>(state.iterations()) * Bytes(lines)));
   state.counters["faults_per_line"] = static_cast<double>(found) / static_cast<double>(n);
 }
 
@@ -87,15 +90,17 @@ void BM_Classify_Mixed_1pctXid(benchmark::State& state) {
   static const std::vector<std::string> mixed = [] {
     std::vector<std::string> out;
     for (int i = 0; i < 4000; ++i) out.push_back(NoiseLines()[static_cast<size_t>(i) % 4096]);
-    for (int i = 0; i < 40; ++i) out[static_cast<size_t>(i) * 100] = XidLines()[static_cast<size_t>(i)];
+    for (int i = 0; i < 40; ++i)
+      out[static_cast<size_t>(i) * 100] = XidLines()[static_cast<size_t>(i)];
     return out;
   }();
   RunClassifier(state, mixed, {});
 }
 void BM_Classify_NoMatch_WithNpdRules(benchmark::State& state) {
   ClassifierOptions o;
-  o.npd_rules.push_back(
-      std::move(LoadNpdConfig(std::string(GPUHEAL_SOURCE_DIR) + "/test/fixtures/npd/kernel-monitor.json").value()));
+  o.npd_rules.push_back(std::move(
+      LoadNpdConfig(std::string(GPUHEAL_SOURCE_DIR) + "/test/fixtures/npd/kernel-monitor.json")
+          .value()));
   RunClassifier(state, NoiseLines(), std::move(o));
 }
 

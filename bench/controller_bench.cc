@@ -16,25 +16,27 @@
 //     controller's RSS once its informers hold them, against its RSS with the nodes alone. These
 //     nodes are created by this program (no sim: it would report each of the 150,000 pods Running).
 //
-//   bench_controller [--nodes 1500] [--faults 100] [--burst 300] [--evict-nodes 25] [--pods-per-node 8]
+//   bench_controller [--nodes 1500] [--faults 100] [--burst 300] [--evict-nodes 25]
+//   [--pods-per-node 8]
 //                    [--workers 4] [--no-sim]
 //   --no-sim: the nodes are created by this program and nothing keeps them alive (no Leases, no
-//     heartbeats: the API server serves only the benchmark), and it reports the pods Running itself.
+//     heartbeats: the API server serves only the benchmark), and it reports the pods Running
+//     itself.
 //   bench_controller --memory [--nodes 5000] [--pods 150000]
 
 #include <fmt/format.h>
 
 #include <atomic>
-#include <functional>
-#include <tuple>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <tuple>
 
 #include "agent_process.h"
 #include "apply_manifest.h"
@@ -70,7 +72,8 @@ enum class PodRunner { kNone, kSim, kBench };
 
 // Creates pods [from, to) named prefix-<i>, bound to `node_of(i)`; 8 threads.
 void CreatePods(Client& c, const std::string& ns, const std::string& prefix, int from, int to,
-                const std::function<std::string(int)>& node_of, const json& labels, PodRunner runner) {
+                const std::function<std::string(int)>& node_of, const json& labels,
+                PodRunner runner) {
   std::vector<std::thread> ts;
   for (int t = 0; t < 8; ++t) {
     ts.emplace_back([&, t] {
@@ -80,15 +83,23 @@ void CreatePods(Client& c, const std::string& ns, const std::string& prefix, int
         if (runner == PodRunner::kNone) {
           // As a Deployment's pod looks (the memory figure). Not with kube-controller-manager:
           // its garbage collector would delete pods whose owner does not exist.
-          pod["metadata"]["ownerReferences"] = {{{"apiVersion", "apps/v1"}, {"kind", "ReplicaSet"}, {"name", prefix},
-                                                 {"uid", "00000000-0000-0000-0000-000000000001"}, {"controller", true}}};
+          pod["metadata"]["ownerReferences"] = {{{"apiVersion", "apps/v1"},
+                                                 {"kind", "ReplicaSet"},
+                                                 {"name", prefix},
+                                                 {"uid", "00000000-0000-0000-0000-000000000001"},
+                                                 {"controller", true}}};
         }
-        pod["spec"]["containers"][0]["resources"] = {{"limits", {{"nvidia.com/gpu", "1"}}}, {"requests", {{"nvidia.com/gpu", "1"}}}};
+        pod["spec"]["containers"][0]["resources"] = {{"limits", {{"nvidia.com/gpu", "1"}}},
+                                                     {"requests", {{"nvidia.com/gpu", "1"}}}};
         (void)c.Create(PodPath(ns), pod);
         if (runner == PodRunner::kBench) {
           (void)c.Patch(PodPath(ns, name) + "/status", PatchType::kStrategicMerge,
-                        {{"status", {{"phase", "Running"}, {"podIP", "10.0.0.1"},
-                                     {"conditions", {{{"type", "Ready"}, {"status", "True"}}, {{"type", "ContainersReady"}, {"status", "True"}}}}}}});
+                        {{"status",
+                          {{"phase", "Running"},
+                           {"podIP", "10.0.0.1"},
+                           {"conditions",
+                            {{{"type", "Ready"}, {"status", "True"}},
+                             {{"type", "ContainersReady"}, {"status", "True"}}}}}}});
         }
       }
     });
@@ -108,8 +119,12 @@ void CreateNodes(Client& c, int nodes) {
     ts.emplace_back([&, t] {
       for (int i = t; i < nodes; i += 8) {
         const std::string name = SimNode(i);
-        (void)c.Create(NodePath(), {{"apiVersion", "v1"}, {"kind", "Node"},
-                                    {"metadata", {{"name", name}, {"labels", {{"gpuheal.io/pool", fmt::format("pool-{:02d}", i % 15)}}}}}});
+        (void)c.Create(NodePath(),
+                       {{"apiVersion", "v1"},
+                        {"kind", "Node"},
+                        {"metadata",
+                         {{"name", name},
+                          {"labels", {{"gpuheal.io/pool", fmt::format("pool-{:02d}", i % 15)}}}}}});
         json st = Condition(true, "init");
         st["status"]["capacity"] = {{"nvidia.com/gpu", "8"}};
         st["status"]["allocatable"] = {{"nvidia.com/gpu", "8"}};
@@ -136,34 +151,43 @@ long SettledRssKb(pid_t pid, std::chrono::seconds limit) {
 int Memory(const std::string& kubeconfig, Client& c, int nodes, int pods) {
   const auto t0 = clk::now();
   CreateNodes(c, nodes);
-  std::printf("%d nodes created in %.1f s\n", nodes, std::chrono::duration<double>(clk::now() - t0).count());
+  std::printf("%d nodes created in %.1f s\n", nodes,
+              std::chrono::duration<double>(clk::now() - t0).count());
   char tmpl[] = "/tmp/gpuheal-bench-ctl-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   std::ofstream(dir + "/policy.yaml") << "toleration: {default: 1h}\n";
-  gpuheal::testing::AgentProcess ctl({GPUHEAL_BIN, "controller", "--kubeconfig", kubeconfig, "--policy",
-                                      dir + "/policy.yaml", "--listen", "", "--lease-namespace", "default"});
-  if (!ctl.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, std::chrono::seconds(120))) {
+  gpuheal::testing::AgentProcess ctl({GPUHEAL_BIN, "controller", "--kubeconfig", kubeconfig,
+                                      "--policy", dir + "/policy.yaml", "--listen", "",
+                                      "--lease-namespace", "default"});
+  if (!ctl.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; },
+                   std::chrono::seconds(120))) {
     std::fprintf(stderr, "controller did not start leading\n");
     return 1;
   }
   const long base = SettledRssKb(ctl.pid(), std::chrono::seconds(60));
   std::printf("baseline: controller RSS %ld kB with %d nodes and no pods\n", base, nodes);
   const auto p0 = clk::now();
-  (void)c.Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "mem"}}}});
-  CreatePods(c, "mem", "mp", 0, pods, [&](int i) { return SimNode(i % nodes); },
-             {{"app", "trainer"}, {"team", "ml"}}, PodRunner::kNone);
-  std::printf("%d pods created in %.1f s\n", pods, std::chrono::duration<double>(clk::now() - p0).count());
+  (void)c.Create("/api/v1/namespaces",
+                 {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "mem"}}}});
+  CreatePods(
+      c, "mem", "mp", 0, pods, [&](int i) { return SimNode(i % nodes); },
+      {{"app", "trainer"}, {"team", "ml"}}, PodRunner::kNone);
+  std::printf("%d pods created in %.1f s\n", pods,
+              std::chrono::duration<double>(clk::now() - p0).count());
   const long with_pods = SettledRssKb(ctl.pid(), std::chrono::seconds(300));
-  std::printf("controller RSS %ld kB with %d nodes and %d pods cached (+%ld kB for the pods, %.0f B/pod); CPU %.1f s\n",
-              with_pods, nodes, pods, with_pods - base, static_cast<double>(with_pods - base) * 1024.0 / pods,
-              gpuheal::bench::CpuSeconds(ctl.pid()));
+  std::printf(
+      "controller RSS %ld kB with %d nodes and %d pods cached (+%ld kB for the pods, %.0f B/pod); "
+      "CPU %.1f s\n",
+      with_pods, nodes, pods, with_pods - base,
+      static_cast<double>(with_pods - base) * 1024.0 / pods, gpuheal::bench::CpuSeconds(ctl.pid()));
   ctl.Kill(SIGTERM);
   std::filesystem::remove_all(dir);
   return with_pods > 0 ? 0 : 1;
 }
 
 int main(int argc, char** argv) {
-  int nodes = 1500, faults = 100, burst = 300, evict_nodes = 25, pods_per_node = 8, pods = 150000, workers = 4;
+  int nodes = 1500, faults = 100, burst = 300, evict_nodes = 25, pods_per_node = 8, pods = 150000,
+      workers = 4;
   bool memory = false, use_sim = true;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--no-sim")) {
@@ -176,13 +200,20 @@ int main(int argc, char** argv) {
       continue;
     }
     if (i + 1 >= argc) break;
-    if (!std::strcmp(argv[i], "--nodes")) nodes = std::stoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--faults")) faults = std::stoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--burst")) burst = std::stoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--evict-nodes")) evict_nodes = std::stoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--pods-per-node")) pods_per_node = std::stoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--workers")) workers = std::stoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--pods")) pods = std::stoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--nodes"))
+      nodes = std::stoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--faults"))
+      faults = std::stoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--burst"))
+      burst = std::stoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--evict-nodes"))
+      evict_nodes = std::stoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--pods-per-node"))
+      pods_per_node = std::stoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--workers"))
+      workers = std::stoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--pods"))
+      pods = std::stoi(argv[++i]);
   }
   std::string log;
   // kube-controller-manager keeps the PodDisruptionBudgets' status (the eviction part needs it).
@@ -198,14 +229,17 @@ int main(int argc, char** argv) {
     auto client = Client::Create(*cfg);
     auto watch_client = Client::Create(*cfg);
     Client& c = **client;
-    gpuheal::testing::ApplyManifest(c, std::string(GPUHEAL_SOURCE_DIR) + "/deploy/crds/noderepairs.yaml");
+    gpuheal::testing::ApplyManifest(
+        c, std::string(GPUHEAL_SOURCE_DIR) + "/deploy/crds/noderepairs.yaml");
     if (memory) return Memory(cp->kubeconfig(), c, nodes, pods);
     const auto t_create = clk::now();
     std::optional<gpuheal::testing::AgentProcess> sim;
     if (use_sim) {
-      sim.emplace(std::vector<std::string>{GPUHEAL_BIN, "sim", "--kubeconfig", cp->kubeconfig(), "--nodes",
-                                           std::to_string(nodes), "--pools", "15", "--standby", "0", "--prefix", "bn"});
-      if (!sim->WaitEvent([](const json& j) { return j.value("sim", "") == "started"; }, std::chrono::seconds(300))) {
+      sim.emplace(std::vector<std::string>{GPUHEAL_BIN, "sim", "--kubeconfig", cp->kubeconfig(),
+                                           "--nodes", std::to_string(nodes), "--pools", "15",
+                                           "--standby", "0", "--prefix", "bn"});
+      if (!sim->WaitEvent([](const json& j) { return j.value("sim", "") == "started"; },
+                          std::chrono::seconds(300))) {
         std::fprintf(stderr, "gpuheal sim did not register its nodes\n");
         return 1;
       }
@@ -213,42 +247,52 @@ int main(int argc, char** argv) {
       CreateNodes(c, nodes);
     }
     std::printf("%d %s in 15 pools %s in %.1f s\n", nodes, use_sim ? "sim nodes" : "nodes (no sim)",
-                use_sim ? "registered" : "created", std::chrono::duration<double>(clk::now() - t_create).count());
+                use_sim ? "registered" : "created",
+                std::chrono::duration<double>(clk::now() - t_create).count());
 
     // The watcher: when each node first shows the False condition, and our taint.
     std::mutex mu;
     std::map<std::string, clk::time_point> cond_seen, taint_seen;
     std::atomic<bool> stop{false};
-    std::string rv = json::parse(c.Get(NodePath() + "?limit=1")->body)["metadata"]["resourceVersion"];
+    std::string rv =
+        json::parse(c.Get(NodePath() + "?limit=1")->body)["metadata"]["resourceVersion"];
     std::thread watcher([&] {
       while (!stop) {
-        (void)(*watch_client)->Watch(NodePath(), rv, [&](const WatchEventRaw& ev) {
-          if (!ev.resource_version.empty()) rv = ev.resource_version;
-          auto n = DecodeNode(ev.object);
-          if (!n) return !stop.load();
-          const auto now = clk::now();
-          std::lock_guard<std::mutex> lock(mu);
-          for (const auto& cond : n->conditions) {
-            if (cond.type == "AcceleratedHardwareReady" && cond.status == "False") cond_seen.try_emplace(n->meta.name, now);
-          }
-          for (const auto& t : n->taints) {
-            if (t.key == "gpuheal.io/gpu-fault") taint_seen.try_emplace(n->meta.name, now);
-          }
-          return !stop.load();
-        }, std::chrono::seconds(60), &stop);
+        (void)(*watch_client)
+            ->Watch(
+                NodePath(), rv,
+                [&](const WatchEventRaw& ev) {
+                  if (!ev.resource_version.empty()) rv = ev.resource_version;
+                  auto n = DecodeNode(ev.object);
+                  if (!n) return !stop.load();
+                  const auto now = clk::now();
+                  std::lock_guard<std::mutex> lock(mu);
+                  for (const auto& cond : n->conditions) {
+                    if (cond.type == "AcceleratedHardwareReady" && cond.status == "False")
+                      cond_seen.try_emplace(n->meta.name, now);
+                  }
+                  for (const auto& t : n->taints) {
+                    if (t.key == "gpuheal.io/gpu-fault") taint_seen.try_emplace(n->meta.name, now);
+                  }
+                  return !stop.load();
+                },
+                std::chrono::seconds(60), &stop);
       }
     });
 
     char tmpl[] = "/tmp/gpuheal-bench-ctl-XXXXXX";
     const std::string dir = mkdtemp(tmpl);
-    std::ofstream(dir + "/policy.yaml") << "toleration: {default: 1h, AcceleratedHardwareReady: 1h}\ncheckpoint: {window: 1s}\n"
-                                           "skip: {namespaces: []}\n"
-                                           // the figures are about speed: gates would hold most of the burst
-                                           "pools: {max_unavailable_percent: 100}\nbreaker: {share_percent: 100}\n";
-    gpuheal::testing::AgentProcess ctl({GPUHEAL_BIN, "controller", "--kubeconfig", cp->kubeconfig(), "--policy",
-                                        dir + "/policy.yaml", "--listen", "", "--lease-namespace", "default",
-                                        "--workers", std::to_string(workers)});
-    if (!ctl.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, std::chrono::seconds(60))) {
+    std::ofstream(dir + "/policy.yaml")
+        << "toleration: {default: 1h, AcceleratedHardwareReady: 1h}\ncheckpoint: {window: 1s}\n"
+           "skip: {namespaces: []}\n"
+           // the figures are about speed: gates would hold most of the burst
+           "pools: {max_unavailable_percent: 100}\nbreaker: {share_percent: 100}\n";
+    gpuheal::testing::AgentProcess ctl({GPUHEAL_BIN, "controller", "--kubeconfig", cp->kubeconfig(),
+                                        "--policy", dir + "/policy.yaml", "--listen", "",
+                                        "--lease-namespace", "default", "--workers",
+                                        std::to_string(workers)});
+    if (!ctl.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; },
+                     std::chrono::seconds(60))) {
       std::fprintf(stderr, "controller did not start leading\n");
       return 1;
     }
@@ -258,14 +302,17 @@ int main(int argc, char** argv) {
     for (int i = 0; i < faults; ++i) {
       const std::string name = SimNode(nodes - 1 - i);
       const auto t0 = clk::now();
-      (void)c.Patch(NodePath(name) + "/status", PatchType::kStrategicMerge, Condition(false, "fault"));
+      (void)c.Patch(NodePath(name) + "/status", PatchType::kStrategicMerge,
+                    Condition(false, "fault"));
       const auto deadline = clk::now() + std::chrono::seconds(10);
       while (clk::now() < deadline) {
         {
           std::lock_guard<std::mutex> lock(mu);
           if (taint_seen.count(name) && cond_seen.count(name)) {
-            base_us.push_back(std::chrono::duration<double, std::micro>(cond_seen[name] - t0).count());
-            ctl_us.push_back(std::chrono::duration<double, std::micro>(taint_seen[name] - t0).count());
+            base_us.push_back(
+                std::chrono::duration<double, std::micro>(cond_seen[name] - t0).count());
+            ctl_us.push_back(
+                std::chrono::duration<double, std::micro>(taint_seen[name] - t0).count());
             break;
           }
         }
@@ -288,7 +335,8 @@ int main(int argc, char** argv) {
       for (int t = 0; t < 8; ++t) {
         ts.emplace_back([&, t] {
           for (size_t i = static_cast<size_t>(t); i < targets.size(); i += 8) {
-            (void)c.Patch(NodePath(targets[i]) + "/status", PatchType::kStrategicMerge, Condition(false, "burst"));
+            (void)c.Patch(NodePath(targets[i]) + "/status", PatchType::kStrategicMerge,
+                          Condition(false, "burst"));
           }
         });
       }
@@ -309,15 +357,17 @@ int main(int argc, char** argv) {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    std::printf("burst: %zu nodes set False in %.2f s; all quarantined %.2f s after the first PATCH\n", targets.size(),
-                sent_s, all_s);
+    std::printf(
+        "burst: %zu nodes set False in %.2f s; all quarantined %.2f s after the first PATCH\n",
+        targets.size(), sent_s, all_s);
     if (all_s < 0) rc = 1;
     if (evict_nodes > 0) {
       // evict_nodes spare nodes (set A) and as many again (set B), each with pods_per_node Running
       // pods under its own budget that lets all of them go. The bench evicts set B's pods itself
       // (the baseline: 4 threads, a node's pods one after another, as the controller's 4 workers
       // do); the controller drains set A when their conditions turn False at once.
-      (void)c.Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ev"}}}});
+      (void)c.Create("/api/v1/namespaces",
+                     {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ev"}}}});
       std::vector<std::string> set_a, set_b;
       for (int i = 0; i < evict_nodes; ++i) {
         set_a.push_back(SimNode(burst + i));
@@ -326,11 +376,15 @@ int main(int argc, char** argv) {
       const auto p0 = clk::now();
       for (const auto* set : {&set_a, &set_b}) {
         for (const auto& n : *set) {
-          (void)c.Create(PdbPath("ev"), {{"apiVersion", "policy/v1"}, {"kind", "PodDisruptionBudget"},
-                                         {"metadata", {{"name", n}, {"namespace", "ev"}}},
-                                         {"spec", {{"minAvailable", 0}, {"selector", {{"matchLabels", {{"app", n}}}}}}}});
-          CreatePods(c, "ev", "p-" + n, 0, pods_per_node, [&](int) { return n; }, {{"app", n}},
-                     use_sim ? PodRunner::kSim : PodRunner::kBench);
+          (void)c.Create(
+              PdbPath("ev"),
+              {{"apiVersion", "policy/v1"},
+               {"kind", "PodDisruptionBudget"},
+               {"metadata", {{"name", n}, {"namespace", "ev"}}},
+               {"spec", {{"minAvailable", 0}, {"selector", {{"matchLabels", {{"app", n}}}}}}}});
+          CreatePods(
+              c, "ev", "p-" + n, 0, pods_per_node, [&](int) { return n; }, {{"app", n}},
+              use_sim ? PodRunner::kSim : PodRunner::kBench);
         }
       }
       const int total = evict_nodes * pods_per_node;
@@ -343,14 +397,18 @@ int main(int argc, char** argv) {
         int ready = 0;
         if (r && r->ok()) {
           const json list = json::parse(r->body);
-          for (const auto& pdb : list["items"]) ready += pdb["status"].value("disruptionsAllowed", 0) >= pods_per_node;
+          for (const auto& pdb : list["items"])
+            ready += pdb["status"].value("disruptionsAllowed", 0) >= pods_per_node;
         }
         budgets_ready = ready == 2 * evict_nodes;
         if (!budgets_ready) std::this_thread::sleep_for(std::chrono::milliseconds(200));
       }
-      std::printf("eviction: 2 x %d nodes x %d pods, a budget each, created, reported Running by %s and counted "
-                  "by their budgets in %.1f s\n", evict_nodes, pods_per_node, use_sim ? "the sim" : "this program",
-                  std::chrono::duration<double>(clk::now() - p0).count());
+      std::printf(
+          "eviction: 2 x %d nodes x %d pods, a budget each, created, reported Running by %s and "
+          "counted "
+          "by their budgets in %.1f s\n",
+          evict_nodes, pods_per_node, use_sim ? "the sim" : "this program",
+          std::chrono::duration<double>(clk::now() - p0).count());
       if (!budgets_ready) {
         std::fprintf(stderr, "the budgets did not allow every pod to go in 120 s\n");
         rc = 1;
@@ -359,18 +417,23 @@ int main(int argc, char** argv) {
       std::map<std::string, clk::time_point> gone;
       std::atomic<bool> pstop{false};
       auto pod_client = Client::Create(*cfg);
-      std::string prv = json::parse(c.Get(PodPath("ev") + "?limit=1")->body)["metadata"]["resourceVersion"];
+      std::string prv =
+          json::parse(c.Get(PodPath("ev") + "?limit=1")->body)["metadata"]["resourceVersion"];
       std::thread pw([&] {
         while (!pstop) {
-          (void)(*pod_client)->Watch(PodPath("ev"), prv, [&](const WatchEventRaw& ev) {
-            if (!ev.resource_version.empty()) prv = ev.resource_version;
-            auto p = DecodePod(ev.object);
-            if (p && (p->meta.deleting || ev.type == "DELETED")) {
-              std::lock_guard<std::mutex> lock(mu);
-              gone.try_emplace(p->meta.name, clk::now());
-            }
-            return !pstop.load();
-          }, std::chrono::seconds(60), &pstop);
+          (void)(*pod_client)
+              ->Watch(
+                  PodPath("ev"), prv,
+                  [&](const WatchEventRaw& ev) {
+                    if (!ev.resource_version.empty()) prv = ev.resource_version;
+                    auto p = DecodePod(ev.object);
+                    if (p && (p->meta.deleting || ev.type == "DELETED")) {
+                      std::lock_guard<std::mutex> lock(mu);
+                      gone.try_emplace(p->meta.name, clk::now());
+                    }
+                    return !pstop.load();
+                  },
+                  std::chrono::seconds(60), &pstop);
         }
       });
       auto span = [&](const std::vector<std::string>& set) {
@@ -386,19 +449,23 @@ int main(int argc, char** argv) {
             last = std::max(last, it->second);
           }
         }
-        return std::make_tuple(n, n ? std::chrono::duration<double>(last - first).count() : 0.0, first);
+        return std::make_tuple(n, n ? std::chrono::duration<double>(last - first).count() : 0.0,
+                               first);
       };
       auto wait_all = [&](const std::vector<std::string>& set) {
         const auto until = clk::now() + std::chrono::seconds(180);
-        while (clk::now() < until && std::get<0>(span(set)) < total) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        while (clk::now() < until && std::get<0>(span(set)) < total)
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
       };
       std::this_thread::sleep_for(std::chrono::seconds(1));
       {
         std::vector<std::thread> ts;
         for (int t = 0; t < workers; ++t) {
           ts.emplace_back([&, t] {
-            for (size_t k = static_cast<size_t>(t); k < set_b.size(); k += static_cast<size_t>(workers)) {
-              for (int i = 0; i < pods_per_node; ++i) (void)c.Evict("ev", fmt::format("p-{}-{}", set_b[k], i));
+            for (size_t k = static_cast<size_t>(t); k < set_b.size();
+                 k += static_cast<size_t>(workers)) {
+              for (int i = 0; i < pods_per_node; ++i)
+                (void)c.Evict("ev", fmt::format("p-{}-{}", set_b[k], i));
             }
           });
         }
@@ -406,8 +473,11 @@ int main(int argc, char** argv) {
       }
       wait_all(set_b);
       auto [bn, bs, bfirst] = span(set_b);
-      std::printf("baseline: %d pods evicted by this program (%d threads, a node's pods in turn): %.2f s first to last, "
-                  "%.0f pods/s\n", bn, workers, bs, bs > 0 ? (bn - 1) / bs : 0.0);
+      std::printf(
+          "baseline: %d pods evicted by this program (%d threads, a node's pods in turn): %.2f s "
+          "first to last, "
+          "%.0f pods/s\n",
+          bn, workers, bs, bs > 0 ? (bn - 1) / bs : 0.0);
       // The controller drains set A: quarantine, checkpoint requests, then the Eviction API.
       const auto f0 = clk::now();
       {
@@ -415,7 +485,8 @@ int main(int argc, char** argv) {
         for (int t = 0; t < 4; ++t) {
           ts.emplace_back([&, t] {
             for (size_t k = static_cast<size_t>(t); k < set_a.size(); k += 4) {
-              (void)c.Patch(NodePath(set_a[k]) + "/status", PatchType::kStrategicMerge, Condition(false, "evict"));
+              (void)c.Patch(NodePath(set_a[k]) + "/status", PatchType::kStrategicMerge,
+                            Condition(false, "evict"));
             }
           });
         }
@@ -423,17 +494,19 @@ int main(int argc, char** argv) {
       }
       wait_all(set_a);
       auto [an, as, afirst] = span(set_a);
-      std::printf("controller: %d pods evicted: %.2f s first to last, %.0f pods/s; conditions False -> first eviction "
-                  "%.2f s (checkpoint window 1 s%s), -> last %.2f s\n",
-                  an, as, as > 0 ? (an - 1) / as : 0.0, std::chrono::duration<double>(afirst - f0).count(),
-                  use_sim ? "; the sim's workloads answer in 0.5 s" : "",
-                  std::chrono::duration<double>(afirst - f0).count() + as);
+      std::printf(
+          "controller: %d pods evicted: %.2f s first to last, %.0f pods/s; conditions False -> "
+          "first eviction "
+          "%.2f s (checkpoint window 1 s%s), -> last %.2f s\n",
+          an, as, as > 0 ? (an - 1) / as : 0.0, std::chrono::duration<double>(afirst - f0).count(),
+          use_sim ? "; the sim's workloads answer in 0.5 s" : "",
+          std::chrono::duration<double>(afirst - f0).count() + as);
       if (an < total) rc = 1;
       pstop = true;
       pw.join();
     }
-    std::printf("controller RSS %ld kB, CPU %.2f s (%d nodes cached)\n", gpuheal::bench::RssKb(ctl.pid()),
-                gpuheal::bench::CpuSeconds(ctl.pid()), nodes);
+    std::printf("controller RSS %ld kB, CPU %.2f s (%d nodes cached)\n",
+                gpuheal::bench::RssKb(ctl.pid()), gpuheal::bench::CpuSeconds(ctl.pid()), nodes);
     stop = true;
     ctl.Kill(SIGTERM);
     watcher.join();

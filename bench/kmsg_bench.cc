@@ -72,7 +72,8 @@ bool ReadLine(int fd, std::string& pending, std::string& line, std::chrono::mill
       pending.erase(0, nl + 1);
       return true;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) return false;
     pollfd p{fd, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
@@ -93,7 +94,9 @@ Stats Summarise(std::vector<double> us) {
   Stats s{};
   s.n = us.size();
   if (us.empty()) return s;
-  auto pct = [&](double p) { return us[std::min(us.size() - 1, static_cast<size_t>(p * static_cast<double>(us.size())))]; };
+  auto pct = [&](double p) {
+    return us[std::min(us.size() - 1, static_cast<size_t>(p * static_cast<double>(us.size())))];
+  };
   s.p50 = pct(0.50);
   s.p99 = pct(0.99);
   s.max = us.back();
@@ -139,10 +142,11 @@ std::vector<double> Measure(int kfd, int out, int records, const std::string& la
 }
 
 std::unique_ptr<AgentProcess> StartAgent(const std::string& state_dir, std::string* listen) {
-  auto a = std::make_unique<AgentProcess>(std::vector<std::string>{
-      GPUHEAL_BIN, "agent", "--standalone", "--accept-injected", "--state-dir", state_dir,
-      "--listen", "127.0.0.1:0"});
-  auto started = a->WaitLog([](const auto& j) { return j.value("msg", "") == "agent started"; }, 10s);
+  auto a = std::make_unique<AgentProcess>(
+      std::vector<std::string>{GPUHEAL_BIN, "agent", "--standalone", "--accept-injected",
+                               "--state-dir", state_dir, "--listen", "127.0.0.1:0"});
+  auto started =
+      a->WaitLog([](const auto& j) { return j.value("msg", "") == "agent started"; }, 10s);
   if (!started) return nullptr;
   *listen = started->value("listen", "");
   return a;
@@ -167,9 +171,9 @@ double MetricValue(const std::string& text, const std::string& name) {
   return -1;
 }
 
-
 void PrintRow(const std::string& name, const Stats& s) {
-  fmt::print("| {:<34} | {:>5} | {:>9.1f} | {:>9.1f} | {:>9.1f} |\n", name, s.n, s.p50, s.p99, s.max);
+  fmt::print("| {:<34} | {:>5} | {:>9.1f} | {:>9.1f} | {:>9.1f} |\n", name, s.n, s.p50, s.p99,
+             s.max);
 }
 
 }  // namespace
@@ -184,10 +188,14 @@ int main(int argc, char** argv) {
     if (a == "--bare-child") return BareChild(false);
     if (a == "--spin-child") return BareChild(true);
     if (i + 1 < argc) {
-      if (a == "--records") records = std::stoi(argv[++i]);
-      else if (a == "--flood-rate") flood_rate = std::stoi(argv[++i]);
-      else if (a == "--flood-seconds") flood_seconds = std::stoi(argv[++i]);
-      else if (a == "--idle-seconds") idle_seconds = std::stoi(argv[++i]);
+      if (a == "--records")
+        records = std::stoi(argv[++i]);
+      else if (a == "--flood-rate")
+        flood_rate = std::stoi(argv[++i]);
+      else if (a == "--flood-seconds")
+        flood_seconds = std::stoi(argv[++i]);
+      else if (a == "--idle-seconds")
+        idle_seconds = std::stoi(argv[++i]);
     }
   }
   if (!gpuheal::testing::CanWriteKmsg()) {
@@ -253,7 +261,8 @@ int main(int argc, char** argv) {
       long n = 0;
       while (!stop) {
         for (int k = 0; k < per_ms; ++k) {
-          const std::string r = fmt::format("<7>bench-flood {} eth0: renamed from veth{}c0ffee\n", n, n);
+          const std::string r =
+              fmt::format("<7>bench-flood {} eth0: renamed from veth{}c0ffee\n", n, n);
           if (write(ffd, r.data(), r.size()) > 0) ++n;
         }
         next += 1ms;
@@ -296,7 +305,8 @@ int main(int argc, char** argv) {
                elapsed, static_cast<double>(flood_written.load()) / elapsed);
     fmt::print("agent read: {:.0f} records; lost (sequence gaps): {:.0f}\n", read_total, lost);
     fmt::print("Xid lines injected: {}, detected: {}\n\n", injected, received);
-    fmt::print("| {:<34} | {:>5} | {:>9} | {:>9} | {:>9} |\n", "consumer", "n", "p50", "p99", "max");
+    fmt::print("| {:<34} | {:>5} | {:>9} | {:>9} | {:>9} |\n", "consumer", "n", "p50", "p99",
+               "max");
     fmt::print("|{:-<36}|{:->7}|{:->11}|{:->11}|{:->11}|\n", "", "", "", "", "");
     PrintRow("agent, Xid detection under flood", f);
   }
@@ -328,12 +338,14 @@ int main(int argc, char** argv) {
       int xid = 0;
       for (int ms = 0; !stop; ++ms) {
         for (int k = 0; k < per_ms; ++k) {
-          const std::string r = fmt::format("<7>bench-flood {} eth0: renamed from veth{}c0ffee\n", n, n);
+          const std::string r =
+              fmt::format("<7>bench-flood {} eth0: renamed from veth{}c0ffee\n", n, n);
           if (write(ffd, r.data(), r.size()) > 0) ++n;
         }
         if (xid < kGpus && ms % every_ms == 0) {
           const std::string r = fmt::format(
-              "<4>NVRM: Xid (PCI:{}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus. {}\n",
+              "<4>NVRM: Xid (PCI:{}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the "
+              "bus. {}\n",
               pci(xid++), kMarker);
           if (write(ffd, r.data(), r.size()) > 0) ++n;
         }
@@ -363,14 +375,15 @@ int main(int argc, char** argv) {
     std::string pending, line;
     while (ReadLine(bare_child.out_fd(), pending, line, 200ms)) ++bare_seen;
     fmt::print("\n## Under a flood with {} distinct GPU faults\n\n", kGpus);
-    fmt::print("flood written: {} records in {:.1f} s = {:.0f} records/s, {} of them Xid 79 on {} GPUs\n",
-               written.load(), elapsed, static_cast<double>(written.load()) / elapsed, kGpus, kGpus);
+    fmt::print(
+        "flood written: {} records in {:.1f} s = {:.0f} records/s, {} of them Xid 79 on {} GPUs\n",
+        written.load(), elapsed, static_cast<double>(written.load()) / elapsed, kGpus, kGpus);
     fmt::print("| {:<34} | {:>12} | {:>10} |\n", "consumer", "Xids lost", "CPU (core)");
     fmt::print("|{:-<36}|{:->14}|{:->12}|\n", "", "", "");
-    fmt::print("| {:<34} | {:>12} | {:>9.0f}% |\n", "bare read() loop (baseline)", kGpus - bare_seen,
-               100.0 * (bare_cpu1 - bare_cpu0) / elapsed);
-    fmt::print("| {:<34} | {:>12} | {:>9.0f}% |\n", "gpuheal agent --standalone", kGpus - agent_seen,
-               100.0 * (cpu1 - cpu0) / elapsed);
+    fmt::print("| {:<34} | {:>12} | {:>9.0f}% |\n", "bare read() loop (baseline)",
+               kGpus - bare_seen, 100.0 * (bare_cpu1 - bare_cpu0) / elapsed);
+    fmt::print("| {:<34} | {:>12} | {:>9.0f}% |\n", "gpuheal agent --standalone",
+               kGpus - agent_seen, 100.0 * (cpu1 - cpu0) / elapsed);
   }
 
   // 4. Idle footprint.

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "local_control_plane.h"
 #include "kube/client.h"
 #include "kube/objects.h"
+#include "local_control_plane.h"
 
 using namespace gpuheal::kube;
 using clk = std::chrono::steady_clock;
@@ -26,7 +26,6 @@ using clk = std::chrono::steady_clock;
 using gpuheal::bench::Report;
 
 namespace {
-
 
 nlohmann::json StatusPatch(int seq) {
   return {{"status",
@@ -58,7 +57,9 @@ int main(int argc, char** argv) {
     cfg->qps = 0;  // no client-side limit: measure the server
     auto client = Client::Create(std::move(*cfg));
     Client& c = **client;
-    (void)c.Create(NodePath(), {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "bench-node"}}}});
+    (void)c.Create(
+        NodePath(),
+        {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "bench-node"}}}});
     const std::string path = NodePath("bench-node");
     for (int i = 0; i < 50; ++i) (void)c.Get(path);  // warm the connection and the server
 
@@ -77,20 +78,24 @@ int main(int argc, char** argv) {
     auto rv = DecodeNode(c.Get(path)->body)->meta.resource_version;
     std::thread watcher([&] {
       while (!stop) {
-        (void)c.Watch(NodePath() + "?fieldSelector=metadata.name%3Dbench-node", rv, [&](const WatchEventRaw& ev) {
-          if (!ev.resource_version.empty()) rv = ev.resource_version;
-          auto n = DecodeNode(ev.object);
-          if (!n) return true;
-          for (const auto& cond : n->conditions) {
-            if (cond.type != "AcceleratedHardwareReady" || !cond.message.starts_with("seq ")) continue;
-            const int seq = std::stoi(cond.message.substr(4));
-            if (seq >= 0 && seq < iterations) {
-              seen[seq] = clk::now();
-              ++received;
-            }
-          }
-          return !stop;
-        }, std::chrono::seconds(60), &stop);
+        (void)c.Watch(
+            NodePath() + "?fieldSelector=metadata.name%3Dbench-node", rv,
+            [&](const WatchEventRaw& ev) {
+              if (!ev.resource_version.empty()) rv = ev.resource_version;
+              auto n = DecodeNode(ev.object);
+              if (!n) return true;
+              for (const auto& cond : n->conditions) {
+                if (cond.type != "AcceleratedHardwareReady" || !cond.message.starts_with("seq "))
+                  continue;
+                const int seq = std::stoi(cond.message.substr(4));
+                if (seq >= 0 && seq < iterations) {
+                  seen[seq] = clk::now();
+                  ++received;
+                }
+              }
+              return !stop;
+            },
+            std::chrono::seconds(60), &stop);
       }
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the watch is established
@@ -102,7 +107,8 @@ int main(int argc, char** argv) {
       // One change in flight at a time, as the agent writes a transition.
       const auto deadline = clk::now() + std::chrono::seconds(5);
       while (received.load() <= i && clk::now() < deadline) std::this_thread::yield();
-      if (received.load() > i) watch_us.push_back(std::chrono::duration<double, std::micro>(seen[i] - sent[i]).count());
+      if (received.load() > i)
+        watch_us.push_back(std::chrono::duration<double, std::micro>(seen[i] - sent[i]).count());
     }
     stop = true;
     watcher.join();
@@ -110,7 +116,8 @@ int main(int argc, char** argv) {
     Report("status PATCH (strategic merge, one condition)", patch_us);
     Report("PATCH sent -> watch event received", watch_us);
     if (static_cast<int>(watch_us.size()) != iterations) {
-      std::printf("watch missed %d of %d changes\n", iterations - static_cast<int>(watch_us.size()), iterations);
+      std::printf("watch missed %d of %d changes\n", iterations - static_cast<int>(watch_us.size()),
+                  iterations);
       rc = 1;
     }
   }

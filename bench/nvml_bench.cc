@@ -60,17 +60,23 @@ int main(int argc, char** argv) {
     std::condition_variable cv;
     int got = 0;
     Clock::time_point at;
-    (*src)->StartEvents([&](gpuheal::NvmlEvent) {
-      std::lock_guard<std::mutex> lock(mu);
-      at = Clock::now();
-      ++got;
-      cv.notify_all();
-    }, 500ms);
+    (*src)->StartEvents(
+        [&](gpuheal::NvmlEvent) {
+          std::lock_guard<std::mutex> lock(mu);
+          at = Clock::now();
+          ++got;
+          cv.notify_all();
+        },
+        500ms);
     std::vector<double> us;
     for (int i = 0; i < events; ++i) {
       const auto t0 = Clock::now();
       sc.Write({{"devices", Devices(gpus)},
-                {"events", {{{"id", fmt::format("base-{}", i)}, {"device", i % 8}, {"type", "XidCriticalError"}, {"data", 13}}}}});
+                {"events",
+                 {{{"id", fmt::format("base-{}", i)},
+                   {"device", i % 8},
+                   {"type", "XidCriticalError"},
+                   {"data", 13}}}}});
       std::unique_lock<std::mutex> lock(mu);
       if (!cv.wait_for(lock, 5s, [&] { return got > i; })) break;
       us.push_back(std::chrono::duration<double, std::micro>(at - t0).count());
@@ -82,9 +88,11 @@ int main(int argc, char** argv) {
   {
     char tmpl[] = "/tmp/gpuheal-bench-nvml-XXXXXX";
     const std::string dir = mkdtemp(tmpl);
-    std::ofstream(dir + "/config.yaml") << "nvidia:\n  poll_period: 1h\n  sysfs_pci_devices: " << dir << "\n";
-    gpuheal::testing::AgentProcess agent({GPUHEAL_BIN, "agent", "--standalone", "--state-dir", dir, "--listen", "",
-                                          "--config", dir + "/config.yaml", "--nvml-library", NVML_DOUBLE});
+    std::ofstream(dir + "/config.yaml")
+        << "nvidia:\n  poll_period: 1h\n  sysfs_pci_devices: " << dir << "\n";
+    gpuheal::testing::AgentProcess agent({GPUHEAL_BIN, "agent", "--standalone", "--state-dir", dir,
+                                          "--listen", "", "--config", dir + "/config.yaml",
+                                          "--nvml-library", NVML_DOUBLE});
     if (!agent.WaitLog([](const json& j) { return j.value("msg", "") == "agent started"; }, 10s)) {
       std::fprintf(stderr, "agent did not start\n");
       return 1;
@@ -93,9 +101,17 @@ int main(int argc, char** argv) {
     for (int i = 0; i < events; ++i) {
       const auto t0 = Clock::now();
       sc.Write({{"devices", Devices(gpus)},
-                {"events", {{{"id", fmt::format("agent-{}", i)}, {"device", i % 8}, {"type", "XidCriticalError"}, {"data", 13}}}}});
+                {"events",
+                 {{{"id", fmt::format("agent-{}", i)},
+                   {"device", i % 8},
+                   {"type", "XidCriticalError"},
+                   {"data", 13}}}}});
       const std::string pci = gpus[static_cast<size_t>(i % 8)].pci;
-      auto e = agent.WaitEvent([&](const json& j) { return j.value("pci", json()) == pci && j.value("xid", json()) == 13; }, 5s);
+      auto e = agent.WaitEvent(
+          [&](const json& j) {
+            return j.value("pci", json()) == pci && j.value("xid", json()) == 13;
+          },
+          5s);
       if (!e) break;
       us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     }
@@ -115,9 +131,10 @@ int main(int argc, char** argv) {
     std::sort(per_gpu_us.begin(), per_gpu_us.end());
     double sum = 0;
     for (double v : per_gpu_us) sum += v;
-    std::printf("%-52s mean %.1f us  p50 %.1f us  p99 %.1f us (CPU per GPU per poll, incl. the double)\n",
-                "poll: every health check", sum / static_cast<double>(per_gpu_us.size()),
-                per_gpu_us[per_gpu_us.size() / 2], per_gpu_us[per_gpu_us.size() * 99 / 100]);
+    std::printf(
+        "%-52s mean %.1f us  p50 %.1f us  p99 %.1f us (CPU per GPU per poll, incl. the double)\n",
+        "poll: every health check", sum / static_cast<double>(per_gpu_us.size()),
+        per_gpu_us[per_gpu_us.size() / 2], per_gpu_us[per_gpu_us.size() * 99 / 100]);
   }
   return 0;
 }

@@ -17,15 +17,14 @@
 
 #include "agent_process.h"
 #include "bench_util.h"
+#include "core/time.h"
 #include "kube/client.h"
 #include "kube/kube_config.h"
-#include "core/time.h"
 #include "local_control_plane.h"
 
 using namespace gpuheal::kube;
 using clk = std::chrono::steady_clock;
 using nlohmann::json;
-
 
 int main(int argc, char** argv) {
   int nodes = 5000, seconds = 60;
@@ -43,12 +42,16 @@ int main(int argc, char** argv) {
   cfg->qps = 0;
   auto client = Client::Create(*cfg);
   Client& c = **client;
-  (void)c.Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "kube-node-lease"}}}});
+  (void)c.Create(
+      "/api/v1/namespaces",
+      {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "kube-node-lease"}}}});
 
   const auto t0 = clk::now();
-  gpuheal::testing::AgentProcess sim({GPUHEAL_BIN, "sim", "--kubeconfig", cp->kubeconfig(), "--nodes", std::to_string(nodes),
-                                      "--pools", "15", "--standby", "0", "--prefix", "scale", "--keep"});
-  if (!sim.WaitEvent([](const json& j) { return j.value("sim", "") == "started"; }, std::chrono::seconds(600))) {
+  gpuheal::testing::AgentProcess sim({GPUHEAL_BIN, "sim", "--kubeconfig", cp->kubeconfig(),
+                                      "--nodes", std::to_string(nodes), "--pools", "15",
+                                      "--standby", "0", "--prefix", "scale", "--keep"});
+  if (!sim.WaitEvent([](const json& j) { return j.value("sim", "") == "started"; },
+                     std::chrono::seconds(600))) {
     std::fprintf(stderr, "sim did not start\n");
     return 1;
   }
@@ -94,9 +97,12 @@ int main(int argc, char** argv) {
   const double b_cpu = gpuheal::bench::CpuSeconds(getpid()) - b_cpu0;
   const double b_wall = std::chrono::duration<double>(clk::now() - b0).count();
   std::printf("%d sim nodes registered in %.1f s (3 API writes each)\n", nodes, reg_s);
-  std::printf("sim: %.1f s of CPU over %.0f s = %.1f%% of one core; %d of %d node leases older than 15 s; RSS %ld kB\n",
-              sim_cpu, wall, 100 * sim_cpu / wall, stale, total, rss);
-  std::printf("baseline: the same %d lease renewals from this program: %.1f s of CPU (%.1f s wall)\n", renewals, b_cpu,
-              b_wall);
+  std::printf(
+      "sim: %.1f s of CPU over %.0f s = %.1f%% of one core; %d of %d node leases older than 15 s; "
+      "RSS %ld kB\n",
+      sim_cpu, wall, 100 * sim_cpu / wall, stale, total, rss);
+  std::printf(
+      "baseline: the same %d lease renewals from this program: %.1f s of CPU (%.1f s wall)\n",
+      renewals, b_cpu, b_wall);
   return stale == 0 ? 0 : 1;
 }

@@ -14,15 +14,15 @@
 #include "core/condition_decision.h"
 #include "core/file.h"
 #include "core/reasons.h"
-#include "core/xid_catalog.h"
 #include "core/time.h"
+#include "core/xid_catalog.h"
 
 namespace gpuheal {
 namespace {
 
 bool IsGpuFault(const Fault& f) {
-  return f.kind == FaultKind::kXid || f.kind == FaultKind::kGpuFallenOffBus || f.kind == FaultKind::kSxid ||
-         f.kind == FaultKind::kGpuHealth;
+  return f.kind == FaultKind::kXid || f.kind == FaultKind::kGpuFallenOffBus ||
+         f.kind == FaultKind::kSxid || f.kind == FaultKind::kGpuHealth;
 }
 
 std::string Describe(const ActiveFault& a, const std::map<std::string, std::string>& gpu_notes) {
@@ -46,9 +46,12 @@ std::string Describe(const ActiveFault& a, const std::map<std::string, std::stri
   }
   std::string s = where.empty() ? what : where + ": " + what;
   const std::string escalated =
-      !f.escalated ? std::string() : fmt::format(" (escalated: {})", f.escalation ? f.escalation->rule : "repetition");
-  s += fmt::format(", {}{}, seen {} time{} since {}", f.reason, escalated,
-                   a.count, a.count == 1 ? "" : "s", kube::RfcTime(std::chrono::system_clock::from_time_t(a.first_seen_unix)));
+      !f.escalated
+          ? std::string()
+          : fmt::format(" (escalated: {})", f.escalation ? f.escalation->rule : "repetition");
+  s += fmt::format(", {}{}, seen {} time{} since {}", f.reason, escalated, a.count,
+                   a.count == 1 ? "" : "s",
+                   kube::RfcTime(std::chrono::system_clock::from_time_t(a.first_seen_unix)));
   if (a.sources.size() > 1) s += fmt::format(" (reported by {})", fmt::join(a.sources, " and "));
   return s;
 }
@@ -57,10 +60,12 @@ std::string Describe(const ActiveFault& a, const std::map<std::string, std::stri
 
 RecoveryRule RecoveryRuleOf(const Fault& f) {
   if (f.escalated) return RecoveryRule::kQuietPeriod;  // a repeating warning: it stops, it clears
-  if (IsGpuFault(f)) return f.pci.empty() ? RecoveryRule::kReboot : RecoveryRule::kRebootWithGpuPresent;
+  if (IsGpuFault(f))
+    return f.pci.empty() ? RecoveryRule::kReboot : RecoveryRule::kRebootWithGpuPresent;
   const std::string& r = f.reason;
-  if (r == reason::kKernelHungTask || r == reason::kKernelSoftLockup || r == reason::kKernelRcuStall ||
-      r == reason::kNetworkLinkDown || r == reason::kNetworkTxTimeout) {
+  if (r == reason::kKernelHungTask || r == reason::kKernelSoftLockup ||
+      r == reason::kKernelRcuStall || r == reason::kNetworkLinkDown ||
+      r == reason::kNetworkTxTimeout) {
     return RecoveryRule::kQuietPeriod;
   }
   return RecoveryRule::kReboot;
@@ -91,7 +96,8 @@ bool ActiveFaults::Observe(const Fault& f, int64_t now_unix, const std::string& 
     a.key = key;
     a.first_seen_unix = now_unix;
   }
-  if (std::find(a.sources.begin(), a.sources.end(), f.source) == a.sources.end()) a.sources.push_back(f.source);
+  if (std::find(a.sources.begin(), a.sources.end(), f.source) == a.sources.end())
+    a.sources.push_back(f.source);
   if (worse) a.fault = f;
   if (a.fault.uuid.empty() && !f.uuid.empty()) a.fault.uuid = f.uuid;
   a.count = std::max<int64_t>(a.count + 1, f.count.value_or(0));
@@ -121,14 +127,15 @@ bool ActiveFaults::SetGpuNote(const std::string& pci, const std::string& note) {
   return true;
 }
 
-std::vector<ActiveFault> ActiveFaults::ClearAfterReboot(const std::string& boot_id,
-                                                        const std::function<bool(const std::string&)>& gpu_present) {
+std::vector<ActiveFault> ActiveFaults::ClearAfterReboot(
+    const std::string& boot_id, const std::function<bool(const std::string&)>& gpu_present) {
   std::vector<ActiveFault> cleared;
   for (auto it = faults_.begin(); it != faults_.end();) {
     const ActiveFault& a = it->second;
     const bool older_boot = a.boot_id != boot_id;
-    const bool clears = older_boot && (RecoveryRuleOf(a.fault) != RecoveryRule::kRebootWithGpuPresent ||
-                                       gpu_present(a.fault.pci));
+    const bool clears =
+        older_boot && (RecoveryRuleOf(a.fault) != RecoveryRule::kRebootWithGpuPresent ||
+                       gpu_present(a.fault.pci));
     if (clears) {
       cleared.push_back(a);
       it = faults_.erase(it);
@@ -139,11 +146,13 @@ std::vector<ActiveFault> ActiveFaults::ClearAfterReboot(const std::string& boot_
   return cleared;
 }
 
-std::vector<ActiveFault> ActiveFaults::ClearQuiet(int64_t now_unix, std::chrono::seconds quiet_period) {
+std::vector<ActiveFault> ActiveFaults::ClearQuiet(int64_t now_unix,
+                                                  std::chrono::seconds quiet_period) {
   std::vector<ActiveFault> cleared;
   for (auto it = faults_.begin(); it != faults_.end();) {
     const ActiveFault& a = it->second;
-    if (RecoveryRuleOf(a.fault) == RecoveryRule::kQuietPeriod && now_unix - a.last_seen_unix >= quiet_period.count()) {
+    if (RecoveryRuleOf(a.fault) == RecoveryRule::kQuietPeriod &&
+        now_unix - a.last_seen_unix >= quiet_period.count()) {
       cleared.push_back(a);
       it = faults_.erase(it);
     } else {
@@ -184,7 +193,8 @@ GpuFaults ActiveFaults::GpuLevel() const {
     e.count = std::max<int64_t>(1, a.count);
     auto [it, inserted] = out.try_emplace(a.fault.pci, e);
     // The worst fault of the GPU; among equals the earliest.
-    if (!inserted && (e.severity > it->second.severity || (e.severity == it->second.severity && e.since < it->second.since))) {
+    if (!inserted && (e.severity > it->second.severity ||
+                      (e.severity == it->second.severity && e.since < it->second.since))) {
       it->second = e;
     }
   }
@@ -217,7 +227,8 @@ std::vector<DesiredCondition> ActiveFaults::Conditions(const MonitorSwitches& en
     });
     // The decision first (core/condition_decision.h): the controller acts on the agent's severity
     // and action, overrides and escalations included, not on its own reading of the reason.
-    std::string msg = DecisionPrefix({mine[0]->fault.severity, mine[0]->fault.action}) + Describe(*mine[0], gpu_notes_);
+    std::string msg = DecisionPrefix({mine[0]->fault.severity, mine[0]->fault.action}) +
+                      Describe(*mine[0], gpu_notes_);
     if (mine.size() > 1) {
       msg += "; also: ";
       for (size_t i = 1; i < mine.size(); ++i) {
@@ -274,8 +285,9 @@ Result<ActiveFaults> ActiveFaults::FromJson(const nlohmann::json& j) {
       Fault& f = a.fault;
       const std::string kind = e.at("kind").get<std::string>();
       bool kind_ok = false;
-      for (FaultKind k : {FaultKind::kXid, FaultKind::kGpuFallenOffBus, FaultKind::kSxid, FaultKind::kKernel,
-                          FaultKind::kStorage, FaultKind::kNetwork, FaultKind::kRule, FaultKind::kGpuHealth}) {
+      for (FaultKind k :
+           {FaultKind::kXid, FaultKind::kGpuFallenOffBus, FaultKind::kSxid, FaultKind::kKernel,
+            FaultKind::kStorage, FaultKind::kNetwork, FaultKind::kRule, FaultKind::kGpuHealth}) {
         if (ToString(k) == kind) {
           f.kind = k;
           kind_ok = true;
@@ -286,7 +298,8 @@ Result<ActiveFaults> ActiveFaults::FromJson(const nlohmann::json& j) {
       f.severity = *sev;
       // The action decided when the fault was seen (a config override included): a restarted agent
       // reports the same decision. Files from before it was kept: the severity's default.
-      const auto action = e.contains("action") ? ParseAction(e["action"].get<std::string>()) : DefaultAction(f.severity);
+      const auto action = e.contains("action") ? ParseAction(e["action"].get<std::string>())
+                                               : DefaultAction(f.severity);
       if (!action) return Error{"active fault " + a.key + ": bad action"};
       f.action = *action;
       f.condition = e.at("condition").get<std::string>();
@@ -298,7 +311,8 @@ Result<ActiveFaults> ActiveFaults::FromJson(const nlohmann::json& j) {
       f.uuid = e.value("uuid", "");
       f.device = e.value("device", "");
       f.escalated = e.value("escalated", false);
-      if (e.contains("escalation_rule")) f.escalation = Fault::Escalation{e["escalation_rule"].get<std::string>(), {}};
+      if (e.contains("escalation_rule"))
+        f.escalation = Fault::Escalation{e["escalation_rule"].get<std::string>(), {}};
       f.incident = e.value("incident", "");
       if (e.contains("sources")) a.sources = e["sources"].get<std::vector<std::string>>();
       if (!a.sources.empty()) f.source = a.sources.front();
@@ -314,7 +328,9 @@ Result<ActiveFaults> ActiveFaults::FromJson(const nlohmann::json& j) {
   return out;
 }
 
-Status ActiveFaults::Save(const std::string& path) const { return WriteFileAtomic(path, ToJson().dump() + "\n"); }
+Status ActiveFaults::Save(const std::string& path) const {
+  return WriteFileAtomic(path, ToJson().dump() + "\n");
+}
 
 Status ActiveFaults::Sync(const std::string& path) {
   for (const std::string& p : {path, std::filesystem::path(path).parent_path().string()}) {
@@ -344,7 +360,9 @@ bool GpuPresent(const std::string& pci, const std::string& sysfs_pci_devices) {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(sysfs_pci_devices, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.size() > pci.size() && name.compare(0, pci.size(), pci) == 0 && name[pci.size()] == '.') return true;
+    if (name.size() > pci.size() && name.compare(0, pci.size(), pci) == 0 &&
+        name[pci.size()] == '.')
+      return true;
   }
   return false;
 }

@@ -1,18 +1,18 @@
 #pragma once
 // The faults that hold a NodeCondition False: every fatal-or-worse fault the agent has acted on
 // and not yet seen cleared (and the critical faults of single GPUs, which flip no condition but
-// wait for a GPU reset: published per GPU in gpuheal.io/gpu-faults), keyed like escalation (Xid and GPU, or reason and device). From them
-// come the five domain conditions the agent owns. Persisted before they are reported, so a
-// restarted agent re-asserts them; cleared by the recovery rules of docs/recovery.md.
+// wait for a GPU reset: published per GPU in gpuheal.io/gpu-faults), keyed like escalation (Xid and
+// GPU, or reason and device). From them come the five domain conditions the agent owns. Persisted
+// before they are reported, so a restarted agent re-asserts them; cleared by the recovery rules of
+// docs/recovery.md.
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "agent/config.h"
 #include "core/fault.h"
@@ -27,13 +27,14 @@ struct ActiveFault {
   int64_t count = 0;
   int64_t first_seen_unix = 0;
   int64_t last_seen_unix = 0;
-  std::string boot_id;  // the boot it was last seen in
+  std::string boot_id;               // the boot it was last seen in
   std::vector<std::string> sources;  // channels that reported it: kmsg, nvml, sysfs
 };
 
 // How an active fault clears (docs/recovery.md).
 enum class RecoveryRule {
-  kRebootWithGpuPresent,  // a new boot id and the GPU back on the PCI bus, or a successful GPU reset
+  kRebootWithGpuPresent,  // a new boot id and the GPU back on the PCI bus, or a successful GPU
+                          // reset
   kReboot,                // a new boot id
   kQuietPeriod,           // transient: no repeat for the quiet period (or a reboot)
 };
@@ -51,8 +52,8 @@ class ActiveFaults {
   bool Observe(const Fault& f, int64_t now_unix, const std::string& boot_id);
 
   // Recovery. Each returns the faults it cleared.
-  std::vector<ActiveFault> ClearAfterReboot(const std::string& boot_id,
-                                            const std::function<bool(const std::string& pci)>& gpu_present);
+  std::vector<ActiveFault> ClearAfterReboot(
+      const std::string& boot_id, const std::function<bool(const std::string& pci)>& gpu_present);
   std::vector<ActiveFault> ClearQuiet(int64_t now_unix, std::chrono::seconds quiet_period);
   std::vector<ActiveFault> ClearGpu(const std::string& pci);  // after a successful GPU reset
 
@@ -91,6 +92,7 @@ class ActiveFaults {
 };
 
 // True when a PCI function of `pci` ("dddd:bb:dd") exists under `sysfs_pci_devices`.
-bool GpuPresent(const std::string& pci, const std::string& sysfs_pci_devices = "/sys/bus/pci/devices");
+bool GpuPresent(const std::string& pci,
+                const std::string& sysfs_pci_devices = "/sys/bus/pci/devices");
 
 }  // namespace gpuheal

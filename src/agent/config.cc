@@ -18,32 +18,37 @@ Result<Severity> AsSeverity(const ConfigError& err, const YAML::Node& n, std::st
   if (n.IsScalar()) {
     if (auto s = ParseSeverity(n.as<std::string>())) return *s;
   }
-  return err.At(n, fmt::format("\"{}\" must be one of info, warn, critical, fatal, catastrophic",
-                               key));
+  return err.At(
+      n, fmt::format("\"{}\" must be one of info, warn, critical, fatal, catastrophic", key));
 }
 
 Result<Action> AsAction(const ConfigError& err, const YAML::Node& n, std::string_view key) {
   if (n.IsScalar()) {
     if (auto a = ParseAction(n.as<std::string>())) return *a;
   }
-  return err.At(n, fmt::format("\"{}\" must be one of log, event, reset-gpu, quarantine, isolate",
-                               key));
+  return err.At(
+      n, fmt::format("\"{}\" must be one of log, event, reset-gpu, quarantine, isolate", key));
 }
 
 Status ParseNvidia(const ConfigError& err, const YAML::Node& n, NvidiaConfig& out) {
   if (!n.IsMap()) return err.At(n, "\"nvidia\" must be a mapping");
   if (auto e = CheckKeys(err, n,
-                         {"nvml", "nvml_library", "poll_period", "expected_gpus", "sysfs_pci_devices",
-                          "temperature_limit", "nvlink_errors_per_poll", "corrected_ecc_per_poll", "reset", "dcgm"},
+                         {"nvml", "nvml_library", "poll_period", "expected_gpus",
+                          "sysfs_pci_devices", "temperature_limit", "nvlink_errors_per_poll",
+                          "corrected_ecc_per_poll", "reset", "dcgm"},
                          "nvidia")) {
     return *e;
   }
   if (const YAML::Node v = n["nvml"]) {
     const std::string s = v.IsScalar() ? v.as<std::string>() : "";
-    if (s == "auto") out.nvml = NvidiaConfig::Use::kAuto;
-    else if (s == "true" || s == "on") out.nvml = NvidiaConfig::Use::kOn;
-    else if (s == "false" || s == "off") out.nvml = NvidiaConfig::Use::kOff;
-    else return err.At(v, "\"nvidia.nvml\" must be auto, true or false");
+    if (s == "auto")
+      out.nvml = NvidiaConfig::Use::kAuto;
+    else if (s == "true" || s == "on")
+      out.nvml = NvidiaConfig::Use::kOn;
+    else if (s == "false" || s == "off")
+      out.nvml = NvidiaConfig::Use::kOff;
+    else
+      return err.At(v, "\"nvidia.nvml\" must be auto, true or false");
   }
   if (n["nvml_library"]) {
     GPUHEAL_TRY(v, AsString(err, n["nvml_library"], "nvidia.nvml_library"));
@@ -51,7 +56,8 @@ Status ParseNvidia(const ConfigError& err, const YAML::Node& n, NvidiaConfig& ou
   }
   if (n["poll_period"]) {
     GPUHEAL_TRY(v, AsDuration(err, n["poll_period"], "nvidia.poll_period"));
-    if (v.count() < 100) return err.At(n["poll_period"], "\"nvidia.poll_period\" must be at least 100ms");
+    if (v.count() < 100)
+      return err.At(n["poll_period"], "\"nvidia.poll_period\" must be at least 100ms");
     out.poll_period = v;
   }
   if (n["expected_gpus"]) {
@@ -67,16 +73,20 @@ Status ParseNvidia(const ConfigError& err, const YAML::Node& n, NvidiaConfig& ou
     out.temperature_limit = static_cast<unsigned>(v);
   }
   if (n["nvlink_errors_per_poll"]) {
-    GPUHEAL_TRY(v, AsInt(err, n["nvlink_errors_per_poll"], "nvidia.nvlink_errors_per_poll", 1, 1000000000));
+    GPUHEAL_TRY(
+        v, AsInt(err, n["nvlink_errors_per_poll"], "nvidia.nvlink_errors_per_poll", 1, 1000000000));
     out.nvlink_errors_per_poll = static_cast<unsigned long long>(v);
   }
   if (n["corrected_ecc_per_poll"]) {
-    GPUHEAL_TRY(v, AsInt(err, n["corrected_ecc_per_poll"], "nvidia.corrected_ecc_per_poll", 1, 1000000000));
+    GPUHEAL_TRY(
+        v, AsInt(err, n["corrected_ecc_per_poll"], "nvidia.corrected_ecc_per_poll", 1, 1000000000));
     out.corrected_ecc_per_poll = static_cast<unsigned long long>(v);
   }
   if (const YAML::Node r = n["reset"]) {
     if (!r.IsMap()) return err.At(r, "\"nvidia.reset\" must be a mapping");
-    if (auto e = CheckKeys(err, r, {"on_critical", "drain_timeout", "command", "timeout"}, "nvidia.reset")) return *e;
+    if (auto e = CheckKeys(err, r, {"on_critical", "drain_timeout", "command", "timeout"},
+                           "nvidia.reset"))
+      return *e;
     if (r["on_critical"]) {
       GPUHEAL_TRY(v, AsBool(err, r["on_critical"], "nvidia.reset.on_critical"));
       out.reset_on_critical = v;
@@ -91,20 +101,25 @@ Status ParseNvidia(const ConfigError& err, const YAML::Node& n, NvidiaConfig& ou
     }
     if (const YAML::Node c = r["command"]) {
       if (!c.IsSequence() || c.size() == 0) {
-        return err.At(c, "\"nvidia.reset.command\" must be a non-empty list (argv, run without a shell; "
-                         "{bus_id} is replaced by the GPU's bus id)");
+        return err.At(
+            c,
+            "\"nvidia.reset.command\" must be a non-empty list (argv, run without a shell; "
+            "{bus_id} is replaced by the GPU's bus id)");
       }
       out.reset_command.clear();
       for (const YAML::Node& a : c) {
         GPUHEAL_TRY(v, AsString(err, a, "nvidia.reset.command[]"));
         out.reset_command.push_back(v);
       }
-      if (out.reset_command[0].empty()) return err.At(c, "\"nvidia.reset.command\" names no program");
+      if (out.reset_command[0].empty())
+        return err.At(c, "\"nvidia.reset.command\" names no program");
     }
   }
   if (const YAML::Node d = n["dcgm"]) {
     if (!d.IsMap()) return err.At(d, "\"nvidia.dcgm\" must be a mapping");
-    if (auto e = CheckKeys(err, d, {"enabled", "library", "address", "health_period"}, "nvidia.dcgm")) return *e;
+    if (auto e =
+            CheckKeys(err, d, {"enabled", "library", "address", "health_period"}, "nvidia.dcgm"))
+      return *e;
     if (d["enabled"]) {
       GPUHEAL_TRY(v, AsBool(err, d["enabled"], "nvidia.dcgm.enabled"));
       out.dcgm = v;
@@ -129,10 +144,11 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
   AgentConfig cfg;
   if (root.IsNull()) return cfg;  // an empty file means all defaults
   if (!root.IsMap()) return err.At(root, "the config must be a mapping of keys to values");
-  if (auto e = CheckKeys(err, root,
-                         {"kmsg", "kmsg_start", "state_dir", "accept_injected", "listen", "xids", "escalation",
-                          "npd_rules", "monitors", "self_check_period", "recovery", "kubernetes", "nvidia"},
-                         "")) {
+  if (auto e = CheckKeys(
+          err, root,
+          {"kmsg", "kmsg_start", "state_dir", "accept_injected", "listen", "xids", "escalation",
+           "npd_rules", "monitors", "self_check_period", "recovery", "kubernetes", "nvidia"},
+          "")) {
     return *e;
   }
   if (root["kmsg"]) {
@@ -141,7 +157,8 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
   }
   if (root["kmsg_start"]) {
     GPUHEAL_TRY(v, AsString(err, root["kmsg_start"], "kmsg_start"));
-    if (v != "beginning" && v != "end") return err.At(root["kmsg_start"], "\"kmsg_start\" must be beginning or end");
+    if (v != "beginning" && v != "end")
+      return err.At(root["kmsg_start"], "\"kmsg_start\" must be beginning or end");
     cfg.kmsg_from_end = v == "end";
   }
   if (root["state_dir"]) {
@@ -173,10 +190,12 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
       const YAML::Node e = it->second;  // a copy: it-> yields a temporary proxy
       const std::string where = fmt::format("xids.{}", xid);
       if (cfg.xid_overrides.contains(xid)) {
-        return err.At(it->first, fmt::format("Xid {} appears twice in \"xids\" (as {}); keep one", xid,
-                                             it->first.as<std::string>()));
+        return err.At(it->first, fmt::format("Xid {} appears twice in \"xids\" (as {}); keep one",
+                                             xid, it->first.as<std::string>()));
       }
-      if (!e.IsMap()) return err.At(e, fmt::format("\"{}\" must be a mapping with severity and/or action", where));
+      if (!e.IsMap())
+        return err.At(e,
+                      fmt::format("\"{}\" must be a mapping with severity and/or action", where));
       if (auto ce = CheckKeys(err, e, {"severity", "action"}, where)) return *ce;
       XidOverride o;
       if (e["severity"]) {
@@ -195,8 +214,10 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
   }
   if (const YAML::Node e = root["escalation"]) {
     if (!e.IsMap()) return err.At(e, "\"escalation\" must be a mapping");
-    if (auto ce = CheckKeys(err, e, {"enabled", "count", "window", "severity", "distinct_workloads", "hardware_signal"},
-                            "escalation")) {
+    if (auto ce = CheckKeys(
+            err, e,
+            {"enabled", "count", "window", "severity", "distinct_workloads", "hardware_signal"},
+            "escalation")) {
       return *ce;
     }
     if (e["enabled"]) {
@@ -236,8 +257,8 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
   }
   if (const YAML::Node m = root["monitors"]) {
     if (!m.IsMap()) return err.At(m, "\"monitors\" must map monitor names to true/false");
-    if (auto ce = CheckKeys(err, m, {"nvidia", "kernel", "storage", "network", "runtime"},
-                            "monitors")) {
+    if (auto ce =
+            CheckKeys(err, m, {"nvidia", "kernel", "storage", "network", "runtime"}, "monitors")) {
       return *ce;
     }
     auto set = [&](const char* name, bool& field) -> Status {
@@ -260,7 +281,8 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
   }
   // One-key sections holding a duration.
   for (auto [section, key, field] :
-       {std::tuple<const char*, const char*, std::chrono::milliseconds*>{"recovery", "quiet_period", &cfg.quiet_period},
+       {std::tuple<const char*, const char*, std::chrono::milliseconds*>{"recovery", "quiet_period",
+                                                                         &cfg.quiet_period},
         {"kubernetes", "heartbeat_period", &cfg.heartbeat_period}}) {
     const YAML::Node n = root[section];
     if (!n) continue;
@@ -268,7 +290,8 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
     if (auto ce = CheckKeys(err, n, {key}, section)) return *ce;
     if (!n[key]) continue;
     GPUHEAL_TRY(v, AsDuration(err, n[key], fmt::format("{}.{}", section, key)));
-    if (v.count() < 1000) return err.At(n[key], fmt::format("\"{}.{}\" must be at least 1s", section, key));
+    if (v.count() < 1000)
+      return err.At(n[key], fmt::format("\"{}.{}\" must be at least 1s", section, key));
     *field = v;
   }
   return cfg;

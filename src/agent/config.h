@@ -9,10 +9,10 @@
 #include <string_view>
 #include <vector>
 
-#include "parse/classifier.h"
 #include "core/result.h"
 #include "core/severity.h"
 #include "core/yaml_fields.h"
+#include "parse/classifier.h"
 
 namespace gpuheal {
 
@@ -49,12 +49,13 @@ struct NvidiaConfig {
   std::chrono::milliseconds poll_period = std::chrono::seconds(60);
   std::optional<int> expected_gpus;  // NvidiaDeviceCountMismatch when fewer are visible
   std::string sysfs_pci_devices = "/sys/bus/pci/devices";
-  unsigned temperature_limit = 0;           // degrees C; 0: each GPU's slowdown threshold
+  unsigned temperature_limit = 0;  // degrees C; 0: each GPU's slowdown threshold
   unsigned long long nvlink_errors_per_poll = 100;
   unsigned long long corrected_ecc_per_poll = 100;
   // Policy: drain and reset a GPU when a critical fault (action reset-gpu) names it.
   bool reset_on_critical = false;
-  std::chrono::milliseconds drain_timeout = std::chrono::minutes(5);  // wait for compute processes to end
+  std::chrono::milliseconds drain_timeout =
+      std::chrono::minutes(5);  // wait for compute processes to end
   std::vector<std::string> reset_command = {"nvidia-smi", "--gpu-reset", "-i", "{bus_id}"};
   std::chrono::milliseconds reset_timeout = std::chrono::minutes(2);
   // DCGM (optional).
@@ -73,7 +74,8 @@ struct AgentConfig {
   // on a machine whose buffer holds old injected faults).
   bool kmsg_from_end = false;
   std::string listen = "127.0.0.1:9464";  // /metrics and /healthz; empty disables
-  std::string listen_origin;  // where `listen` was set ("agent.yaml:3:9: ", "--listen: "), for errors
+  std::string
+      listen_origin;  // where `listen` was set ("agent.yaml:3:9: ", "--listen: "), for errors
   std::map<int, XidOverride> xid_overrides;
   EscalationPolicy escalation;
   std::vector<std::string> npd_rule_files;

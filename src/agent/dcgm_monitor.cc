@@ -6,27 +6,35 @@
 
 namespace gpuheal {
 
-std::unique_ptr<DcgmMonitor> DcgmMonitor::Start(const NvidiaConfig& config, EventLoop& loop, MonitorQueue& monitors,
-                                                const Classifier& classifier, Metrics& metrics, Sink sink) {
+std::unique_ptr<DcgmMonitor> DcgmMonitor::Start(const NvidiaConfig& config, EventLoop& loop,
+                                                MonitorQueue& monitors,
+                                                const Classifier& classifier, Metrics& metrics,
+                                                Sink sink) {
   if (!config.dcgm) return nullptr;
-  std::unique_ptr<DcgmMonitor> m(new DcgmMonitor(config, loop, classifier, metrics, std::move(sink)));
+  std::unique_ptr<DcgmMonitor> m(
+      new DcgmMonitor(config, loop, classifier, metrics, std::move(sink)));
   DcgmMonitor* self = m.get();
   {
     std::lock_guard<std::mutex> lock(m->mu_);
     m->check_requested_ = true;  // connect (and check) at once
   }
   m->thread_ = std::thread([self] { self->Thread(); });
-  monitors.Add(std::make_unique<FunctionMonitor>("dcgm-health", config.dcgm_health_period, [self](ProcCache&) {
-    std::lock_guard<std::mutex> lock(self->mu_);
-    self->check_requested_ = true;
-    self->cv_.notify_all();
-  }));
+  monitors.Add(std::make_unique<FunctionMonitor>("dcgm-health", config.dcgm_health_period,
+                                                 [self](ProcCache&) {
+                                                   std::lock_guard<std::mutex> lock(self->mu_);
+                                                   self->check_requested_ = true;
+                                                   self->cv_.notify_all();
+                                                 }));
   return m;
 }
 
-DcgmMonitor::DcgmMonitor(const NvidiaConfig& config, EventLoop& loop, const Classifier& classifier, Metrics& metrics,
-                         Sink sink)
-    : config_(config), loop_(loop), classifier_(classifier), metrics_(metrics), sink_(std::move(sink)) {
+DcgmMonitor::DcgmMonitor(const NvidiaConfig& config, EventLoop& loop, const Classifier& classifier,
+                         Metrics& metrics, Sink sink)
+    : config_(config),
+      loop_(loop),
+      classifier_(classifier),
+      metrics_(metrics),
+      sink_(std::move(sink)) {
   up_ = &metrics.GetGauge("gpuheal_dcgm_up", "1 while the DCGM host engine answers");
   up_->Set(0);
 }
@@ -52,7 +60,8 @@ void DcgmMonitor::Thread() {
       DcgmOptions o;
       o.library = config_.dcgm_library;
       o.address = config_.dcgm_address;
-      auto s = DcgmSource::Open(o, [this](DcgmViolation v) { loop_.Post([this, v] { OnViolation(v); }); });
+      auto s = DcgmSource::Open(
+          o, [this](DcgmViolation v) { loop_.Post([this, v] { OnViolation(v); }); });
       if (!s) {
         loop_.Post([this, e = s.error().message] { OnLost(e); });
         continue;
@@ -61,8 +70,10 @@ void DcgmMonitor::Thread() {
       loop_.Post([this, n = source_->gpu_ids().size(), lib = source_->library()] {
         said_lost_ = false;
         up_->Set(1);
-        sink_.log("info", "DCGM connected", {{"library", lib}, {"address", config_.dcgm_address.empty() ? "embedded" : config_.dcgm_address},
-                                             {"gpus", n}});
+        sink_.log("info", "DCGM connected",
+                  {{"library", lib},
+                   {"address", config_.dcgm_address.empty() ? "embedded" : config_.dcgm_address},
+                   {"gpus", n}});
       });
     }
     auto incidents = source_->HealthCheck();
@@ -70,7 +81,10 @@ void DcgmMonitor::Thread() {
       const std::string err = incidents.error().message;
       const Status again = source_->Reconnect();
       loop_.Post([this, err, again_error = again ? std::string() : again.error().message] {
-        metrics_.GetCounter("gpuheal_dcgm_connection_errors_total", "Health checks that found the DCGM host engine gone").Inc();
+        metrics_
+            .GetCounter("gpuheal_dcgm_connection_errors_total",
+                        "Health checks that found the DCGM host engine gone")
+            .Inc();
         if (!again_error.empty()) {
           OnLost(err + "; reconnecting: " + again_error);
           return;
@@ -95,13 +109,17 @@ void DcgmMonitor::OnLost(const std::string& error) {
   if (said_lost_) return;
   said_lost_ = true;
   // Not a GPU fault: the host engine restarting or missing says nothing about the GPUs.
-  sink_.log("warn", "DCGM host engine not reachable; DCGM checks paused, retried each health period (not a GPU fault)",
+  sink_.log("warn",
+            "DCGM host engine not reachable; DCGM checks paused, retried each health period (not a "
+            "GPU fault)",
             {{"error", error}});
 }
 
 void DcgmMonitor::OnViolation(const DcgmViolation& v) {
-  metrics_.GetCounter("gpuheal_dcgm_violations_total", "DCGM policy violations received",
-                      {{"condition", fmt::format("{:#x}", v.condition)}}).Inc();
+  metrics_
+      .GetCounter("gpuheal_dcgm_violations_total", "DCGM policy violations received",
+                  {{"condition", fmt::format("{:#x}", v.condition)}})
+      .Inc();
   auto [pci, uuid] = sink_.gpu(v.gpu_id);
   sink_.fault(FaultFromDcgm(v, pci, uuid, classifier_), v.received_usec);
 }

@@ -8,18 +8,17 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
+#include "agent/config.h"
 #include "agent/event_loop.h"
 #include "agent/gpu_health.h"
-#include "serve/metrics.h"
 #include "agent/monitor_queue.h"
-#include "agent/config.h"
+#include "serve/metrics.h"
 #include "sources/dcgm_source.h"
 
 namespace gpuheal {
@@ -34,16 +33,18 @@ class DcgmMonitor {
   };
   // nullptr when DCGM is not enabled. Otherwise it runs even when the host engine is not there
   // yet: it says so and retries each health period.
-  static std::unique_ptr<DcgmMonitor> Start(const NvidiaConfig& config, EventLoop& loop, MonitorQueue& monitors,
-                                            const Classifier& classifier, Metrics& metrics, Sink sink);
+  static std::unique_ptr<DcgmMonitor> Start(const NvidiaConfig& config, EventLoop& loop,
+                                            MonitorQueue& monitors, const Classifier& classifier,
+                                            Metrics& metrics, Sink sink);
   ~DcgmMonitor();
 
  private:
-  DcgmMonitor(const NvidiaConfig& config, EventLoop& loop, const Classifier& classifier, Metrics& metrics, Sink sink);
+  DcgmMonitor(const NvidiaConfig& config, EventLoop& loop, const Classifier& classifier,
+              Metrics& metrics, Sink sink);
   void Thread();
-  void OnViolation(const DcgmViolation& v);  // loop thread
+  void OnViolation(const DcgmViolation& v);            // loop thread
   void OnHealth(std::vector<DcgmIncident> incidents);  // loop thread
-  void OnLost(const std::string& error);  // loop thread
+  void OnLost(const std::string& error);               // loop thread
 
   NvidiaConfig config_;
   EventLoop& loop_;

@@ -20,8 +20,7 @@ Result<std::unique_ptr<EventLoop>> EventLoop::Create() {
     return Error{fmt::format("eventfd: {}", std::strerror(errno))};
   }
   std::unique_ptr<EventLoop> loop(new EventLoop(epfd, wakefd));
-  if (auto s = loop->Watch(wakefd, EPOLLIN, [l = loop.get()](uint32_t) { l->DrainPosted(); });
-      !s) {
+  if (auto s = loop->Watch(wakefd, EPOLLIN, [l = loop.get()](uint32_t) { l->DrainPosted(); }); !s) {
     return s.error();
   }
   return loop;

@@ -10,21 +10,26 @@
 namespace gpuheal {
 namespace {
 
-const std::vector<double> kWriteBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30};
+const std::vector<double> kWriteBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                           0.1,   0.25,   0.5,   1,    5,     30};
 
 }  // namespace
 
-KubeReporter::KubeReporter(std::unique_ptr<kube::Client> client, KubeReporterOptions opts, Metrics& metrics)
+KubeReporter::KubeReporter(std::unique_ptr<kube::Client> client, KubeReporterOptions opts,
+                           Metrics& metrics)
     : client_(std::move(client)),
       opts_(std::move(opts)),
-      writes_(metrics.GetCounter("gpuheal_api_writes_total", "Node status writes to the API server")),
+      writes_(
+          metrics.GetCounter("gpuheal_api_writes_total", "Node status writes to the API server")),
       write_failures_(metrics.GetCounter("gpuheal_api_write_failures_total",
                                          "Node status writes that failed (retried with backoff)")),
       events_written_(metrics.GetCounter("gpuheal_events_total", "Events recorded on the Node")),
-      events_dropped_(metrics.GetCounter("gpuheal_events_rate_limited_total",
-                                         "Events not written because their reason exceeded its rate")),
+      events_dropped_(
+          metrics.GetCounter("gpuheal_events_rate_limited_total",
+                             "Events not written because their reason exceeded its rate")),
       write_latency_(metrics.GetHistogram("gpuheal_detection_to_write_seconds",
-                                          "Fault detected to its node condition written", kWriteBuckets)),
+                                          "Fault detected to its node condition written",
+                                          kWriteBuckets)),
       api_up_(metrics.GetGauge("gpuheal_api_up", "1 when the last API write succeeded")) {
   kube::EventRecorderOptions eo;
   eo.component = "gpuheal-agent";
@@ -38,7 +43,9 @@ KubeReporter::KubeReporter(std::unique_ptr<kube::Client> client, KubeReporterOpt
 
 KubeReporter::~KubeReporter() { Stop(); }
 
-void KubeReporter::Start() { thread_ = std::thread([this] { Run(); }); }
+void KubeReporter::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
 
 void KubeReporter::Stop() {
   {
@@ -49,7 +56,8 @@ void KubeReporter::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void KubeReporter::SetConditions(std::vector<DesiredCondition> desired, int64_t detected_mono_usec) {
+void KubeReporter::SetConditions(std::vector<DesiredCondition> desired,
+                                 int64_t detected_mono_usec) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (desired == desired_ && desired_gen_ > 0) return;
@@ -85,7 +93,8 @@ void KubeReporter::RecordEvent(std::string type, std::string reason, std::string
 
 bool KubeReporter::api_ok() const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (write_started_ && std::chrono::steady_clock::now() - *write_started_ > opts_.write_deadline) return false;
+  if (write_started_ && std::chrono::steady_clock::now() - *write_started_ > opts_.write_deadline)
+    return false;
   return api_ok_;
 }
 
@@ -94,9 +103,10 @@ std::string KubeReporter::last_error() const {
   if (write_started_) {
     const auto pending = std::chrono::steady_clock::now() - *write_started_;
     if (pending > opts_.write_deadline) {
-      return fmt::format("a node status write has had no answer for {} s (deadline {} s)",
-                         std::chrono::duration_cast<std::chrono::seconds>(pending).count(),
-                         std::chrono::duration_cast<std::chrono::seconds>(opts_.write_deadline).count());
+      return fmt::format(
+          "a node status write has had no answer for {} s (deadline {} s)",
+          std::chrono::duration_cast<std::chrono::seconds>(pending).count(),
+          std::chrono::duration_cast<std::chrono::seconds>(opts_.write_deadline).count());
     }
   }
   return last_error_;
@@ -145,7 +155,8 @@ bool KubeReporter::WriteConditions(const std::vector<DesiredCondition>& desired,
   }
   nlohmann::json body = {{"status", {{"conditions", conds}}}};
   if (!annotations.empty()) body["metadata"]["annotations"] = annotations;
-  auto r = client_->Patch(kube::NodePath(opts_.node_name) + "/status", kube::PatchType::kStrategicMerge, body);
+  auto r = client_->Patch(kube::NodePath(opts_.node_name) + "/status",
+                          kube::PatchType::kStrategicMerge, body);
   if (!r || !r->ok()) {
     write_failures_.Inc();
     Fail(r ? "patch node " + opts_.node_name + "/status: " + r->Describe() : r.error().message);
@@ -158,7 +169,8 @@ bool KubeReporter::WriteConditions(const std::vector<DesiredCondition>& desired,
 
 bool KubeReporter::AllowEvent(const std::string& reason) {
   const auto now = std::chrono::steady_clock::now();
-  auto [it, inserted] = event_buckets_.try_emplace(reason, Bucket{static_cast<double>(opts_.event_burst), now});
+  auto [it, inserted] =
+      event_buckets_.try_emplace(reason, Bucket{static_cast<double>(opts_.event_burst), now});
   Bucket& b = it->second;
   const double refill = std::chrono::duration<double>(now - b.last) /
                         std::chrono::duration<double>(opts_.event_refill);
@@ -172,7 +184,9 @@ bool KubeReporter::AllowEvent(const std::string& reason) {
 void KubeReporter::Run() {
   std::mt19937_64 rng(std::random_device{}());
   int failures = 0;
-  auto backoff = [&] { return kube::JitteredBackoff(opts_.initial_backoff, opts_.max_backoff, failures++, rng); };
+  auto backoff = [&] {
+    return kube::JitteredBackoff(opts_.initial_backoff, opts_.max_backoff, failures++, rng);
+  };
   bool initialized = false;
   auto next_heartbeat = std::chrono::steady_clock::now();
   auto retry_at = std::chrono::steady_clock::time_point{};
@@ -185,7 +199,8 @@ void KubeReporter::Run() {
     bool stopping = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      auto wake = std::max(retry_at, std::min(next_heartbeat, std::chrono::steady_clock::now() + opts_.event_patch_interval));
+      auto wake = std::max(retry_at, std::min(next_heartbeat, std::chrono::steady_clock::now() +
+                                                                  opts_.event_patch_interval));
       cv_.wait_until(lock, wake, [&] {
         if (stop_) return true;
         if (std::chrono::steady_clock::now() < retry_at) return false;

@@ -15,17 +15,17 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
-#include <optional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "agent/active_faults.h"
-#include "serve/metrics.h"
 #include "kube/client.h"
 #include "kube/events.h"
+#include "serve/metrics.h"
 
 namespace gpuheal {
 
@@ -71,7 +71,8 @@ class KubeReporter {
   };
   void Run();
   bool Init();  // reads the Node: its uid and the current status of our condition types
-  bool WriteConditions(const std::vector<DesiredCondition>& desired, const std::map<std::string, std::string>& annotations);
+  bool WriteConditions(const std::vector<DesiredCondition>& desired,
+                       const std::map<std::string, std::string>& annotations);
   bool AllowEvent(const std::string& reason);
   void Fail(const std::string& what);
 

@@ -3,10 +3,10 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include <climits>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 
 namespace gpuheal {
 
@@ -48,7 +48,8 @@ std::optional<uint64_t> LineWriter::OldestPending() const {
 
 bool LineWriter::Flush(std::chrono::milliseconds max) {
   std::unique_lock<std::mutex> lock(mu_);
-  return drained_cv_.wait_for(lock, max, [this] { return queue_.empty() && !in_flight_written_pending_; });
+  return drained_cv_.wait_for(lock, max,
+                              [this] { return queue_.empty() && !in_flight_written_pending_; });
 }
 
 void LineWriter::OnDrained(std::function<void()> fn) {
@@ -81,7 +82,8 @@ void LineWriter::Run() {
         continue;
       }
       if (p.revents & (POLLERR | POLLNVAL)) break;  // the reader is gone: the line is lost
-      const ssize_t n = write(fd_, line.data() + off, std::min<size_t>(line.size() - off, PIPE_BUF));
+      const ssize_t n =
+          write(fd_, line.data() + off, std::min<size_t>(line.size() - off, PIPE_BUF));
       if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       if (n <= 0) break;  // a closed stdout: the line is gone, detection goes on
       off += static_cast<size_t>(n);

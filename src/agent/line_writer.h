@@ -47,7 +47,7 @@ class LineWriter {
   std::condition_variable cv_;
   std::condition_variable drained_cv_;
   std::deque<Line> queue_;
-  std::optional<uint64_t> in_flight_;  // the seq of the line being written
+  std::optional<uint64_t> in_flight_;       // the seq of the line being written
   bool in_flight_written_pending_ = false;  // a line (with or without a seq) is being written
   size_t bytes_ = 0;
   bool stop_ = false;

@@ -29,7 +29,8 @@ size_t MonitorSchedule::RunDue(Clock::time_point now) {
   for (Entry* e : due) {
     e->monitor->Tick(cache_);
     e->deadline += e->monitor->period();
-    if (e->deadline <= now) e->deadline = now + e->monitor->period();  // fell behind: skip, no burst
+    if (e->deadline <= now)
+      e->deadline = now + e->monitor->period();  // fell behind: skip, no burst
   }
   return due.size();
 }

@@ -30,7 +30,8 @@ bool HardwareSignal(const Fault& f) {
   if (f.pci.empty()) return false;
   if (f.kind == FaultKind::kXid && f.xid) return HardwareSignalXid(*f.xid);
   return f.reason == reason::kNvidiaDoubleBitError || f.reason == reason::kNvidiaRowRemapPending ||
-         f.reason == reason::kNvidiaRowRemapFailure || f.reason == reason::kNvidiaRetiredPagesPending ||
+         f.reason == reason::kNvidiaRowRemapFailure ||
+         f.reason == reason::kNvidiaRetiredPagesPending ||
          f.reason == reason::kNvidiaSingleBitErrorStorm;
 }
 
@@ -41,7 +42,8 @@ bool Application(const Fault& f) {
 
 std::string IncidentKey(const std::string& key, const Fault& f) {
   if (!f.gpu_instance && !f.compute_instance) return key;
-  return fmt::format("{}/gi{}/ci{}", key, f.gpu_instance.value_or(-1), f.compute_instance.value_or(-1));
+  return fmt::format("{}/gi{}/ci{}", key, f.gpu_instance.value_or(-1),
+                     f.compute_instance.value_or(-1));
 }
 
 template <typename T>
@@ -66,7 +68,9 @@ std::string NodeState::KeyOf(const Fault& f) {
 }
 
 void NodeState::Prune(Clock::time_point now) {
-  if (now - last_prune_ < std::chrono::seconds(60) && history_.size() < kMaxKeys && open_.size() < kMaxKeys) return;
+  if (now - last_prune_ < std::chrono::seconds(60) && history_.size() < kMaxKeys &&
+      open_.size() < kMaxKeys)
+    return;
   last_prune_ = now;
   for (auto it = history_.begin(); it != history_.end();) {
     auto& q = it->second;
@@ -99,7 +103,8 @@ void NodeState::Prune(Clock::time_point now) {
 }
 
 void NodeState::Remember(const Fault& f, Clock::time_point at) {
-  if (f.xid == 79 && !f.pci.empty() && (f.kind == FaultKind::kXid || f.kind == FaultKind::kGpuFallenOffBus)) {
+  if (f.xid == 79 && !f.pci.empty() &&
+      (f.kind == FaultKind::kXid || f.kind == FaultKind::kGpuFallenOffBus)) {
     lost_[f.pci] = {at, f.source, f.incident};
   }
 }
@@ -122,13 +127,15 @@ std::optional<int> NodeState::ConsequenceOf(const Fault& f, Clock::time_point no
   return std::nullopt;
 }
 
-NodeState::Incident* NodeState::OpenIncident(const std::string& key, const Fault& f, Clock::time_point now) {
+NodeState::Incident* NodeState::OpenIncident(const std::string& key, const Fault& f,
+                                             Clock::time_point now) {
   auto it = open_.find(key);
   if (it == open_.end()) return nullptr;
   for (auto i = it->second.rbegin(); i != it->second.rend(); ++i) {
     if (f.pid && i->pid) {
       // Two processes are two faults, however close together; one process's lines are one.
-      if (*f.pid == *i->pid && f.process == i->process && now - i->last <= kProcessWindow) return &*i;
+      if (*f.pid == *i->pid && f.process == i->process && now - i->last <= kProcessWindow)
+        return &*i;
     } else if (now - i->first <= kBurstWindow) {
       return &*i;
     }
@@ -154,13 +161,15 @@ void NodeState::Raise(Fault& f, std::string rule, std::vector<std::string> evide
 
 void NodeState::Escalate(Fault& f, Clock::time_point now) {
   const bool app = Application(f);
-  const bool eligible = policy_.enabled && f.severity > Severity::kInfo && f.severity < policy_.severity;
+  const bool eligible =
+      policy_.enabled && f.severity > Severity::kInfo && f.severity < policy_.severity;
   auto within = [&](const GpuEvidence& e) { return now - e.at <= policy_.window; };
   if (eligible && app) {
     // The GPU itself showed a memory fault: an application fault there is evidence against it.
     std::vector<std::string> hw;
     for (const GpuEvidence& e : hardware_) {
-      if (within(e) && e.pci == f.pci) hw.push_back(fmt::format("{} on GPU {} (incident {})", e.what, e.pci, e.incident));
+      if (within(e) && e.pci == f.pci)
+        hw.push_back(fmt::format("{} on GPU {} (incident {})", e.what, e.pci, e.incident));
     }
     if (policy_.hardware_signal && !hw.empty()) {
       Raise(f, "hardware_signal", std::move(hw));
@@ -179,7 +188,8 @@ void NodeState::Escalate(Fault& f, Clock::time_point now) {
       }
       const std::string self = fmt::format("process={}", f.process);
       if (!f.process.empty() && names.insert(self).second) {
-        workloads.push_back(fmt::format("{} pid={} (incident {})", self, f.pid.value_or(0), f.incident));
+        workloads.push_back(
+            fmt::format("{} pid={} (incident {})", self, f.pid.value_or(0), f.incident));
       }
       if (others_clean && static_cast<int>(workloads.size()) >= policy_.distinct_workloads) {
         Raise(f, "distinct_workloads", std::move(workloads));
@@ -188,12 +198,15 @@ void NodeState::Escalate(Fault& f, Clock::time_point now) {
   } else if (eligible) {
     const int count = f.count.value_or(0);
     if (count >= policy_.count) {
-      Raise(f, "repeated_incidents",
-            {fmt::format("{} incidents of {} within {}s", count, KeyOf(f), policy_.window.count())});
+      Raise(
+          f, "repeated_incidents",
+          {fmt::format("{} incidents of {} within {}s", count, KeyOf(f), policy_.window.count())});
     }
   }
   if (app) {
-    const std::string what = f.process.empty() ? std::string() : fmt::format("process={} pid={}", f.process, f.pid.value_or(0));
+    const std::string what = f.process.empty()
+                                 ? std::string()
+                                 : fmt::format("process={} pid={}", f.process, f.pid.value_or(0));
     app_.push_back({now, f.pci, *f.xid, what, f.incident});
     Bound(app_, kMaxEvidence);
   }

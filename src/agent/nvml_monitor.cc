@@ -24,8 +24,10 @@ std::string EventName(unsigned long long type) {
 
 }  // namespace
 
-std::unique_ptr<NvmlMonitor> NvmlMonitor::Start(const NvidiaConfig& config, EventLoop& loop, MonitorQueue& monitors,
-                                                const Classifier& classifier, Metrics& metrics, Sink sink) {
+std::unique_ptr<NvmlMonitor> NvmlMonitor::Start(const NvidiaConfig& config, EventLoop& loop,
+                                                MonitorQueue& monitors,
+                                                const Classifier& classifier, Metrics& metrics,
+                                                Sink sink) {
   Gauge& up = metrics.GetGauge("gpuheal_nvml_up", "1 when the NVML backend is loaded and polling");
   if (config.nvml == NvidiaConfig::Use::kOff) {
     up.Set(0);
@@ -34,9 +36,12 @@ std::unique_ptr<NvmlMonitor> NvmlMonitor::Start(const NvidiaConfig& config, Even
   auto source = NvmlSource::Open(config.nvml_library);
   if (!source) {
     up.Set(0);
-    // Said once. Without NVML the kernel log still reports every Xid; only the driver-API checks are off.
-    sink.log(config.nvml == NvidiaConfig::Use::kOn ? "warn" : "info", "NVML not available; driver-API checks off, "
-             "kernel log monitoring continues", {{"error", source.error().message}});
+    // Said once. Without NVML the kernel log still reports every Xid; only the driver-API checks
+    // are off.
+    sink.log(config.nvml == NvidiaConfig::Use::kOn ? "warn" : "info",
+             "NVML not available; driver-API checks off, "
+             "kernel log monitoring continues",
+             {{"error", source.error().message}});
     return nullptr;
   }
   std::unique_ptr<NvmlMonitor> m(
@@ -44,11 +49,14 @@ std::unique_ptr<NvmlMonitor> NvmlMonitor::Start(const NvidiaConfig& config, Even
   up.Set(1);
   nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
   for (const NvmlGpu& g : m->source_->gpus()) {
-    gpus.push_back({{"pci", g.pci}, {"uuid", g.uuid}, {"name", g.name},
+    gpus.push_back({{"pci", g.pci},
+                    {"uuid", g.uuid},
+                    {"name", g.name},
                     {"events", fmt::format("{:#x}", g.supported_events & nvml::kWantedEvents)}});
   }
   m->sink_.log("info", "NVML backend started",
-               {{"library", m->source_->library().path()}, {"driver", m->source_->library().driver_version()},
+               {{"library", m->source_->library().path()},
+                {"driver", m->source_->library().driver_version()},
                 {"gpus", gpus}});
   NvmlMonitor* self = m.get();
   for (const std::string& n : m->source_->StartEvents([self](NvmlEvent e) {
@@ -58,26 +66,33 @@ std::unique_ptr<NvmlMonitor> NvmlMonitor::Start(const NvidiaConfig& config, Even
   }
   m->poll_thread_ = std::thread([self] { self->PollThread(); });
   m->action_thread_ = std::thread([self] { self->ActionThread(); });
-  monitors.Add(std::make_unique<FunctionMonitor>("nvml-health", config.poll_period, [self](ProcCache&) {
-    std::lock_guard<std::mutex> lock(self->mu_);
-    self->poll_requested_ = true;
-    self->cv_.notify_all();
-  }));
+  monitors.Add(
+      std::make_unique<FunctionMonitor>("nvml-health", config.poll_period, [self](ProcCache&) {
+        std::lock_guard<std::mutex> lock(self->mu_);
+        self->poll_requested_ = true;
+        self->cv_.notify_all();
+      }));
   return m;
 }
 
-NvmlMonitor::NvmlMonitor(const NvidiaConfig& config, EventLoop& loop, const Classifier& classifier, Metrics& metrics,
-                         Sink sink, std::unique_ptr<NvmlSource> source)
-    : config_(config), loop_(loop), classifier_(classifier), metrics_(metrics), sink_(std::move(sink)),
+NvmlMonitor::NvmlMonitor(const NvidiaConfig& config, EventLoop& loop, const Classifier& classifier,
+                         Metrics& metrics, Sink sink, std::unique_ptr<NvmlSource> source)
+    : config_(config),
+      loop_(loop),
+      classifier_(classifier),
+      metrics_(metrics),
+      sink_(std::move(sink)),
       source_(std::move(source)) {
   limits_.temperature_limit = config.temperature_limit;
   limits_.nvlink_errors_per_poll = config.nvlink_errors_per_poll;
   limits_.corrected_ecc_per_poll = config.corrected_ecc_per_poll;
-  poll_cpu_ = &metrics.GetHistogram("gpuheal_nvml_poll_cpu_seconds_per_gpu", "CPU time of one NVML health poll per GPU",
+  poll_cpu_ = &metrics.GetHistogram("gpuheal_nvml_poll_cpu_seconds_per_gpu",
+                                    "CPU time of one NVML health poll per GPU",
                                     {0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05});
-  event_latency_ = &metrics.GetHistogram("gpuheal_nvml_event_to_fault_seconds",
-                                         "NVML event returned by the wait to fault handed to the agent",
-                                         {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05});
+  event_latency_ =
+      &metrics.GetHistogram("gpuheal_nvml_event_to_fault_seconds",
+                            "NVML event returned by the wait to fault handed to the agent",
+                            {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05});
 }
 
 NvmlMonitor::~NvmlMonitor() {
@@ -111,7 +126,10 @@ void NvmlMonitor::PollThread() {
 }
 
 void NvmlMonitor::OnEvent(const NvmlEvent& e) {
-  metrics_.GetCounter("gpuheal_nvml_events_total", "NVML events received, by type", {{"type", EventName(e.type)}}).Inc();
+  metrics_
+      .GetCounter("gpuheal_nvml_events_total", "NVML events received, by type",
+                  {{"type", EventName(e.type)}})
+      .Inc();
   std::optional<Fault> f;
   if ((e.type & nvml::kEventSingleBitEccError) && !(e.type & ~nvml::kEventSingleBitEccError)) {
     // One corrected error is normal; a burst within a minute is a storm.
@@ -136,11 +154,13 @@ void NvmlMonitor::OnPoll(NvmlPoll p, size_t pci_count) {
   for (const std::string& n : p.notices) {
     if (notices_said_.insert(n).second) sink_.log("info", n, {});
   }
-  if (!p.gpus.empty()) poll_cpu_->Observe(static_cast<double>(p.cpu_usec) / 1e6 / static_cast<double>(p.gpus.size()));
+  if (!p.gpus.empty())
+    poll_cpu_->Observe(static_cast<double>(p.cpu_usec) / 1e6 / static_cast<double>(p.gpus.size()));
   const int64_t now = MonotonicUsec();
   for (const GpuSnapshot& s : p.gpus) {
     auto it = last_.find(s.pci);
-    for (Fault& f : EvaluateGpu(it == last_.end() ? nullptr : &it->second, s, limits_, classifier_)) {
+    for (Fault& f :
+         EvaluateGpu(it == last_.end() ? nullptr : &it->second, s, limits_, classifier_)) {
       sink_.fault(std::move(f), now);
     }
     if (s.drained) {
@@ -162,7 +182,8 @@ void NvmlMonitor::OnPoll(NvmlPoll p, size_t pci_count) {
 
 bool NvmlMonitor::RequestReset(const std::string& pci, const std::string& why) {
   if (!source_->Find(pci)) {
-    sink_.log("warn", "GPU recovery not started: NVML does not list this GPU", {{"pci", pci}, {"why", why}});
+    sink_.log("warn", "GPU recovery not started: NVML does not list this GPU",
+              {{"pci", pci}, {"why", why}});
     return false;
   }
   if (!recovering_.insert(pci).second) return false;
@@ -199,7 +220,9 @@ void NvmlMonitor::RunRecovery(const std::string& pci) {
     s.ok = ok;
     s.final = final;
     s.message = std::move(message);
-    s.elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    s.elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
     loop_.Post([this, s] { sink_.step(s); });
   };
   // 1. Drain: no new CUDA contexts on this GPU. Where the driver refuses (persistence mode on,
@@ -234,8 +257,9 @@ void NvmlMonitor::RunRecovery(const std::string& pci) {
       break;
     }
     if (std::chrono::steady_clock::now() >= wait_deadline) {
-      report("wait", false, fmt::format("{} compute process(es) still running after the drain timeout (pids {})",
-                                        pids->size(), fmt::join(*pids, ",")));
+      report("wait", false,
+             fmt::format("{} compute process(es) still running after the drain timeout (pids {})",
+                         pids->size(), fmt::join(*pids, ",")));
       undrain();
       report("done", false, "GPU not reset: work still running", true);
       return;
@@ -250,10 +274,13 @@ void NvmlMonitor::RunRecovery(const std::string& pci) {
   }
   auto run = RunArgv(argv, config_.reset_timeout, {{"GPUHEAL_GPU_BUS_ID", g->bus_id}});
   if (!run || run->timed_out || run->exit_code != 0) {
-    const std::string why = !run ? run.error().message
-                            : run->timed_out ? fmt::format("{} did not finish within {} s", argv[0],
-                                                           std::chrono::duration_cast<std::chrono::seconds>(config_.reset_timeout).count())
-                                             : fmt::format("{} exited {}: {}", argv[0], run->exit_code, run->output);
+    const std::string why =
+        !run ? run.error().message
+        : run->timed_out
+            ? fmt::format(
+                  "{} did not finish within {} s", argv[0],
+                  std::chrono::duration_cast<std::chrono::seconds>(config_.reset_timeout).count())
+            : fmt::format("{} exited {}: {}", argv[0], run->exit_code, run->output);
     report("reset", false, why);
     undrain();
     report("done", false, "GPU reset failed", true);
@@ -263,11 +290,16 @@ void NvmlMonitor::RunRecovery(const std::string& pci) {
   // 4. Verify: the GPU answers and shows nothing that needs another reset.
   GpuSnapshot s = source_->PollOne(pci);
   std::string bad;
-  if (s.lost) bad = "the GPU is lost";
-  else if (s.remap_pending.value_or(0) > 0) bad = "a row remap is still pending";
-  else if (s.retired_pages_pending.value_or(false)) bad = "pages are still pending retirement";
-  else if (s.ecc_volatile_uncorrected.value_or(0) > 0) bad = "uncorrected ECC errors since the reset";
-  else if (s.recovery_action.value_or(0) != 0) bad = fmt::format("the driver still asks for recovery action {}", *s.recovery_action);
+  if (s.lost)
+    bad = "the GPU is lost";
+  else if (s.remap_pending.value_or(0) > 0)
+    bad = "a row remap is still pending";
+  else if (s.retired_pages_pending.value_or(false))
+    bad = "pages are still pending retirement";
+  else if (s.ecc_volatile_uncorrected.value_or(0) > 0)
+    bad = "uncorrected ECC errors since the reset";
+  else if (s.recovery_action.value_or(0) != 0)
+    bad = fmt::format("the driver still asks for recovery action {}", *s.recovery_action);
   if (!bad.empty()) {
     report("verify", false, bad);
     undrain();

@@ -12,17 +12,16 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
+#include "agent/config.h"
 #include "agent/event_loop.h"
 #include "agent/gpu_health.h"
-#include "serve/metrics.h"
 #include "agent/monitor_queue.h"
-#include "agent/config.h"
+#include "serve/metrics.h"
 #include "sources/nvml_source.h"
 
 namespace gpuheal {
@@ -47,8 +46,9 @@ class NvmlMonitor {
   };
 
   // nullptr when NVML is off in the config or cannot be loaded (said once through sink.log).
-  static std::unique_ptr<NvmlMonitor> Start(const NvidiaConfig& config, EventLoop& loop, MonitorQueue& monitors,
-                                            const Classifier& classifier, Metrics& metrics, Sink sink);
+  static std::unique_ptr<NvmlMonitor> Start(const NvidiaConfig& config, EventLoop& loop,
+                                            MonitorQueue& monitors, const Classifier& classifier,
+                                            Metrics& metrics, Sink sink);
   ~NvmlMonitor();
 
   // Loop thread. Starts the recovery sequence for a GPU; false (and a log line) when the GPU is
@@ -63,13 +63,13 @@ class NvmlMonitor {
   }
 
  private:
-  NvmlMonitor(const NvidiaConfig& config, EventLoop& loop, const Classifier& classifier, Metrics& metrics, Sink sink,
-              std::unique_ptr<NvmlSource> source);
-  void OnEvent(const NvmlEvent& e);  // loop thread
+  NvmlMonitor(const NvidiaConfig& config, EventLoop& loop, const Classifier& classifier,
+              Metrics& metrics, Sink sink, std::unique_ptr<NvmlSource> source);
+  void OnEvent(const NvmlEvent& e);              // loop thread
   void OnPoll(NvmlPoll poll, size_t pci_count);  // loop thread
   void PollThread();
   void ActionThread();
-  void RunRecovery(const std::string& pci);  // action thread
+  void RunRecovery(const std::string& pci);    // action thread
   bool SleepFor(std::chrono::milliseconds d);  // false when stopping
 
   NvidiaConfig config_;

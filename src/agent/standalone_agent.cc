@@ -9,17 +9,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <random>
 
 #include "agent/boot_id.h"
 #include "core/clock.h"
-#include "core/log.h"
 #include "core/fault_json.h"
 #include "core/file.h"
+#include "core/log.h"
 #include "core/reasons.h"
 #include "core/time.h"
 #include "parse/line_format.h"
@@ -51,10 +51,9 @@ StandaloneAgent::~StandaloneAgent() {
   if (signal_fd_ >= 0) close(signal_fd_);
 }
 
-Result<std::unique_ptr<StandaloneAgent>> StandaloneAgent::Create(AgentConfig config, int out_fd,
-                                                                 std::unique_ptr<kube::Client> client,
-                                                                 KubeReporterOptions reporter_options,
-                                                                 std::unique_ptr<kube::Client> watch_client) {
+Result<std::unique_ptr<StandaloneAgent>> StandaloneAgent::Create(
+    AgentConfig config, int out_fd, std::unique_ptr<kube::Client> client,
+    KubeReporterOptions reporter_options, std::unique_ptr<kube::Client> watch_client) {
   std::unique_ptr<StandaloneAgent> a(new StandaloneAgent(std::move(config), out_fd));
   a->kube_client_ = std::move(client);
   a->watch_client_ = std::move(watch_client);
@@ -76,10 +75,12 @@ Status StandaloneAgent::Init() {
   if (!classifier) return classifier.error();
   classifier_ = std::move(*classifier);
 
-  state_writable_ = &metrics_.GetGauge("gpuheal_state_writable", "1 while the state directory takes the agent's writes");
+  state_writable_ = &metrics_.GetGauge("gpuheal_state_writable",
+                                       "1 while the state directory takes the agent's writes");
   state_writable_->Set(1);
-  state_write_errors_ = &metrics_.GetCounter("gpuheal_state_write_errors_total",
-                                             "Failed writes of the cursor or the active faults to the state directory");
+  state_write_errors_ = &metrics_.GetCounter(
+      "gpuheal_state_write_errors_total",
+      "Failed writes of the cursor or the active faults to the state directory");
   std::string warning;
   auto state = StateFile::Open(config_.state_dir, &warning);
   if (!state) return state.error();
@@ -110,14 +111,17 @@ Status StandaloneAgent::Init() {
   if (active) {
     active_ = std::move(*active);
   } else {
-    Log("warn", "active faults unreadable; starting with none", {{"error", active.error().message}});
+    Log("warn", "active faults unreadable; starting with none",
+        {{"error", active.error().message}});
   }
   // A restart between two lines of one driver message must not make the second a new fault.
   for (const auto& [key, a] : active_.all()) {
     const int64_t ago = std::time(nullptr) - a.last_seen_unix;
-    if (a.boot_id == boot_id_ && ago >= 0 && ago <= 60) node_state_.Remember(a.fault, NodeState::Clock::now() - std::chrono::seconds(ago));
+    if (a.boot_id == boot_id_ && ago >= 0 && ago <= 60)
+      node_state_.Remember(a.fault, NodeState::Clock::now() - std::chrono::seconds(ago));
   }
-  for (const ActiveFault& a : active_.ClearAfterReboot(boot_id_, [](const std::string& pci) { return GpuPresent(pci); })) {
+  for (const ActiveFault& a :
+       active_.ClearAfterReboot(boot_id_, [](const std::string& pci) { return GpuPresent(pci); })) {
     Log("info", "fault cleared by reboot",
         {{"reason", a.fault.reason}, {"key", a.key}, {"rule", ToString(RecoveryRuleOf(a.fault))}});
   }
@@ -134,19 +138,23 @@ Status StandaloneAgent::Init() {
                                    "Times the reader was overtaken by the kernel (EPIPE)");
   ignored_ = &metrics_.GetCounter("gpuheal_faults_ignored_untrusted_total",
                                   "Faults in user-space (injected) records not acted on");
-  output_dropped_ = &metrics_.GetCounter("gpuheal_output_lines_dropped_total",
-                                         "Fault lines not written because nobody reads the agent's stdout");
+  output_dropped_ =
+      &metrics_.GetCounter("gpuheal_output_lines_dropped_total",
+                           "Fault lines not written because nobody reads the agent's stdout");
   duplicates_ = &metrics_.GetCounter("gpuheal_faults_merged_total",
                                      "Driver lines merged into a fault already reported");
-  latency_ = &metrics_.GetHistogram(
-      "gpuheal_detection_latency_seconds",
-      "Kernel record timestamp to fault event emitted", kLatencyBuckets);
-  if (kube_client_) reporter_ = std::make_unique<KubeReporter>(std::move(kube_client_), reporter_options_, metrics_);
-  metrics_.GetGauge("gpuheal_agent_info", "Agent build and mode",
-                    {{"version", GPUHEAL_VERSION}, {"mode", reporter_ ? "kubernetes" : "standalone"}})
+  latency_ =
+      &metrics_.GetHistogram("gpuheal_detection_latency_seconds",
+                             "Kernel record timestamp to fault event emitted", kLatencyBuckets);
+  if (kube_client_)
+    reporter_ =
+        std::make_unique<KubeReporter>(std::move(kube_client_), reporter_options_, metrics_);
+  metrics_
+      .GetGauge("gpuheal_agent_info", "Agent build and mode",
+                {{"version", GPUHEAL_VERSION}, {"mode", reporter_ ? "kubernetes" : "standalone"}})
       .Set(1);
-  metrics_.GetGauge("gpuheal_active_faults", "Faults holding a node condition False").Set(
-      static_cast<double>(active_.ConditionFaults()));
+  metrics_.GetGauge("gpuheal_active_faults", "Faults holding a node condition False")
+      .Set(static_cast<double>(active_.ConditionFaults()));
 
   auto loop = EventLoop::Create();
   if (!loop) return loop.error();
@@ -164,11 +172,13 @@ Status StandaloneAgent::Init() {
     if (signal_fd_ < 0) return Error{fmt::format("signalfd: {}", std::strerror(errno))};
   }
   // Threads start only now, with the signals blocked: SIGTERM reaches the loop's signalfd.
-  output_ = std::make_unique<LineWriter>(out_fd_, kOutputQueueBytes, [this] { output_dropped_->Inc(); });
+  output_ =
+      std::make_unique<LineWriter>(out_fd_, kOutputQueueBytes, [this] { output_dropped_->Inc(); });
   // Once the lines of a record are out, the cursor may pass it.
   output_->OnDrained([this] { loop_->Post([this] { SaveCursor(); }); });
   if (signal_fd_ >= 0) {
-    if (auto s = loop_->Watch(signal_fd_, EPOLLIN, [this](uint32_t) { loop_->Stop(); }); !s) return s;
+    if (auto s = loop_->Watch(signal_fd_, EPOLLIN, [this](uint32_t) { loop_->Stop(); }); !s)
+      return s;
   }
   if (auto s = loop_->Watch(reader_->fd(), EPOLLIN, [this](uint32_t) { OnKmsgReadable(); }); !s) {
     return s;
@@ -190,7 +200,8 @@ Status StandaloneAgent::Init() {
   const long page = sysconf(_SC_PAGESIZE);
   const long hz = sysconf(_SC_CLK_TCK);
   monitors_->Add(std::make_unique<FunctionMonitor>(
-      "kmsg-self-check", config_.self_check_period, [this, &rss, &cpu, &up, page, hz](ProcCache& c) {
+      "kmsg-self-check", config_.self_check_period,
+      [this, &rss, &cpu, &up, page, hz](ProcCache& c) {
         long size = 0, resident = 0;
         if (sscanf(c.Read("/proc/self/statm").c_str(), "%ld %ld", &size, &resident) == 2) {
           rss.Set(static_cast<double>(resident * page));
@@ -213,7 +224,8 @@ Status StandaloneAgent::Init() {
   // Transient faults clear after the quiet period; checked at a tenth of it (at most every 30 s).
   monitors_->Add(std::make_unique<FunctionMonitor>(
       "recovery-quiet-period",
-      std::clamp<std::chrono::milliseconds>(config_.quiet_period / 10, std::chrono::seconds(1), std::chrono::seconds(30)),
+      std::clamp<std::chrono::milliseconds>(config_.quiet_period / 10, std::chrono::seconds(1),
+                                            std::chrono::seconds(30)),
       [this](ProcCache&) { CheckQuietFaults(); }));
 
   if (config_.monitors.nvidia) {
@@ -232,14 +244,18 @@ Status StandaloneAgent::Init() {
     sink.gpu_state = [this](const std::string& pci, const std::string& note) {
       if (active_.SetGpuNote(pci, note)) ActiveFaultsChanged(0);
     };
-    nvml_ = NvmlMonitor::Start(config_.nvidia, *loop_, *monitors_, *classifier_, metrics_, std::move(sink));
+    nvml_ = NvmlMonitor::Start(config_.nvidia, *loop_, *monitors_, *classifier_, metrics_,
+                               std::move(sink));
 
     DcgmMonitor::Sink dsink;
     dsink.fault = on_fault;
     dsink.log = log;
     // DCGM numbers GPUs in NVML's index order.
-    dsink.gpu = [this](unsigned id) { return nvml_ ? nvml_->GpuAt(id) : std::pair<std::string, std::string>{}; };
-    dcgm_ = DcgmMonitor::Start(config_.nvidia, *loop_, *monitors_, *classifier_, metrics_, std::move(dsink));
+    dsink.gpu = [this](unsigned id) {
+      return nvml_ ? nvml_->GpuAt(id) : std::pair<std::string, std::string>{};
+    };
+    dcgm_ = DcgmMonitor::Start(config_.nvidia, *loop_, *monitors_, *classifier_, metrics_,
+                               std::move(dsink));
   }
 
   if (reporter_) {
@@ -257,7 +273,8 @@ Status StandaloneAgent::Init() {
       }
     }
     node_watch_ = std::make_unique<kube::Informer<kube::Node>>(
-        *watch_client_, kube::NodePath() + "?fieldSelector=metadata.name%3D" + reporter_options_.node_name,
+        *watch_client_,
+        kube::NodePath() + "?fieldSelector=metadata.name%3D" + reporter_options_.node_name,
         kube::DecodeNodeList, kube::DecodeNode);
     auto post = [this](const kube::Node& n) {
       loop_->Post([this, ann = n.meta.annotations] { OnNodeAnnotations(ann); });
@@ -296,7 +313,8 @@ std::string StandaloneAgent::Health() const {
     return fmt::format("kernel log reader failed: {}", std::strerror(reader_errno_.load()));
   }
   if (std::lock_guard<std::mutex> l(health_mu_); !health_state_error_.empty()) {
-    return "state directory not writable (" + health_state_error_ + "): detection goes on, restarts re-report";
+    return "state directory not writable (" + health_state_error_ +
+           "): detection goes on, restarts re-report";
   }
   if (reporter_ && !reporter_->api_ok()) {
     const std::string err = reporter_->last_error();
@@ -353,7 +371,8 @@ void StandaloneAgent::OnKmsgReadable() {
       FlushState();
     } else if (!flush_armed_) {
       flush_armed_ = true;
-      loop_->ArmTimer(flush_timer_, std::chrono::microseconds(kGroupCommitUsec - (now - last_flush_usec_)));
+      loop_->ArmTimer(flush_timer_,
+                      std::chrono::microseconds(kGroupCommitUsec - (now - last_flush_usec_)));
     }
   } else if (now - last_save_usec_ >= kCursorSaveIntervalUsec) {
     FlushState();
@@ -364,9 +383,12 @@ void StandaloneAgent::OnKmsgReadable() {
 void StandaloneAgent::ValidateCursor() {
   // A saved cursor of this boot that is ahead of every record the kernel holds (a corrupt or
   // hand-edited state file) would skip every record: read the buffer again from its start.
-  if (!resume_after_ || records_after_resume_ || !max_seen_seq_ || *max_seen_seq_ >= *resume_after_) return;
+  if (!resume_after_ || records_after_resume_ || !max_seen_seq_ || *max_seen_seq_ >= *resume_after_)
+    return;
   Log("warn", "saved cursor is ahead of the kernel log: reading this boot's records from the start",
-      {{"cursor", *resume_after_}, {"kernel_newest_seq", *max_seen_seq_}, {"state", state_->path()}});
+      {{"cursor", *resume_after_},
+       {"kernel_newest_seq", *max_seen_seq_},
+       {"state", state_->path()}});
   resume_after_.reset();
   saved_seq_.reset();
   expected_seq_.reset();
@@ -399,7 +421,8 @@ void StandaloneAgent::ProcessRecord(std::string_view raw) {
   const ParsedLine p = ParseLine(line);
   if (p.format == LineFormat::kKmsgContinuation) return;
   if (p.seq) {
-    if (expected_seq_ && *p.seq > *expected_seq_) lost_->Inc(static_cast<double>(*p.seq - *expected_seq_));
+    if (expected_seq_ && *p.seq > *expected_seq_)
+      lost_->Inc(static_cast<double>(*p.seq - *expected_seq_));
     expected_seq_ = *p.seq + 1;
     if (!max_seen_seq_ || *p.seq > *max_seen_seq_) max_seen_seq_ = p.seq;
     if (resume_after_ && *p.seq <= *resume_after_) return;  // reported before a restart
@@ -440,10 +463,13 @@ void StandaloneAgent::HandleFault(Fault f, uint64_t detected) {
     duplicates_->Inc();
     if (!merge.key.empty()) {
       // The same fault through a second channel (kernel log and NVML): one fault, both noted.
-      metrics_.GetCounter("gpuheal_faults_merged_across_sources_total",
-                          "Faults reported by a second source (kmsg, nvml) and merged into the first",
-                          {{"source", source}}).Inc();
-      Log("info", "fault also reported by another source", {{"key", merge.key}, {"first", merge.first_source}, {"also", source}});
+      metrics_
+          .GetCounter("gpuheal_faults_merged_across_sources_total",
+                      "Faults reported by a second source (kmsg, nvml) and merged into the first",
+                      {{"source", source}})
+          .Inc();
+      Log("info", "fault also reported by another source",
+          {{"key", merge.key}, {"first", merge.first_source}, {"also", source}});
       if (active_.AddSource(merge.key, source)) ActiveFaultsChanged(static_cast<int64_t>(detected));
     }
     return;
@@ -451,9 +477,11 @@ void StandaloneAgent::HandleFault(Fault f, uint64_t detected) {
   if (reported->Follower()) {
     // A repeat of an incident or a consequence of another fault: reported, and it adds no
     // action (no Event, no GPU reset); a repeat keeps its incident's active fault fresh.
-    metrics_.GetCounter("gpuheal_fault_lines_followed_total",
-                        "Fault lines that repeat an incident or follow from another fault (no action of their own)",
-                        {{"kind", reported->repeat_of.empty() ? "consequence" : "repeat"}})
+    metrics_
+        .GetCounter("gpuheal_fault_lines_followed_total",
+                    "Fault lines that repeat an incident or follow from another fault (no action "
+                    "of their own)",
+                    {{"kind", reported->repeat_of.empty() ? "consequence" : "repeat"}})
         .Inc();
     Emit(*reported, detected);
     if (!reported->repeat_of.empty() && active_.all().contains(NodeState::KeyOf(*reported)) &&
@@ -465,21 +493,24 @@ void StandaloneAgent::HandleFault(Fault f, uint64_t detected) {
   // The line goes first (the detection path); the active set is saved with the batch, before the
   // cursor passes the record.
   Emit(*reported, detected);
-  if (active_.Observe(*reported, std::time(nullptr), boot_id_)) ActiveFaultsChanged(static_cast<int64_t>(detected));
+  if (active_.Observe(*reported, std::time(nullptr), boot_id_))
+    ActiveFaultsChanged(static_cast<int64_t>(detected));
   if (reported->severity < Severity::kFatal && reported->severity >= Severity::kWarn && reporter_) {
     std::string where = reported->pci.empty() ? reported->device : "GPU " + reported->pci;
     if (!reported->uuid.empty()) where += " (" + reported->uuid + ")";
     // An application fault names the workload it stopped.
     if (!reported->process.empty() || reported->pid) {
-      where += fmt::format(", process {} (pid {})", reported->process.empty() ? "<unknown>" : reported->process,
+      where += fmt::format(", process {} (pid {})",
+                           reported->process.empty() ? "<unknown>" : reported->process,
                            reported->pid ? std::to_string(*reported->pid) : "<unknown>");
     }
     reporter_->RecordEvent("Warning", reported->reason,
-                           fmt::format("{}{}{} [{}]", where, where.empty() ? "" : ": ", reported->message,
-                                       ToString(reported->severity)));
+                           fmt::format("{}{}{} [{}]", where, where.empty() ? "" : ": ",
+                                       reported->message, ToString(reported->severity)));
   }
   // Policy: a critical GPU fault whose action is a GPU reset gets the agent's own recovery.
-  if (reported->action == Action::kResetGpu && !reported->pci.empty() && config_.nvidia.reset_on_critical && nvml_) {
+  if (reported->action == Action::kResetGpu && !reported->pci.empty() &&
+      config_.nvidia.reset_on_critical && nvml_) {
     nvml_->RequestReset(reported->pci, reported->reason);
   }
 }
@@ -493,8 +524,9 @@ void StandaloneAgent::SaveHandledRequest() {
 
 void StandaloneAgent::PublishRecoveryStatus() {
   if (reporter_) {
-    reporter_->SetAnnotation(std::string(kRecoveryStatusAnnotation),
-                             request_status_.ToJson(kube::RfcTime(std::chrono::system_clock::now())));
+    reporter_->SetAnnotation(
+        std::string(kRecoveryStatusAnnotation),
+        request_status_.ToJson(kube::RfcTime(std::chrono::system_clock::now())));
   }
 }
 
@@ -513,21 +545,25 @@ void StandaloneAgent::OnNodeAnnotations(const std::map<std::string, std::string>
     request_status_.state = "rejected";
     request_status_.error = req.error().message;
     Log("warn", "GPU recovery request rejected", {{"error", req.error().message}});
-    reporter_->RecordEvent("Warning", std::string(reason::kGPURecoveryFailed), "request rejected: " + req.error().message);
+    reporter_->RecordEvent("Warning", std::string(reason::kGPURecoveryFailed),
+                           "request rejected: " + req.error().message);
     PublishRecoveryStatus();
     return;
   }
   request_status_.id = req->id;
   Log("info", "GPU recovery requested", {{"id", req->id}, {"gpus", req->gpus}});
-  reporter_->RecordEvent("Normal", std::string(reason::kGPURecovery),
-                         fmt::format("request {} accepted for GPU {}", req->id, fmt::join(req->gpus, ", ")));
+  reporter_->RecordEvent(
+      "Normal", std::string(reason::kGPURecovery),
+      fmt::format("request {} accepted for GPU {}", req->id, fmt::join(req->gpus, ", ")));
   for (const std::string& pci : req->gpus) {
     RecoveryStatus::Gpu& g = request_status_.gpus[pci];
     g.step = "queued";
     if (!nvml_) {
-      g = {"rejected", false, true, "NVML is not available on this node: the agent cannot drain or reset GPUs"};
+      g = {"rejected", false, true,
+           "NVML is not available on this node: the agent cannot drain or reset GPUs"};
     } else if (!nvml_->RequestReset(pci, "request " + req->id)) {
-      g = {"rejected", false, true, "NVML lists no such GPU, or a recovery of it is already running"};
+      g = {"rejected", false, true,
+           "NVML lists no such GPU, or a recovery of it is already running"};
     }
   }
   request_status_.Settle();
@@ -547,9 +583,11 @@ void StandaloneAgent::OnGpuActionStep(const GpuActionStep& s) {
   std::string line = ToJsonLine(j);
   line.push_back('\n');
   output_->Write(std::move(line));
-  Log(s.ok ? "info" : "warn", "GPU recovery: " + s.step, {{"pci", s.pci}, {"ok", s.ok}, {"message", s.message}});
+  Log(s.ok ? "info" : "warn", "GPU recovery: " + s.step,
+      {{"pci", s.pci}, {"ok", s.ok}, {"message", s.message}});
   metrics_
-      .GetCounter("gpuheal_gpu_recovery_steps_total", "Steps of the agent's GPU recovery, by step and result",
+      .GetCounter("gpuheal_gpu_recovery_steps_total",
+                  "Steps of the agent's GPU recovery, by step and result",
                   {{"step", s.step}, {"result", s.ok ? "ok" : "failed"}})
       .Inc();
   if (reporter_ && (s.final || !s.ok || s.step == "drain" || s.step == "reset")) {
@@ -558,7 +596,8 @@ void StandaloneAgent::OnGpuActionStep(const GpuActionStep& s) {
                            std::string(failed ? reason::kGPURecoveryFailed : reason::kGPURecovery),
                            fmt::format("GPU {}: {}: {}", s.pci, s.step, s.message));
   }
-  if (auto g = request_status_.gpus.find(s.pci); g != request_status_.gpus.end() && !g->second.final) {
+  if (auto g = request_status_.gpus.find(s.pci);
+      g != request_status_.gpus.end() && !g->second.final) {
     g->second = {s.step, s.ok, s.final, s.message};
     request_status_.Settle();
     PublishRecoveryStatus();
@@ -566,7 +605,8 @@ void StandaloneAgent::OnGpuActionStep(const GpuActionStep& s) {
   if (s.final && s.ok) {
     // A successful, verified reset clears the GPU's faults (docs/recovery.md).
     for (const ActiveFault& a : active_.ClearGpu(s.pci)) {
-      Log("info", "fault cleared by GPU reset", {{"reason", a.fault.reason}, {"key", a.key}, {"rule", "gpu-reset"}});
+      Log("info", "fault cleared by GPU reset",
+          {{"reason", a.fault.reason}, {"key", a.key}, {"rule", "gpu-reset"}});
     }
     ActiveFaultsChanged(0);
     FlushState();
@@ -579,7 +619,9 @@ void StandaloneAgent::ActiveFaultsChanged(int64_t detected_usec) {
   if (record_seq_ && !unsaved_since_) unsaved_since_ = record_seq_;
   metrics_.GetGauge("gpuheal_active_faults", "Faults holding a node condition False")
       .Set(static_cast<double>(active_.ConditionFaults()));
-  metrics_.GetGauge("gpuheal_active_gpu_faults", "GPUs with an active fault (critical or worse), as in gpuheal.io/gpu-faults")
+  metrics_
+      .GetGauge("gpuheal_active_gpu_faults",
+                "GPUs with an active fault (critical or worse), as in gpuheal.io/gpu-faults")
       .Set(static_cast<double>(active_.GpuLevel().size()));
   if (reporter_) {
     // The conditions first: a fatal fault's PATCH does not wait for the annotation (usually both
@@ -615,9 +657,13 @@ bool StandaloneAgent::StateWrite(const Status& s, std::string_view what) {
   }
   state_write_errors_->Inc();
   if (state_error_.empty()) {
-    // Said once: detection and reporting go on; what is not saved is reported again after a restart.
-    Log("error", "cannot write the state directory: detecting and reporting continue, the cursor waits",
-        {{"state_dir", config_.state_dir}, {"what", std::string(what)}, {"error", s.error().message}});
+    // Said once: detection and reporting go on; what is not saved is reported again after a
+    // restart.
+    Log("error",
+        "cannot write the state directory: detecting and reporting continue, the cursor waits",
+        {{"state_dir", config_.state_dir},
+         {"what", std::string(what)},
+         {"error", s.error().message}});
     state_writable_->Set(0);
   }
   state_error_ = fmt::format("{}: {}", what, s.error().message);
@@ -663,7 +709,8 @@ void StandaloneAgent::Emit(const Fault& f, uint64_t detected_usec) {
 void StandaloneAgent::SaveCursor() {
   // The cursor may pass a record only once its lines are written and its faults saved.
   uint64_t safe = last_seq_;
-  if (auto pending = output_->OldestPending(); pending && *pending > 0) safe = std::min(safe, *pending - 1);
+  if (auto pending = output_->OldestPending(); pending && *pending > 0)
+    safe = std::min(safe, *pending - 1);
   if (unsaved_since_ && *unsaved_since_ > 0) safe = std::min(safe, *unsaved_since_ - 1);
   if (safe == 0 || (saved_seq_ && safe <= *saved_seq_)) return;
   Cursor c;

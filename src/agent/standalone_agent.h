@@ -12,20 +12,20 @@
 #include <vector>
 
 #include "agent/active_faults.h"
+#include "agent/config.h"
 #include "agent/dcgm_monitor.h"
 #include "agent/event_loop.h"
-#include "serve/http_server.h"
 #include "agent/kube_reporter.h"
 #include "agent/line_writer.h"
-#include "serve/metrics.h"
 #include "agent/monitor_queue.h"
 #include "agent/node_state.h"
-#include "core/recovery_request.h"
 #include "agent/nvml_monitor.h"
 #include "agent/state_file.h"
-#include "parse/classifier.h"
-#include "agent/config.h"
+#include "core/recovery_request.h"
 #include "kube/informer.h"
+#include "parse/classifier.h"
+#include "serve/http_server.h"
+#include "serve/metrics.h"
 #include "sources/kmsg_reader.h"
 
 namespace gpuheal {
@@ -35,10 +35,10 @@ class StandaloneAgent {
   // Config errors (bad NPD rules, unusable state dir, kernel log that cannot be opened) come back
   // as errors; the caller exits 2 for them.
   // With a Kubernetes client, the agent also reports to Kubernetes through a KubeReporter.
-  static Result<std::unique_ptr<StandaloneAgent>> Create(AgentConfig config, int out_fd,
-                                                         std::unique_ptr<kube::Client> client = nullptr,
-                                                         KubeReporterOptions reporter_options = {},
-                                                         std::unique_ptr<kube::Client> watch_client = nullptr);
+  static Result<std::unique_ptr<StandaloneAgent>> Create(
+      AgentConfig config, int out_fd, std::unique_ptr<kube::Client> client = nullptr,
+      KubeReporterOptions reporter_options = {},
+      std::unique_ptr<kube::Client> watch_client = nullptr);
   ~StandaloneAgent();
 
   // Runs until SIGINT/SIGTERM or Stop(). Returns the process exit code.
@@ -98,8 +98,8 @@ class StandaloneAgent {
   std::optional<uint64_t> saved_seq_;     // the cursor as saved (or resumed from) in this boot
   std::optional<uint64_t> max_seen_seq_;  // the newest kernel record read
   bool records_after_resume_ = false;
-  std::optional<uint64_t> record_seq_;    // the record being handled
-  std::optional<uint64_t> unsaved_since_; // the first record whose fault changes are not saved
+  std::optional<uint64_t> record_seq_;     // the record being handled
+  std::optional<uint64_t> unsaved_since_;  // the first record whose fault changes are not saved
   bool batch_faults_ = false;
   int64_t last_save_usec_ = 0;
   int64_t last_flush_usec_ = 0;
@@ -117,7 +117,7 @@ class StandaloneAgent {
   std::unique_ptr<kube::Client> kube_client_;  // handed to reporter_ in Init()
   KubeReporterOptions reporter_options_;
   std::unique_ptr<KubeReporter> reporter_;
-  std::unique_ptr<kube::Client> watch_client_;                 // the watch of this agent's own Node
+  std::unique_ptr<kube::Client> watch_client_;  // the watch of this agent's own Node
   std::unique_ptr<kube::Informer<kube::Node>> node_watch_;
   std::string handled_request_id_, handled_request_raw_;  // at most once per id (persisted)
   std::string requests_path_;

@@ -32,7 +32,8 @@ Result<std::unique_ptr<StateFile>> StateFile::Open(const std::string& dir, std::
       auto j = nlohmann::json::parse(buf);
       f->cursor_.boot_id = j.at("boot_id").get<std::string>();
       // A negative number is no sequence number (get<uint64_t> would wrap it).
-      if (!j.at("last_seq").is_number_unsigned()) throw std::runtime_error("last_seq is not a sequence number");
+      if (!j.at("last_seq").is_number_unsigned())
+        throw std::runtime_error("last_seq is not a sequence number");
       f->cursor_.last_seq = j.at("last_seq").get<uint64_t>();
       f->cursor_.valid = true;
     } catch (const std::exception& e) {
@@ -47,7 +48,8 @@ Status StateFile::OpenForWriting() {
   std::filesystem::create_directories(dir_, ec);
   if (ec) return Error{fmt::format("{}: cannot create state directory: {}", dir_, ec.message())};
   const int fd = open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return Error{fmt::format("{}: cannot open state file: {}", path_, std::strerror(errno))};
+  if (fd < 0)
+    return Error{fmt::format("{}: cannot open state file: {}", path_, std::strerror(errno))};
   if (fd_ >= 0) close(fd_);
   fd_ = fd;
   writable_ = true;

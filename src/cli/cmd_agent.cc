@@ -7,9 +7,9 @@
 #include <iostream>
 #include <memory>
 
+#include "agent/config.h"
 #include "agent/standalone_agent.h"
 #include "cli/commands.h"
-#include "agent/config.h"
 #include "core/listen_address.h"
 #include "kube/client.h"
 
@@ -32,19 +32,22 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<AgentArgs>();
   CLI::App* cmd = app.add_subcommand(
       "agent", "Node daemon: watch the kernel log event-driven and report GPU and node faults");
-  cmd->add_flag("--standalone", args->standalone,
-                "Without Kubernetes: print fault events as JSON lines, serve /metrics and /healthz");
+  cmd->add_flag(
+      "--standalone", args->standalone,
+      "Without Kubernetes: print fault events as JSON lines, serve /metrics and /healthz");
   cmd->add_option("--config", args->config, "YAML config file (docs/config.md)");
   cmd->add_option("--kmsg", args->kmsg, "Kernel log device or FIFO (default /dev/kmsg)");
-  cmd->add_option("--state-dir", args->state_dir, "Where the agent keeps its cursor "
-                                                  "(default /var/lib/gpuheal)");
+  cmd->add_option("--state-dir", args->state_dir,
+                  "Where the agent keeps its cursor "
+                  "(default /var/lib/gpuheal)");
   cmd->add_option("--listen", args->listen,
                   "host:port for /metrics and /healthz (default 127.0.0.1:9464; port 0 picks one; "
                   "'' disables)");
   cmd->add_flag("--accept-injected", args->accept_injected,
                 "Act on records written from user space (drills); events say \"injected\": true");
-  cmd->add_option("--node-name", args->node_name,
-                  "The Node this agent reports for (default $NODE_NAME, set from the downward API)");
+  cmd->add_option(
+      "--node-name", args->node_name,
+      "The Node this agent reports for (default $NODE_NAME, set from the downward API)");
   cmd->add_option("--kubeconfig", args->kubeconfig,
                   "Kubeconfig for out-of-cluster use (default: in-cluster service account)");
   cmd->add_option("--nvml-library", args->nvml_library,
@@ -57,8 +60,9 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
     if (!args->standalone) {
       if (node_name.empty() && std::getenv("NODE_NAME")) node_name = std::getenv("NODE_NAME");
       if (node_name.empty()) {
-        std::cerr << "gpuheal agent: no node name: give --node-name or set NODE_NAME (in a DaemonSet, "
-                     "from fieldRef spec.nodeName), or run --standalone without Kubernetes\n";
+        std::cerr
+            << "gpuheal agent: no node name: give --node-name or set NODE_NAME (in a DaemonSet, "
+               "from fieldRef spec.nodeName), or run --standalone without Kubernetes\n";
         exit_code = kExitUsage;
         return;
       }
@@ -99,7 +103,8 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
       cfg.nvidia.nvml = NvidiaConfig::Use::kOn;
     }
     if (!args->standalone) {
-      auto kcfg = args->kubeconfig.empty() ? kube::InClusterConfig() : kube::LoadKubeconfig(args->kubeconfig);
+      auto kcfg = args->kubeconfig.empty() ? kube::InClusterConfig()
+                                           : kube::LoadKubeconfig(args->kubeconfig);
       if (!kcfg) {
         std::cerr << "gpuheal agent: " << kcfg.error().message << "\n";
         exit_code = kExitUsage;

@@ -9,10 +9,10 @@
 #include <limits>
 #include <memory>
 
-#include "cli/commands.h"
-#include "parse/classifier.h"
 #include "agent/config.h"
+#include "cli/commands.h"
 #include "core/fault_json.h"
+#include "parse/classifier.h"
 
 namespace gpuheal::cli {
 namespace {
@@ -45,7 +45,8 @@ int RunClassify(const ClassifyArgs& args) {
       std::cerr << "gpuheal classify: " << npd.error().message << "\n";
       return kExitUsage;
     }
-    for (const std::string& note : npd->notes) std::cerr << "gpuheal classify: note: " << note << "\n";
+    for (const std::string& note : npd->notes)
+      std::cerr << "gpuheal classify: note: " << note << "\n";
     opts.npd_rules.push_back(std::move(*npd));
   }
   auto classifier = Classifier::Create(std::move(opts));
@@ -73,9 +74,10 @@ int RunClassify(const ClassifyArgs& args) {
       }
       ++n;
       if (cut) {
-        std::cerr << fmt::format("gpuheal classify: {}:{}: line longer than {} KiB; classified its first {} KiB, "
-                                 "skipped the rest\n",
-                                 name, n, kMaxLineBytes / 1024, kMaxLineBytes / 1024);
+        std::cerr << fmt::format(
+            "gpuheal classify: {}:{}: line longer than {} KiB; classified its first {} KiB, "
+            "skipped the rest\n",
+            name, n, kMaxLineBytes / 1024, kMaxLineBytes / 1024);
       }
       faults.clear();
       (*classifier)->ClassifyLine(std::string_view(buf.data(), len), n, faults);
@@ -105,7 +107,8 @@ int RunClassify(const ClassifyArgs& args) {
       std::error_code ec;
       if (std::filesystem::is_directory(f, ec)) {
         std::cout << out << std::flush;
-        std::cerr << fmt::format("gpuheal classify: {}: is a directory; name the log files in it instead\n", f);
+        std::cerr << fmt::format(
+            "gpuheal classify: {}: is a directory; name the log files in it instead\n", f);
         return kExitUsage;
       }
       std::ifstream in(f);

@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "agent/config.h"
 #include "cli/commands.h"
 #include "controller/controller.h"
-#include "agent/config.h"
 #include "kube/client.h"
 
 namespace gpuheal::cli {
@@ -17,30 +17,42 @@ void RegisterController(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<controller::ControllerOptions>();
   auto policy = std::make_shared<std::string>();
   auto kubeconfig = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand(
-      "controller", "Cluster repair controller: quarantine, checkpoint, drain, remediate and recover faulty GPU nodes");
-  cmd->add_option("--policy", *policy, "Policy YAML (docs/controller.md; default: built-in defaults)");
-  cmd->add_option("--kubeconfig", *kubeconfig, "Kubeconfig for out-of-cluster use (default: in-cluster service account)");
-  cmd->add_flag("--dry-run", a->dry_run, "Log and record what would be done; write nothing but NodeRepair records");
-  cmd->add_option("--id", a->identity, "Leader-election identity (default: $POD_NAME or hostname, with the pid)");
-  cmd->add_option("--lease-namespace", a->lease_namespace, "Namespace of the leader-election Lease (default gpuheal-system)");
-  cmd->add_option("--lease-name", a->lease_name,
-                  "Name of the leader-election Lease, also where gpuheal.io/breaker-reset closes the breaker "
-                  "(default gpuheal-controller)");
-  cmd->add_option("--listen", a->listen, "host:port for /metrics and /healthz (default 127.0.0.1:9465; '' disables)");
-  cmd->add_option("--workers", a->workers, "Nodes reconciled at once (default 4)")->check(CLI::Range(1, 64));
+  CLI::App* cmd = app.add_subcommand("controller",
+                                     "Cluster repair controller: quarantine, checkpoint, drain, "
+                                     "remediate and recover faulty GPU nodes");
+  cmd->add_option("--policy", *policy,
+                  "Policy YAML (docs/controller.md; default: built-in defaults)");
+  cmd->add_option("--kubeconfig", *kubeconfig,
+                  "Kubeconfig for out-of-cluster use (default: in-cluster service account)");
+  cmd->add_flag("--dry-run", a->dry_run,
+                "Log and record what would be done; write nothing but NodeRepair records");
+  cmd->add_option("--id", a->identity,
+                  "Leader-election identity (default: $POD_NAME or hostname, with the pid)");
+  cmd->add_option("--lease-namespace", a->lease_namespace,
+                  "Namespace of the leader-election Lease (default gpuheal-system)");
+  cmd->add_option(
+      "--lease-name", a->lease_name,
+      "Name of the leader-election Lease, also where gpuheal.io/breaker-reset closes the breaker "
+      "(default gpuheal-controller)");
+  cmd->add_option("--listen", a->listen,
+                  "host:port for /metrics and /healthz (default 127.0.0.1:9465; '' disables)");
+  cmd->add_option("--workers", a->workers, "Nodes reconciled at once (default 4)")
+      ->check(CLI::Range(1, 64));
   auto lease = std::make_shared<std::array<std::string, 3>>();
   cmd->add_option("--lease-duration", (*lease)[0], "Leader lease duration (default 15s)");
-  cmd->add_option("--renew-deadline", (*lease)[1], "How long the leader may fail to renew before it steps down (default 10s)");
+  cmd->add_option("--renew-deadline", (*lease)[1],
+                  "How long the leader may fail to renew before it steps down (default 10s)");
   cmd->add_option("--retry-period", (*lease)[2], "Leader-election retry period (default 2s)");
   cmd->callback([a, policy, kubeconfig, lease, &exit_code] {
-    std::chrono::milliseconds* fields[] = {&a->lease_duration, &a->renew_deadline, &a->retry_period};
+    std::chrono::milliseconds* fields[] = {&a->lease_duration, &a->renew_deadline,
+                                           &a->retry_period};
     const char* names[] = {"--lease-duration", "--renew-deadline", "--retry-period"};
     for (int i = 0; i < 3; ++i) {
       if ((*lease)[i].empty()) continue;
       auto d = ParseDuration((*lease)[i]);
       if (!d || d->count() <= 0) {
-        std::cerr << "gpuheal controller: " << names[i] << " " << (*lease)[i] << ": not a duration (e.g. 15s)\n";
+        std::cerr << "gpuheal controller: " << names[i] << " " << (*lease)[i]
+                  << ": not a duration (e.g. 15s)\n";
         exit_code = kExitUsage;
         return;
       }
@@ -73,7 +85,8 @@ void RegisterController(CLI::App& app, int& exit_code) {
     auto watch = kube::Client::Create(*cfg);
     auto client = kube::Client::Create(std::move(*cfg));
     if (!client || !watch) {
-      std::cerr << "gpuheal controller: " << (client ? watch.error().message : client.error().message) << "\n";
+      std::cerr << "gpuheal controller: "
+                << (client ? watch.error().message : client.error().message) << "\n";
       exit_code = kExitUsage;
       return;
     }

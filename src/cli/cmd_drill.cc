@@ -31,39 +31,58 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
   auto timeout = std::make_shared<int>(90);
   o->source_dir = GPUHEAL_SOURCE_DIR;
   CLI::App* cmd = app.add_subcommand(
-      "drill", "Rehearse a GPU fault end to end: a local control plane, the controller, simulated GPU nodes with real "
-               "agents, a fault in one node's kernel log, and the T+ms timeline of the recovery");
+      "drill",
+      "Rehearse a GPU fault end to end: a local control plane, the controller, simulated GPU nodes "
+      "with real "
+      "agents, a fault in one node's kernel log, and the T+ms timeline of the recovery");
   std::string scenarios;
   for (const auto& s : drill::Scenarios()) scenarios += (scenarios.empty() ? "" : ", ") + s;
   cmd->add_option("--scenario", o->scenario, "What to rehearse: " + scenarios + " (default single)")
       ->check(CLI::IsMember(drill::Scenarios()));
   cmd->add_option("--kubeconfig", o->kubeconfig,
-                  "Drill in this cluster instead of starting a local control plane (it needs kube-scheduler and "
+                  "Drill in this cluster instead of starting a local control plane (it needs "
+                  "kube-scheduler and "
                   "kube-controller-manager; the drill registers simulated nodes in it)");
-  cmd->add_option("--xid", o->xid, "The Xid to inject (default: the scenario's; single: 79, GPU has fallen off the bus)")
+  cmd->add_option(
+         "--xid", o->xid,
+         "The Xid to inject (default: the scenario's; single: 79, GPU has fallen off the bus)")
       ->check(CLI::Range(1, 1000));
-  cmd->add_option("--nodes", o->nodes, "GPU nodes in service (default 16)")->check(CLI::Range(1, 2000));
+  cmd->add_option("--nodes", o->nodes, "GPU nodes in service (default 16)")
+      ->check(CLI::Range(1, 2000));
   cmd->add_option("--pools", o->pools, "Node pools (default 2)")->check(CLI::Range(1, 100));
   cmd->add_option("--gpus", o->gpus, "GPUs per node (default 8)")->check(CLI::Range(2, 64));
-  cmd->add_option("--standby", o->standby, "Standby nodes per pool (default 1)")->check(CLI::Range(0, 100));
-  cmd->add_option("--fault-nodes", o->fault_nodes,
-                  "correlated: nodes faulted at once (default: the fewest that trip the circuit breaker)")
+  cmd->add_option("--standby", o->standby, "Standby nodes per pool (default 1)")
+      ->check(CLI::Range(0, 100));
+  cmd->add_option(
+         "--fault-nodes", o->fault_nodes,
+         "correlated: nodes faulted at once (default: the fewest that trip the circuit breaker)")
       ->check(CLI::Range(1, 2000));
-  cmd->add_option("--repeat", o->repeat, "Runs, each on a fresh simulated cluster: p50/p99 of each step (default 1)")
+  cmd->add_option("--repeat", o->repeat,
+                  "Runs, each on a fresh simulated cluster: p50/p99 of each step (default 1)")
       ->check(CLI::Range(1, 1000));
   cmd->add_flag("--real-kmsg", o->real_kmsg,
-                "The faulty node's agent reads this machine's /dev/kmsg and the fault is written there (root; not "
+                "The faulty node's agent reads this machine's /dev/kmsg and the fault is written "
+                "there (root; not "
                 "with correlated or critical)");
-  cmd->add_flag("--json", *json_out, "Print one JSON object (docs/drill.md) on stdout; the timeline goes to stderr");
+  cmd->add_flag("--json", *json_out,
+                "Print one JSON object (docs/drill.md) on stdout; the timeline goes to stderr");
   cmd->add_option("--chart", *chart, "Also write the timeline as an SVG chart to this file");
-  cmd->add_flag("--keep", o->keep, "Leave everything running after the drill to explore with kubectl; Ctrl-C cleans up");
-  cmd->add_option("--work-dir", o->work_dir, "Logs, policy and simulated kernel logs (default: a new /tmp/gpuheal-drill-*)");
-  cmd->add_option("--source-dir", o->source_dir, "A gpuheal checkout: deploy/ and scripts/control-plane.sh (default: the one built from)");
+  cmd->add_flag(
+      "--keep", o->keep,
+      "Leave everything running after the drill to explore with kubectl; Ctrl-C cleans up");
+  cmd->add_option("--work-dir", o->work_dir,
+                  "Logs, policy and simulated kernel logs (default: a new /tmp/gpuheal-drill-*)");
+  cmd->add_option(
+      "--source-dir", o->source_dir,
+      "A gpuheal checkout: deploy/ and scripts/control-plane.sh (default: the one built from)");
   cmd->add_option("--nvml-double", o->nvml_double,
-                  "critical: the NVML test double that plays the simulated node's GPUs (default: the build's test/libnvml_double.so)");
+                  "critical: the NVML test double that plays the simulated node's GPUs (default: "
+                  "the build's test/libnvml_double.so)");
   cmd->add_option("--nvml-double-ctl", o->nvml_double_ctl,
-                  "critical: the double's reset tool, run as the node's GPU reset command (default: the build's test/nvml_double_ctl)");
-  cmd->add_option("--timeout", *timeout, "Seconds a run may take from the fault to its last step (default 90)")
+                  "critical: the double's reset tool, run as the node's GPU reset command "
+                  "(default: the build's test/nvml_double_ctl)");
+  cmd->add_option("--timeout", *timeout,
+                  "Seconds a run may take from the fault to its last step (default 90)")
       ->check(CLI::Range(5, 3600));
   cmd->callback([o, json_out, chart, timeout, &exit_code] {
     o->self = SelfPath();
@@ -72,7 +91,8 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
     if (o->nvml_double_ctl.empty()) o->nvml_double_ctl = build_dir + "/test/nvml_double_ctl";
     o->run_timeout = std::chrono::seconds(*timeout);
     if (o->scenario == "correlated" && o->fault_nodes > o->nodes) {
-      std::cerr << "gpuheal drill: --fault-nodes " << o->fault_nodes << " is more than --nodes " << o->nodes << "\n";
+      std::cerr << "gpuheal drill: --fault-nodes " << o->fault_nodes << " is more than --nodes "
+                << o->nodes << "\n";
       exit_code = kExitUsage;
       return;
     }
@@ -82,12 +102,14 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
       return;
     }
     if (o->nodes < o->pools) {
-      std::cerr << "gpuheal drill: --nodes " << o->nodes << " is fewer than --pools " << o->pools << "\n";
+      std::cerr << "gpuheal drill: --nodes " << o->nodes << " is fewer than --pools " << o->pools
+                << "\n";
       exit_code = kExitUsage;
       return;
     }
     if (o->real_kmsg && (o->scenario == "correlated" || o->scenario == "critical")) {
-      std::cerr << "gpuheal drill: --real-kmsg is for one faulty node whose GPUs speak through the kernel log: not with --scenario "
+      std::cerr << "gpuheal drill: --real-kmsg is for one faulty node whose GPUs speak through the "
+                   "kernel log: not with --scenario "
                 << o->scenario << "\n";
       exit_code = kExitUsage;
       return;
@@ -104,15 +126,19 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
         return;
       }
     } else if (access((o->source_dir + "/scripts/control-plane.sh").c_str(), R_OK) != 0) {
-      std::cerr << "gpuheal drill: no " << o->source_dir << "/scripts/control-plane.sh to start a local control plane "
-                << "with: give --kubeconfig of a cluster to drill in, or --source-dir of a gpuheal checkout\n";
+      std::cerr << "gpuheal drill: no " << o->source_dir
+                << "/scripts/control-plane.sh to start a local control plane "
+                << "with: give --kubeconfig of a cluster to drill in, or --source-dir of a gpuheal "
+                   "checkout\n";
       exit_code = kExitUsage;
       return;
     }
-    if (o->scenario == "critical" &&
-        (access(o->nvml_double.c_str(), R_OK) != 0 || access(o->nvml_double_ctl.c_str(), X_OK) != 0)) {
-      std::cerr << "gpuheal drill: the critical scenario plays the node's GPUs with the NVML test double; build it "
-                << "(cmake --build build --target nvml_double nvml_double_ctl) or give --nvml-double and --nvml-double-ctl "
+    if (o->scenario == "critical" && (access(o->nvml_double.c_str(), R_OK) != 0 ||
+                                      access(o->nvml_double_ctl.c_str(), X_OK) != 0)) {
+      std::cerr << "gpuheal drill: the critical scenario plays the node's GPUs with the NVML test "
+                   "double; build it "
+                << "(cmake --build build --target nvml_double nvml_double_ctl) or give "
+                   "--nvml-double and --nvml-double-ctl "
                 << "(looked for " << o->nvml_double << " and " << o->nvml_double_ctl << ")\n";
       exit_code = kExitUsage;
       return;

@@ -23,7 +23,8 @@ std::string_view ActionMeaning(Action a) {
     case Action::kEvent:
       return "Kubernetes Event; counted for escalation";
     case Action::kResetGpu:
-      return "drain this GPU (no new work), let running work finish within a bound, reset it, verify";
+      return "drain this GPU (no new work), let running work finish within a bound, reset it, "
+             "verify";
     case Action::kQuarantine:
       return "taint NoSchedule and cordon the node, checkpoint window, evict, reboot or replace";
     case Action::kIsolate:
@@ -42,8 +43,8 @@ nlohmann::ordered_json XidJson(const XidInfo& x) {
   j["action"] = ToString(DefaultAction(x.severity));
   j["condition"] = ToString(Condition::kAcceleratedHardwareReady);
   j["reason"] = reason::XidReason(x.xid, x.severity);
-  j["deviation"] = x.deviation.empty() ? nlohmann::ordered_json(nullptr)
-                                       : nlohmann::ordered_json(x.deviation);
+  j["deviation"] =
+      x.deviation.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(x.deviation);
   j["escalation"] = EscalationRuleOf(x);
   j["consequence"] = ConsequenceRuleOf(x.xid);
   return j;
@@ -63,18 +64,24 @@ std::string XidText(const XidInfo& x) {
   out += fmt::format("  escalation:    {}\n", EscalationRuleOf(x));
   out += fmt::format("  consequence:   {}\n", ConsequenceRuleOf(x.xid));
   if (x.xid == 154) {
-    out += "  note:          severity follows the recovery action in the line: none=info, GPU "
-           "reset/drain=critical, node reboot=fatal\n";
+    out +=
+        "  note:          severity follows the recovery action in the line: none=info, GPU "
+        "reset/drain=critical, node reboot=fatal\n";
   }
   if (x.bucket == Bucket::kWorkflowNvlink5Err) {
-    out += "  note:          severity from NVIDIA's decode sheet by unit, subcode (bits 20-25 of the first "
-           "register) and error status (the second): RESET_GPU=critical, XID_154_EVAL=warn, IGNORE=info "
-           "(warn where the sheet calls the row fatal); the Fatal/Nonfatal word only for registers the sheet "
-           "lacks\n";
+    out +=
+        "  note:          severity from NVIDIA's decode sheet by unit, subcode (bits 20-25 of the "
+        "first "
+        "register) and error status (the second): RESET_GPU=critical, XID_154_EVAL=warn, "
+        "IGNORE=info "
+        "(warn where the sheet calls the row fatal); the Fatal/Nonfatal word only for registers "
+        "the sheet "
+        "lacks\n";
     for (const Nvlink5Row& r : Nvlink5Rows()) {
       if (r.xid != x.xid) continue;
-      out += fmt::format("    {} v1 {} v2 {} status 0x{:x}: {} ({}; {})\n", r.unit, r.pattern_v1, r.pattern_v2,
-                         r.status, ToString(r.resolution), r.nvidia_severity, r.investigatory);
+      out += fmt::format("    {} v1 {} v2 {} status 0x{:x}: {} ({}; {})\n", r.unit, r.pattern_v1,
+                         r.pattern_v2, r.status, ToString(r.resolution), r.nvidia_severity,
+                         r.investigatory);
     }
   }
   return out;
@@ -82,7 +89,8 @@ std::string XidText(const XidInfo& x) {
 
 std::string Nvlink5Markdown() {
   std::string out =
-      "| Xid | unit | IntrInfo (pre-R575) | IntrInfo (R575+) | error status | NVIDIA | sheet severity | gpuheal |\n"
+      "| Xid | unit | IntrInfo (pre-R575) | IntrInfo (R575+) | error status | NVIDIA | sheet "
+      "severity | gpuheal |\n"
       "|---:|---|---|---|---|---|---|---|\n";
   for (const Nvlink5Row& r : Nvlink5Rows()) {
     Nvlink5Registers regs;
@@ -92,19 +100,21 @@ std::string Nvlink5Markdown() {
     }
     regs.status = r.status;
     const auto d = DecideNvlink5(r.xid, regs);
-    out += fmt::format("| {} | {} | `{}` | `{}` | 0x{:x} | {}{} | {} | {} |\n", r.xid, r.unit, r.pattern_v1,
-                       r.pattern_v2, r.status, ToString(r.resolution), r.second_action_reset ? " (then RESET_GPU)" : "",
-                       r.nvidia_severity, d ? ToString(d->severity) : "?");
+    out += fmt::format("| {} | {} | `{}` | `{}` | 0x{:x} | {}{} | {} | {} |\n", r.xid, r.unit,
+                       r.pattern_v1, r.pattern_v2, r.status, ToString(r.resolution),
+                       r.second_action_reset ? " (then RESET_GPU)" : "", r.nvidia_severity,
+                       d ? ToString(d->severity) : "?");
   }
   return out;
 }
 
 std::string SxidMarkdown() {
-  std::string out = "| SXid | NVIDIA class | NVIDIA action | gpuheal severity | default action | reason |\n"
-                    "|---:|---|---|---|---|---|\n";
+  std::string out =
+      "| SXid | NVIDIA class | NVIDIA action | gpuheal severity | default action | reason |\n"
+      "|---:|---|---|---|---|---|\n";
   for (const SxidInfo& s : AllSxids()) {
-    out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", s.sxid, ToString(s.cls), s.nvidia_action,
-                       ToString(s.severity), ToString(DefaultAction(s.severity)),
+    out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", s.sxid, ToString(s.cls),
+                       s.nvidia_action, ToString(s.severity), ToString(DefaultAction(s.severity)),
                        reason::SxidReason(s.sxid, s.severity));
   }
   return out;
@@ -146,20 +156,30 @@ std::string XidMarkdown() {
   }
   out += "\n† deviates from the bucket's severity:\n\n";
   for (const XidInfo& x : AllXids()) {
-    if (!x.deviation.empty()) out += fmt::format("- **Xid {}** → {}: {}\n", x.xid, ToString(x.severity), x.deviation);
+    if (!x.deviation.empty())
+      out += fmt::format("- **Xid {}** → {}: {}\n", x.xid, ToString(x.severity), x.deviation);
   }
-  out += "\n## NVLink5 decode (Xids 144–150)\n\n"
-         "NVIDIA's \"Xid 144-150 Decode\" sheet, one row per sheet row. Patterns are bit 31 first, `-` for any bit; "
-         "bits 20–25 are the subcode, the low bits the unit. The error status is the line's second register. "
-         "A line whose registers match no row keeps its Fatal (critical) or Nonfatal (warn) word and says so in "
-         "`decode`.\n\n";
+  out +=
+      "\n## NVLink5 decode (Xids 144–150)\n\n"
+      "NVIDIA's \"Xid 144-150 Decode\" sheet, one row per sheet row. Patterns are bit 31 first, "
+      "`-` for any bit; "
+      "bits 20–25 are the subcode, the low bits the unit. The error status is the line's second "
+      "register. "
+      "A line whose registers match no row keeps its Fatal (critical) or Nonfatal (warn) word and "
+      "says so in "
+      "`decode`.\n\n";
   out += Nvlink5Markdown();
-  out += "\n## NVSwitch SXids\n\n"
-         "NVIDIA's Fabric Manager User Guide classifies each SXid (non-fatal, fatal, always fatal) with an action. "
-         "Non-fatal SXids are warnings, except 19084, whose action resets every GPU and NVSwitch; fatal ones "
-         "take the node's GPUs out (quarantine); always-fatal ones need a host restart (isolate). An SXid the "
-         "tables omit keeps the line's word: Fatal is fatal, Non-fatal a warning. `gpuheal explain sxid N` "
-         "prints one.\n\n";
+  out +=
+      "\n## NVSwitch SXids\n\n"
+      "NVIDIA's Fabric Manager User Guide classifies each SXid (non-fatal, fatal, always fatal) "
+      "with an action. "
+      "Non-fatal SXids are warnings, except 19084, whose action resets every GPU and NVSwitch; "
+      "fatal ones "
+      "take the node's GPUs out (quarantine); always-fatal ones need a host restart (isolate). An "
+      "SXid the "
+      "tables omit keeps the line's word: Fatal is fatal, Non-fatal a warning. `gpuheal explain "
+      "sxid N` "
+      "prints one.\n\n";
   out += SxidMarkdown();
   return out;
 }
@@ -169,10 +189,18 @@ std::string ReasonsMarkdown() {
   for (const auto& r : reason::FixedReasons()) {
     out += fmt::format("| `{}` | {} | {} |\n", r.name, ToString(r.condition), r.meaning);
   }
-  out += "| `NvidiaXID<N>Error` | AcceleratedHardwareReady | Xid N at fatal or catastrophic severity |\n";
-  out += "| `NvidiaXID<N>Warning` | AcceleratedHardwareReady | Xid N at info, warn or critical severity (an Event) |\n";
-  out += "| `NvidiaSXID<N>Error` | AcceleratedHardwareReady | NVSwitch SXid N at fatal or catastrophic severity (NVIDIA's SXid tables) |\n";
-  out += "| `NvidiaSXID<N>Warning` | AcceleratedHardwareReady | NVSwitch SXid N at a lower severity (an Event) |\n";
+  out +=
+      "| `NvidiaXID<N>Error` | AcceleratedHardwareReady | Xid N at fatal or catastrophic severity "
+      "|\n";
+  out +=
+      "| `NvidiaXID<N>Warning` | AcceleratedHardwareReady | Xid N at info, warn or critical "
+      "severity (an Event) |\n";
+  out +=
+      "| `NvidiaSXID<N>Error` | AcceleratedHardwareReady | NVSwitch SXid N at fatal or "
+      "catastrophic severity (NVIDIA's SXid tables) |\n";
+  out +=
+      "| `NvidiaSXID<N>Warning` | AcceleratedHardwareReady | NVSwitch SXid N at a lower severity "
+      "(an Event) |\n";
   return out;
 }
 
@@ -190,8 +218,9 @@ void RegisterExplain(CLI::App& app, int& exit_code) {
   cmd->require_subcommand(1);
   auto args = std::make_shared<ExplainArgs>();
 
-  CLI::App* xid = cmd->add_subcommand("xid", "An Xid's catalog entry: mnemonic, NVIDIA's "
-                                              "resolution, gpuheal's severity and action");
+  CLI::App* xid = cmd->add_subcommand("xid",
+                                      "An Xid's catalog entry: mnemonic, NVIDIA's "
+                                      "resolution, gpuheal's severity and action");
   xid->add_option("N", args->xid, "Xid number");
   xid->add_flag("--all", args->all, "Every Xid in the catalog");
   xid->add_flag("--json", args->json, "JSON output");
@@ -225,8 +254,10 @@ void RegisterExplain(CLI::App& app, int& exit_code) {
   });
 
   auto sx = std::make_shared<ExplainArgs>();
-  CLI::App* sxid = cmd->add_subcommand("sxid", "An NVSwitch SXid's entry: NVIDIA's class and action, gpuheal's "
-                                                "severity and action");
+  CLI::App* sxid =
+      cmd->add_subcommand("sxid",
+                          "An NVSwitch SXid's entry: NVIDIA's class and action, gpuheal's "
+                          "severity and action");
   sxid->add_option("N", sx->xid, "SXid number");
   sxid->add_flag("--all", sx->all, "Every SXid NVIDIA's tables list");
   sxid->add_flag("--json", sx->json, "JSON output");
@@ -245,8 +276,10 @@ void RegisterExplain(CLI::App& app, int& exit_code) {
     const SxidInfo* s = FindSxid(sx->xid);
     if (!s) {
       std::cerr << fmt::format(
-          "gpuheal explain sxid: SXid {} is not in NVIDIA's SXid tables; the agent still reports it: a line "
-          "marked Fatal as fatal, Non-fatal as a warning (`gpuheal explain sxid --all` lists the tables)\n",
+          "gpuheal explain sxid: SXid {} is not in NVIDIA's SXid tables; the agent still reports "
+          "it: a line "
+          "marked Fatal as fatal, Non-fatal as a warning (`gpuheal explain sxid --all` lists the "
+          "tables)\n",
           sx->xid);
       exit_code = kExitUsage;
       return;

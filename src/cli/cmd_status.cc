@@ -4,9 +4,8 @@
 #include <fmt/format.h>
 
 #include <iostream>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "cli/commands.h"
 #include "core/pci.h"
@@ -37,10 +36,14 @@ std::vector<std::string> GpusIn(const std::string& msg) {
 
 void RegisterStatus(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<StatusArgs>();
-  CLI::App* cmd = app.add_subcommand("status", "Nodes with their five gpuheal domain conditions and affected GPUs");
-  cmd->add_option("--kubeconfig", args->kubeconfig, "Kubeconfig (default $KUBECONFIG, then ~/.kube/config)");
-  cmd->add_option("-o,--output", args->output, "table or json")->check(CLI::IsMember({"table", "json"}));
-  cmd->add_option("-l,--selector", args->selector, "Label selector for the nodes, e.g. gpuheal.io/pool=a");
+  CLI::App* cmd = app.add_subcommand(
+      "status", "Nodes with their five gpuheal domain conditions and affected GPUs");
+  cmd->add_option("--kubeconfig", args->kubeconfig,
+                  "Kubeconfig (default $KUBECONFIG, then ~/.kube/config)");
+  cmd->add_option("-o,--output", args->output, "table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  cmd->add_option("-l,--selector", args->selector,
+                  "Label selector for the nodes, e.g. gpuheal.io/pool=a");
   cmd->callback([args, &exit_code] {
     auto cfg = kube::LoadKubeconfig(args->kubeconfig);
     if (!cfg) {
@@ -82,9 +85,13 @@ void RegisterStatus(CLI::App& app, int& exit_code) {
           row.push_back("-");
           continue;
         }
-        conds[type] = {{"status", found->status}, {"reason", found->reason}, {"message", found->message},
+        conds[type] = {{"status", found->status},
+                       {"reason", found->reason},
+                       {"message", found->message},
                        {"lastTransitionTime", found->last_transition_time}};
-        row.push_back(found->status == "True" ? "ok" : found->status == "False" ? "FAULT" : found->status);
+        row.push_back(found->status == "True"    ? "ok"
+                      : found->status == "False" ? "FAULT"
+                                                 : found->status);
         if (found->status == "False") {
           reasons.push_back(found->reason);
           for (auto& g : GpusIn(found->message)) gpus.push_back(g);

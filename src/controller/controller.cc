@@ -1,9 +1,9 @@
 #include "controller/controller.h"
 
 #include <fmt/format.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -50,7 +50,8 @@ Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Cli
     if (self->shutting_down_) return;  // our own SIGTERM released the Lease: a clean exit
     // Another replica may take the Lease once it expires: stop acting before that, keep the
     // informers' caches (a restart would list everything again) and campaign again.
-    Log("warn", "lost leadership: stopped acting, campaigning again", {{"identity", self->opts_.identity}});
+    Log("warn", "lost leadership: stopped acting, campaigning again",
+        {{"identity", self->opts_.identity}});
     self->StopWorkers(false);
   };
 
@@ -60,14 +61,17 @@ Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Cli
   w.pods = [self](const std::string& n) { return self->pods_->ByIndex("node", n); };
   w.repairs = [self](const std::string& n) { return self->repairs_->ByIndex("node", n); };
   w.backlog = [self] { return self->queue_.Len() > 0; };
-  c->repairer_ = std::make_unique<Repairer>(*c->client_, std::move(w), c->opts_.policy, c->opts_.dry_run, c->metrics_);
+  c->repairer_ = std::make_unique<Repairer>(*c->client_, std::move(w), c->opts_.policy,
+                                            c->opts_.dry_run, c->metrics_);
   c->repairer_->SetBreakerKey(c->opts_.lease_namespace, c->opts_.lease_name);
 
   kube::Client& wc = *c->watch_client_;
-  c->nodes_ = std::make_unique<kube::Informer<kube::Node>>(wc, kube::NodePath(), kube::DecodeNodeList, kube::DecodeNode);
-  c->pods_ = std::make_unique<kube::Informer<kube::Pod>>(wc, "/api/v1/pods", kube::DecodePodList, kube::DecodePod);
-  c->repairs_ = std::make_unique<kube::Informer<kube::NodeRepair>>(wc, kNodeRepairs, kube::DecodeNodeRepairList,
-                                                                   kube::DecodeNodeRepair);
+  c->nodes_ = std::make_unique<kube::Informer<kube::Node>>(wc, kube::NodePath(),
+                                                           kube::DecodeNodeList, kube::DecodeNode);
+  c->pods_ = std::make_unique<kube::Informer<kube::Pod>>(wc, "/api/v1/pods", kube::DecodePodList,
+                                                         kube::DecodePod);
+  c->repairs_ = std::make_unique<kube::Informer<kube::NodeRepair>>(
+      wc, kNodeRepairs, kube::DecodeNodeRepairList, kube::DecodeNodeRepair);
   c->pods_->AddIndex("node", kube::PodNodeIndex);
   c->repairs_->AddIndex("node", RepairNodeIndex);
   // Updates that change nothing the controller reads (kubelets' heartbeats, pod status details)
@@ -142,7 +146,8 @@ int Controller::Run() {
   signal_fd_ = signalfd(-1, &mask, SFD_CLOEXEC);
   if (!opts_.listen.empty()) {
     auto http = HttpServer::Start(opts_.listen, metrics_, [this]() -> std::string {
-      if (!nodes_->synced() || !pods_->synced() || !repairs_->synced()) return "informers not synced yet";
+      if (!nodes_->synced() || !pods_->synced() || !repairs_->synced())
+        return "informers not synced yet";
       return "";
     });
     if (!http) {
@@ -154,7 +159,8 @@ int Controller::Run() {
   nodes_->Start();
   pods_->Start();
   repairs_->Start();
-  if (!nodes_->WaitForSynced(std::chrono::seconds(60)) || !pods_->WaitForSynced(std::chrono::seconds(60)) ||
+  if (!nodes_->WaitForSynced(std::chrono::seconds(60)) ||
+      !pods_->WaitForSynced(std::chrono::seconds(60)) ||
       !repairs_->WaitForSynced(std::chrono::seconds(60))) {
     Log("warn", "informers not synced within 60 s; campaigning anyway (they keep retrying)");
   }

@@ -10,13 +10,13 @@
 #include <thread>
 #include <vector>
 
-#include "serve/http_server.h"
-#include "serve/metrics.h"
 #include "controller/policy.h"
 #include "controller/repair.h"
 #include "controller/work_queue.h"
 #include "kube/informer.h"
 #include "kube/leader_election.h"
+#include "serve/http_server.h"
+#include "serve/metrics.h"
 
 namespace gpuheal::controller {
 
@@ -37,7 +37,8 @@ class Controller {
  public:
   // `client` for reads and writes, `watch_client` for the informers' long watches.
   static Result<std::unique_ptr<Controller>> Create(std::unique_ptr<kube::Client> client,
-                                                    std::unique_ptr<kube::Client> watch_client, ControllerOptions opts);
+                                                    std::unique_ptr<kube::Client> watch_client,
+                                                    ControllerOptions opts);
   ~Controller();
   // Runs until SIGINT/SIGTERM. A replica that loses its Lease (e.g. it could not renew it through
   // an API server outage) stops acting and campaigns again; the process and its informer caches

@@ -22,21 +22,26 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
   if (root.IsNull()) return p;
   if (!root.IsMap()) return e.At(root, "the policy must be a mapping of keys to values");
   if (auto k = CheckKeys(e, root,
-                    {"toleration", "checkpoint", "eviction", "skip", "pools", "breaker", "attempts", "probation",
-                     "provider", "paused", "critical"},
-                    "")) {
+                         {"toleration", "checkpoint", "eviction", "skip", "pools", "breaker",
+                          "attempts", "probation", "provider", "paused", "critical"},
+                         "")) {
     return *k;
   }
   if (const YAML::Node t = root["toleration"]) {
-    if (!t.IsMap()) return e.At(t, "\"toleration\" must map condition types (or \"default\") to durations");
+    if (!t.IsMap())
+      return e.At(t, "\"toleration\" must map condition types (or \"default\") to durations");
     for (auto it = t.begin(); it != t.end(); ++it) {
       const std::string k = it->first.as<std::string>();
       if (k != "default" && !IsDomain(k)) {
-        return e.At(it->first, fmt::format("unknown condition \"{}\" in toleration (known: default, {})", k, Join(Domains())));
+        return e.At(it->first,
+                    fmt::format("unknown condition \"{}\" in toleration (known: default, {})", k,
+                                Join(Domains())));
       }
       GPUHEAL_TRY(d, AsDuration(e, it->second, "toleration." + k));
-      if (k == "default") p.default_toleration = d;
-      else p.toleration[k] = d;
+      if (k == "default")
+        p.default_toleration = d;
+      else
+        p.toleration[k] = d;
     }
   }
   if (const YAML::Node c = root["checkpoint"]) {
@@ -47,17 +52,21 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
       p.checkpoint_window = d;
     }
     if (c["catastrophic_window"]) {
-      GPUHEAL_TRY(d, AsDuration(e, c["catastrophic_window"], "checkpoint.catastrophic_window", true));
+      GPUHEAL_TRY(d,
+                  AsDuration(e, c["catastrophic_window"], "checkpoint.catastrophic_window", true));
       p.catastrophic_checkpoint_window = d;
     }
   }
   if (const YAML::Node v = root["eviction"]) {
     if (!v.IsMap()) return e.At(v, "\"eviction\" must be a mapping");
-    if (auto k = CheckKeys(e, v, {"grace_period_seconds", "drain_timeout", "after_drain_timeout", "gpu_pods_only"}, "eviction")) {
+    if (auto k = CheckKeys(
+            e, v, {"grace_period_seconds", "drain_timeout", "after_drain_timeout", "gpu_pods_only"},
+            "eviction")) {
       return *k;
     }
     if (v["grace_period_seconds"]) {
-      GPUHEAL_TRY(g, AsInt(e, v["grace_period_seconds"], "eviction.grace_period_seconds", 0, 86400));
+      GPUHEAL_TRY(g,
+                  AsInt(e, v["grace_period_seconds"], "eviction.grace_period_seconds", 0, 86400));
       p.eviction_grace_seconds = g;
     }
     if (v["drain_timeout"]) {
@@ -67,7 +76,8 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
     if (v["after_drain_timeout"]) {
       GPUHEAL_TRY(s, AsString(e, v["after_drain_timeout"], "eviction.after_drain_timeout"));
       if (s != "wait" && s != "force-delete") {
-        return e.At(v["after_drain_timeout"], "\"eviction.after_drain_timeout\" must be wait or force-delete");
+        return e.At(v["after_drain_timeout"],
+                    "\"eviction.after_drain_timeout\" must be wait or force-delete");
       }
       p.force_delete_after_drain_timeout = s == "force-delete";
     }
@@ -104,7 +114,8 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
       p.pool_label = v;
     }
     if (pl["max_unavailable_percent"]) {
-      GPUHEAL_TRY(v, AsInt(e, pl["max_unavailable_percent"], "pools.max_unavailable_percent", 1, 100));
+      GPUHEAL_TRY(v,
+                  AsInt(e, pl["max_unavailable_percent"], "pools.max_unavailable_percent", 1, 100));
       p.max_unavailable_percent = v;
     }
   }
@@ -150,8 +161,10 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
     if (c["action"]) {
       GPUHEAL_TRY(a, AsString(e, c["action"], "critical.action"));
       if (a != "gpu-reset" && a != "node") {
-        return e.At(c["action"], "\"critical.action\" must be gpu-reset (the agent drains and resets the GPU) or node "
-                                 "(quarantine and repair the whole node)");
+        return e.At(
+            c["action"],
+            "\"critical.action\" must be gpu-reset (the agent drains and resets the GPU) or node "
+            "(quarantine and repair the whole node)");
       }
       p.critical_node_level = a == "node";
     }
@@ -163,13 +176,19 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
   if (const YAML::Node pr = root["provider"]) {
     if (!pr.IsMap()) return e.At(pr, "\"provider\" must be a mapping with a \"name\"");
     if (auto k = CheckKeys(e, pr, {"name", "command", "timeout"}, "provider")) return *k;
-    if (!pr["name"]) return e.At(pr, "\"provider.name\" is required: none, delete-node, exec or standby");
+    if (!pr["name"])
+      return e.At(pr, "\"provider.name\" is required: none, delete-node, exec or standby");
     GPUHEAL_TRY(name, AsString(e, pr["name"], "provider.name"));
-    if (name == "none") p.provider = Provider::kNone;
-    else if (name == "delete-node") p.provider = Provider::kDeleteNode;
-    else if (name == "exec") p.provider = Provider::kExec;
-    else if (name == "standby") p.provider = Provider::kStandby;
-    else return e.At(pr["name"], "\"provider.name\" must be one of none, delete-node, exec, standby");
+    if (name == "none")
+      p.provider = Provider::kNone;
+    else if (name == "delete-node")
+      p.provider = Provider::kDeleteNode;
+    else if (name == "exec")
+      p.provider = Provider::kExec;
+    else if (name == "standby")
+      p.provider = Provider::kStandby;
+    else
+      return e.At(pr["name"], "\"provider.name\" must be one of none, delete-node, exec, standby");
     if (const YAML::Node c = pr["command"]) {
       if (!c.IsSequence() || c.size() == 0) {
         return e.At(c, "\"provider.command\" must be a non-empty list (argv, run without a shell)");
@@ -184,7 +203,9 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
       p.exec_timeout = d;
     }
     if (p.provider == Provider::kExec && p.exec_command.empty()) {
-      return e.At(pr, "provider exec needs \"provider.command\" (argv; NODE_NAME and REASON are in its environment)");
+      return e.At(pr,
+                  "provider exec needs \"provider.command\" (argv; NODE_NAME and REASON are in its "
+                  "environment)");
     }
     if (p.provider != Provider::kExec && !p.exec_command.empty()) {
       return e.At(pr["command"], "\"provider.command\" is only for provider exec");
@@ -197,10 +218,14 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
 
 std::string_view ToString(Provider p) {
   switch (p) {
-    case Provider::kNone: return "none";
-    case Provider::kDeleteNode: return "delete-node";
-    case Provider::kExec: return "exec";
-    case Provider::kStandby: return "standby";
+    case Provider::kNone:
+      return "none";
+    case Provider::kDeleteNode:
+      return "delete-node";
+    case Provider::kExec:
+      return "exec";
+    case Provider::kStandby:
+      return "standby";
   }
   return "none";
 }

@@ -30,13 +30,14 @@ struct Policy {
   std::vector<std::string> skip_namespaces = {"kube-system"};
   std::map<std::string, std::string> skip_pod_labels;  // pods with all these labels are left alone
   std::string pool_label = "gpuheal.io/pool";          // falls back to karpenter.sh/nodepool
-  int max_unavailable_percent = 20;                     // per pool, rounded up, at least 1 node
-  double breaker_share = 0.30;                          // of GPU nodes turning unhealthy within the window
+  int max_unavailable_percent = 20;                    // per pool, rounded up, at least 1 node
+  double breaker_share = 0.30;  // of GPU nodes turning unhealthy within the window
   std::chrono::milliseconds breaker_window = std::chrono::minutes(5);
   std::chrono::milliseconds breaker_quiet = std::chrono::minutes(15);
-  int max_repairs = 3;                                  // per node within repairs_window
+  int max_repairs = 3;  // per node within repairs_window
   std::chrono::milliseconds repairs_window = std::chrono::hours(24 * 7);
-  std::chrono::milliseconds probation = std::chrono::minutes(5);  // healthy this long before release
+  std::chrono::milliseconds probation =
+      std::chrono::minutes(5);  // healthy this long before release
   Provider provider = Provider::kNone;
   std::vector<std::string> exec_command;  // argv; NODE_NAME and REASON in the environment
   std::chrono::milliseconds exec_timeout = std::chrono::minutes(5);

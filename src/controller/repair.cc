@@ -6,18 +6,18 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <cmath>
 #include <charconv>
+#include <cmath>
 
-#include "core/recovery_request.h"
 #include "core/condition_decision.h"
 #include "core/gpu_faults.h"
 #include "core/keys.h"
 #include "core/log.h"
 #include "core/reasons.h"
+#include "core/recovery_request.h"
 #include "core/subprocess.h"
-#include "core/xid_catalog.h"
 #include "core/time.h"
+#include "core/xid_catalog.h"
 
 namespace gpuheal::controller {
 namespace {
@@ -30,7 +30,8 @@ using SysTime = std::chrono::system_clock::time_point;
 // repair's state, so a restarted controller reads the promotion from it.
 constexpr std::string_view kPromotedStandby = "promoted standby";
 
-const std::vector<double> kLatencyBuckets = {0.001, 0.0025, 0.005, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 120, 600};
+const std::vector<double> kLatencyBuckets = {0.001, 0.0025, 0.005, 0.01, 0.015, 0.025, 0.05, 0.1,
+                                             0.25,  0.5,    1,     5,    30,    120,   600};
 
 // The node's agent's answer to request `id` (gpuheal.io/gpu-recovery-status), if it has given one.
 std::optional<RecoveryAnswer> AnswerTo(const kube::Node& node, const std::string& id) {
@@ -45,9 +46,12 @@ bool Terminal(const std::string& phase) {
   return phase == "Recovered" || phase == "Replaced" || phase == "Failed";
 }
 
-bool HasTaint(const kube::Node& n, std::string_view key, const std::string& value, const std::string& effect) {
+bool HasTaint(const kube::Node& n, std::string_view key, const std::string& value,
+              const std::string& effect) {
   for (const auto& t : n.taints) {
-    if (t.key == key && (value.empty() || t.value == value) && (effect.empty() || t.effect == effect)) return true;
+    if (t.key == key && (value.empty() || t.value == value) &&
+        (effect.empty() || t.effect == effect))
+      return true;
   }
   return false;
 }
@@ -55,7 +59,8 @@ bool HasTaint(const kube::Node& n, std::string_view key, const std::string& valu
 // The effect of gpuheal's taint for fault `f` on `node` (see Repairer::Quarantine).
 std::string EffectFor(const kube::Node& node, const NodeFault& f, bool may_disrupt) {
   if (f.action != Action::kIsolate) return "NoSchedule";
-  const bool have = HasTaint(node, keys::kFaultTaint, std::string(ToString(f.severity)), "NoExecute");
+  const bool have =
+      HasTaint(node, keys::kFaultTaint, std::string(ToString(f.severity)), "NoExecute");
   return may_disrupt || have ? "NoExecute" : "NoSchedule";
 }
 
@@ -66,7 +71,8 @@ milliseconds Until(SysTime now, SysTime at) {
 }  // namespace
 
 Severity SeverityOfReason(const std::string& reason) {
-  if (reason == reason::kNvidiaGPUFallenOffBus || reason == reason::kNvidiaGPULost) return Severity::kCatastrophic;
+  if (reason == reason::kNvidiaGPUFallenOffBus || reason == reason::kNvidiaGPULost)
+    return Severity::kCatastrophic;
   std::string_view r = reason;
   if (r.starts_with("NvidiaXID") && (r.ends_with("Error") || r.ends_with("Warning"))) {
     r.remove_prefix(9);
@@ -98,31 +104,37 @@ std::optional<NodeFault> FaultOf(const kube::Node& n, bool include_gpu_level) {
       f.action = DefaultAction(f.severity);
     }
     f.since = kube::ParseTime(c.last_transition_time).value_or(std::chrono::system_clock::now());
-    if (!worst || f.severity > worst->severity || (f.severity == worst->severity && f.since < worst->since)) worst = f;
+    if (!worst || f.severity > worst->severity ||
+        (f.severity == worst->severity && f.since < worst->since))
+      worst = f;
   }
   if (worst || !include_gpu_level) return worst;
   auto ann = n.meta.annotations.find(std::string(keys::kGpuFaults));
   if (ann == n.meta.annotations.end()) return worst;
   auto gpus = ParseGpuFaults(ann->second);
-  if (!gpus) return worst;  // the node's own reconcile says so (FaultOf runs for every node in the gates)
+  if (!gpus)
+    return worst;  // the node's own reconcile says so (FaultOf runs for every node in the gates)
   // Critical faults of single GPUs (worse ones hold a condition False and were handled above).
   for (const auto& [pci, g] : *gpus) {
     if (g.severity != Severity::kCritical) continue;
     if (!worst) {
-      worst = NodeFault{"AcceleratedHardwareReady", g.reason, "", Severity::kCritical, Action::kResetGpu, g.since, true, {}};
+      worst = NodeFault{"AcceleratedHardwareReady", g.reason, "",   Severity::kCritical,
+                        Action::kResetGpu,          g.since,  true, {}};
     } else if (g.since < worst->since) {
       worst->reason = g.reason;
       worst->since = g.since;
     }
     worst->gpus.push_back(pci);
-    worst->message += fmt::format("{}GPU {}: {}{} x{} since {}", worst->message.empty() ? "" : "; ", pci, g.reason,
-                                  g.xid ? fmt::format(" (Xid {})", g.xid) : "", g.count, kube::RfcTime(g.since));
+    worst->message += fmt::format("{}GPU {}: {}{} x{} since {}", worst->message.empty() ? "" : "; ",
+                                  pci, g.reason, g.xid ? fmt::format(" (Xid {})", g.xid) : "",
+                                  g.count, kube::RfcTime(g.since));
   }
   return worst;
 }
 
 bool Evictable(const kube::Pod& p, const Policy& policy) {
-  if (p.meta.controller_kind == "DaemonSet" || p.meta.controller_kind == "Node") return false;  // Node: mirror pod
+  if (p.meta.controller_kind == "DaemonSet" || p.meta.controller_kind == "Node")
+    return false;  // Node: mirror pod
   if (p.phase == "Succeeded" || p.phase == "Failed") return false;
   if (std::find(policy.skip_namespaces.begin(), policy.skip_namespaces.end(), p.meta.namespace_) !=
       policy.skip_namespaces.end()) {
@@ -143,7 +155,8 @@ struct Repairer::Record {
   kube::NodeRepair cr;
   bool dirty = false;
   // Phases recorded by this reconcile and not yet written: each gets an Event once written.
-  std::vector<std::pair<std::string, std::string>> new_phases;  // phase, event message ("" = the record's)
+  std::vector<std::pair<std::string, std::string>>
+      new_phases;  // phase, event message ("" = the record's)
   void Phase(const std::string& phase, SysTime now, std::string event_message = "") {
     if (cr.phase == phase && cr.phase_times.count(phase)) return;
     cr.phase = phase;
@@ -175,7 +188,11 @@ struct Repairer::Record {
 };
 
 Repairer::Repairer(kube::Client& client, World world, Policy policy, bool dry_run, Metrics& metrics)
-    : client_(client), world_(std::move(world)), policy_(std::move(policy)), dry_run_(dry_run), metrics_(metrics) {
+    : client_(client),
+      world_(std::move(world)),
+      policy_(std::move(policy)),
+      dry_run_(dry_run),
+      metrics_(metrics) {
   kube::EventRecorderOptions eo;
   eo.component = "gpuheal-controller";
   events_ = std::make_unique<kube::EventRecorder>(client_, eo);
@@ -186,14 +203,16 @@ Repairer::Repairer(kube::Client& client, World world, Policy policy, bool dry_ru
   pthread_sigmask(SIG_BLOCK, &all, &old);
   ev_thread_ = std::thread([this] { EventLoop(); });
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  fault_to_quarantine_ = &metrics.GetHistogram("gpuheal_controller_fault_to_quarantine_seconds",
-                                               "Condition False (lastTransitionTime) to quarantine taint written",
-                                               kLatencyBuckets);
+  fault_to_quarantine_ = &metrics.GetHistogram(
+      "gpuheal_controller_fault_to_quarantine_seconds",
+      "Condition False (lastTransitionTime) to quarantine taint written", kLatencyBuckets);
   fault_to_drained_ = &metrics.GetHistogram("gpuheal_controller_fault_to_drained_seconds",
-                                            "Condition False to the node's last evictable pod gone", kLatencyBuckets);
+                                            "Condition False to the node's last evictable pod gone",
+                                            kLatencyBuckets);
 }
 
-void Repairer::Event(const kube::Node& node, const std::string& type, const std::string& reason, const std::string& msg) {
+void Repairer::Event(const kube::Node& node, const std::string& type, const std::string& reason,
+                     const std::string& msg) {
   Enqueue({{"Node", "v1", "", node.meta.name, node.meta.uid}, type, reason, msg});
 }
 
@@ -202,7 +221,10 @@ void Repairer::Enqueue(PendingEvent e) {
   {
     std::lock_guard<std::mutex> lock(ev_mu_);
     if (ev_queue_.size() >= 4096) {
-      metrics_.GetCounter("gpuheal_controller_events_dropped_total", "Events dropped: the API server was too slow for them").Inc();
+      metrics_
+          .GetCounter("gpuheal_controller_events_dropped_total",
+                      "Events dropped: the API server was too slow for them")
+          .Inc();
       return;
     }
     ev_queue_.push_back(std::move(e));
@@ -214,7 +236,8 @@ void Repairer::Enqueue(PendingEvent e) {
 void Repairer::EventLoop() {
   std::unique_lock<std::mutex> lock(ev_mu_);
   for (;;) {
-    ev_cv_.wait_for(lock, std::chrono::seconds(5), [this] { return ev_stop_ || !ev_queue_.empty(); });
+    ev_cv_.wait_for(lock, std::chrono::seconds(5),
+                    [this] { return ev_stop_ || !ev_queue_.empty(); });
     // Read under the lock (TSan: the destructor sets it while a batch is being written).
     const bool stopping = ev_stop_;
     std::deque<PendingEvent> batch;
@@ -246,21 +269,21 @@ std::string Repairer::PoolOf(const kube::Node& n) const {
 
 bool Repairer::WriteStatus(Record& r) {
   if (!r.dirty) return true;
-  nlohmann::json status = {{"phase", r.cr.phase},
-                           {"phases", r.cr.phase_times},
-                           {"evictedPods", r.cr.evicted_pods},
-                           {"actions", r.cr.actions},
-                           {"attempts", r.cr.attempts},
-                           {"message", r.cr.message}};
-  auto res = client_.Patch(kNodeRepairs + "/" + r.cr.meta.name + "/status", kube::PatchType::kMerge, {{"status", status}});
+  nlohmann::json status = {
+      {"phase", r.cr.phase},     {"phases", r.cr.phase_times}, {"evictedPods", r.cr.evicted_pods},
+      {"actions", r.cr.actions}, {"attempts", r.cr.attempts},  {"message", r.cr.message}};
+  auto res = client_.Patch(kNodeRepairs + "/" + r.cr.meta.name + "/status", kube::PatchType::kMerge,
+                           {{"status", status}});
   if (!res || !res->ok()) {
     Log("warn", "cannot write the NodeRepair status; retrying",
         {{"record", r.cr.meta.name}, {"error", res ? res->Describe() : res.error().message}});
     return false;
   }
   r.dirty = false;
-  metrics_.GetCounter("gpuheal_controller_repair_phases_total", "NodeRepair phase transitions written, by phase",
-                      {{"phase", r.cr.phase}}).Inc();
+  metrics_
+      .GetCounter("gpuheal_controller_repair_phases_total",
+                  "NodeRepair phase transitions written, by phase", {{"phase", r.cr.phase}})
+      .Inc();
   if (!r.new_phases.empty() && !dry_run_) {
     // One Event on the Node per phase: `kubectl describe node` tells the repair's story.
     kube::Node ref;
@@ -298,7 +321,9 @@ bool SetFaultTaint(nlohmann::json& taints, const std::string& value, const std::
     }
   }
   if (!have) {
-    out.push_back({{"key", keys::kFaultTaint}, {"value", value}, {"effect", effect},
+    out.push_back({{"key", keys::kFaultTaint},
+                   {"value", value},
+                   {"effect", effect},
                    {"timeAdded", kube::RfcTime(std::chrono::system_clock::now())}});
   }
   taints = std::move(out);
@@ -331,15 +356,18 @@ bool Repairer::Quarantine(const kube::Node& node, const NodeFault& f, bool may_d
       taints.push_back(std::move(j));
     }
     SetFaultTaint(taints, value, effect);
-    nlohmann::json patch = {{"metadata", {{"resourceVersion", node.meta.resource_version}}}, {"spec", {{"taints", taints}}}};
+    nlohmann::json patch = {{"metadata", {{"resourceVersion", node.meta.resource_version}}},
+                            {"spec", {{"taints", taints}}}};
     if (!node.unschedulable) {
       patch["spec"]["unschedulable"] = true;
-      patch["metadata"]["annotations"] = {{std::string(keys::kCordonedAnnotation), "true"}};  // ours to undo
+      patch["metadata"]["annotations"] = {
+          {std::string(keys::kCordonedAnnotation), "true"}};  // ours to undo
     }
     auto res = client_.Patch(kube::NodePath(node.meta.name), kube::PatchType::kMerge, patch);
     if (res && res->ok()) return true;
     if (res && res->status != 409) {
-      Log("warn", "quarantine: the one-write patch was refused; reading and updating the Node instead",
+      Log("warn",
+          "quarantine: the one-write patch was refused; reading and updating the Node instead",
           {{"node", node.meta.name}, {"status", res->status}});
     }
   }
@@ -347,12 +375,14 @@ bool Repairer::Quarantine(const kube::Node& node, const NodeFault& f, bool may_d
     auto& spec = n["spec"];
     nlohmann::json taints = spec.contains("taints") ? spec["taints"] : nlohmann::json::array();
     const bool have = SetFaultTaint(taints, value, effect);
-    const bool cordoned = spec.contains("unschedulable") && spec["unschedulable"].is_boolean() && spec["unschedulable"].get<bool>();
+    const bool cordoned = spec.contains("unschedulable") && spec["unschedulable"].is_boolean() &&
+                          spec["unschedulable"].get<bool>();
     if (have && cordoned) return false;
     spec["taints"] = std::move(taints);
     if (!cordoned) {
       spec["unschedulable"] = true;
-      n["metadata"]["annotations"][std::string(keys::kCordonedAnnotation)] = "true";  // ours to undo
+      n["metadata"]["annotations"][std::string(keys::kCordonedAnnotation)] =
+          "true";  // ours to undo
     }
     return true;
   });
@@ -383,7 +413,8 @@ std::optional<Owner> OwnerOf(kube::Client& client, const kube::Node& node) {
   auto machine = node.meta.annotations.find(std::string(kube::kCapiMachineAnnotation));
   auto ns = node.meta.annotations.find(std::string(kube::kCapiNamespaceAnnotation));
   if (machine != node.meta.annotations.end() && ns != node.meta.annotations.end()) {
-    o.path = fmt::format("/apis/cluster.x-k8s.io/v1beta1/namespaces/{}/machines/{}", ns->second, machine->second);
+    o.path = fmt::format("/apis/cluster.x-k8s.io/v1beta1/namespaces/{}/machines/{}", ns->second,
+                         machine->second);
     o.what = fmt::format("Cluster API Machine {}/{}", ns->second, machine->second);
     auto res = client.Get(o.path);
     if (!res || res->status == 429 || res->status >= 500) return std::nullopt;
@@ -395,14 +426,16 @@ std::optional<Owner> OwnerOf(kube::Client& client, const kube::Node& node) {
     const auto j = nlohmann::json::parse(res->body, nullptr, false);
     const std::string ref = field(j, {"status", "nodeRef", "name"});
     if (ref != node.meta.name) {
-      o.unproven = ref.empty() ? "its status.nodeRef names no node" : "its status.nodeRef names node " + ref;
+      o.unproven =
+          ref.empty() ? "its status.nodeRef names no node" : "its status.nodeRef names node " + ref;
       return o;
     }
     o.uid = field(j, {"metadata", "uid"});
     return o;
   }
   auto list = client.Get("/apis/karpenter.sh/v1/nodeclaims");
-  if (!list || (!list->ok() && list->status != 404)) return std::nullopt;  // cannot tell whether Karpenter owns it
+  if (!list || (!list->ok() && list->status != 404))
+    return std::nullopt;  // cannot tell whether Karpenter owns it
   const auto j = list->ok() ? nlohmann::json::parse(list->body, nullptr, false) : nlohmann::json();
   if (!j.is_object() || !j.contains("items") || !j["items"].is_array()) return o;
   for (const auto& item : j["items"]) {
@@ -457,7 +490,8 @@ std::optional<milliseconds> Repairer::DeleteNode(const kube::Node& node, Record&
   return std::nullopt;
 }
 
-std::optional<milliseconds> Repairer::RepairGpu(const kube::Node& node, const NodeFault& f, Record& r) {
+std::optional<milliseconds> Repairer::RepairGpu(const kube::Node& node, const NodeFault& f,
+                                                Record& r) {
   const auto now = world_.now();
   // Gates: pause, the attempt cap and the breaker hold a GPU reset too; the pool gate does not
   // (the node stays in service). A GPU past the attempt cap is bad hardware: quarantine the node.
@@ -470,8 +504,9 @@ std::optional<milliseconds> Repairer::RepairGpu(const kube::Node& node, const No
     return milliseconds(10000);
   }
   const std::string id = r.cr.meta.name;
-  const bool requested = std::any_of(r.cr.actions.begin(), r.cr.actions.end(),
-                                     [](const std::string& a) { return a.rfind("requested GPU recovery", 0) == 0; });
+  const bool requested =
+      std::any_of(r.cr.actions.begin(), r.cr.actions.end(),
+                  [](const std::string& a) { return a.rfind("requested GPU recovery", 0) == 0; });
   if (!requested) {
     const std::string gpus = fmt::format("{}", fmt::join(f.gpus, ", "));
     if (dry_run_) {
@@ -482,30 +517,37 @@ std::optional<milliseconds> Repairer::RepairGpu(const kube::Node& node, const No
     const std::string request = nlohmann::json{{"id", id}, {"gpus", f.gpus}}.dump();
     auto res = client_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
       auto& ann = n["metadata"]["annotations"];
-      if (ann.is_object() && ann.value(std::string(keys::kGpuRecoveryRequest), "") == request) return false;
+      if (ann.is_object() && ann.value(std::string(keys::kGpuRecoveryRequest), "") == request)
+        return false;
       ann[std::string(keys::kGpuRecoveryRequest)] = request;
       return true;
     });
     if (!res || !res->ok()) return milliseconds(2000);
     r.Action("requested GPU recovery of " + gpus + " from the node's agent");
-    r.Phase("Remediating", now, fmt::format("{}: asked the node's agent to drain and reset GPU {} (request {})", f.reason, gpus, id));
+    r.Phase("Remediating", now,
+            fmt::format("{}: asked the node's agent to drain and reset GPU {} (request {})",
+                        f.reason, gpus, id));
     r.Message(fmt::format("waiting for the agent to drain and reset GPU {}", gpus));
-    Event(node, "Normal", std::string(reason::kGPURecoveryRequested), fmt::format("request {} for GPU {}", id, gpus));
+    Event(node, "Normal", std::string(reason::kGPURecoveryRequested),
+          fmt::format("request {} for GPU {}", id, gpus));
     return policy_.critical_request_timeout;
   }
   const std::optional<RecoveryAnswer> answer = AnswerTo(node, id);
   const auto asked = r.At("Remediating").value_or(now);
   std::string failure;
   if (answer && answer->state == "succeeded") {
-    r.Phase("Recovered", now, "the agent drained, reset and verified GPU " + fmt::format("{}", fmt::join(f.gpus, ", ")));
+    r.Phase(
+        "Recovered", now,
+        "the agent drained, reset and verified GPU " + fmt::format("{}", fmt::join(f.gpus, ", ")));
     r.Message("GPU reset and verified by the node's agent; the node stayed in service");
     return std::nullopt;
   }
   if (answer && (answer->state == "failed" || answer->state == "rejected")) {
     failure = fmt::format("the agent's GPU recovery {}: {}", answer->state, answer->detail);
   } else if (now - asked >= policy_.critical_request_timeout) {
-    failure = fmt::format("no answer from the node's agent within {} s",
-                          duration_cast<std::chrono::seconds>(policy_.critical_request_timeout).count());
+    failure =
+        fmt::format("no answer from the node's agent within {} s",
+                    duration_cast<std::chrono::seconds>(policy_.critical_request_timeout).count());
   }
   if (failure.empty()) {
     if (answer) r.Message("the agent is recovering the GPU (" + answer->state + ")");
@@ -521,7 +563,8 @@ std::optional<milliseconds> Repairer::RepairGpu(const kube::Node& node, const No
 }
 
 bool Repairer::HasAction(const Record& r, std::string_view prefix) {
-  return std::any_of(r.cr.actions.begin(), r.cr.actions.end(), [&](const std::string& a) { return a.starts_with(prefix); });
+  return std::any_of(r.cr.actions.begin(), r.cr.actions.end(),
+                     [&](const std::string& a) { return a.starts_with(prefix); });
 }
 
 // The standby provider: remove gpuheal.io/standby from a healthy standby node of the same pool.
@@ -531,7 +574,9 @@ std::optional<milliseconds> Repairer::PromoteStandby(const kube::Node& node, Rec
   if (dry_run_ || HasAction(r, kPromotedStandby)) return std::nullopt;
   const std::string pool = PoolOf(node);
   for (const auto& n : world_.nodes()) {
-    if (n.meta.name == node.meta.name || PoolOf(n) != pool || FaultOf(n) || !HasTaint(n, keys::kStandbyTaint, "", "")) continue;
+    if (n.meta.name == node.meta.name || PoolOf(n) != pool || FaultOf(n) ||
+        !HasTaint(n, keys::kStandbyTaint, "", ""))
+      continue;
     bool released = false;
     auto res = client_.Update(kube::NodePath(n.meta.name), [&](nlohmann::json& j) {
       nlohmann::json taints = nlohmann::json::array();
@@ -546,7 +591,8 @@ std::optional<milliseconds> Repairer::PromoteStandby(const kube::Node& node, Rec
     if (!res || !res->ok()) return milliseconds(2000);
     if (!released) continue;
     r.Action(std::string(kPromotedStandby) + " " + n.meta.name);
-    Event(node, "Normal", std::string(reason::kStandbyPromoted), "standby " + n.meta.name + " promoted; this node becomes the standby once it recovers");
+    Event(node, "Normal", std::string(reason::kStandbyPromoted),
+          "standby " + n.meta.name + " promoted; this node becomes the standby once it recovers");
     return std::nullopt;
   }
   r.Message("no ready standby node in pool \"" + pool + "\"");
@@ -561,14 +607,18 @@ std::optional<milliseconds> Repairer::Release(const kube::Node& node, Record* r)
       auto& spec = n["spec"];
       nlohmann::json taints = nlohmann::json::array();
       for (const auto& t : spec.value("taints", nlohmann::json::array())) {
-        if (t.value("key", "") == keys::kFaultTaint) changed = true;
-        else taints.push_back(t);
+        if (t.value("key", "") == keys::kFaultTaint)
+          changed = true;
+        else
+          taints.push_back(t);
       }
-      if (standby_promoted && std::none_of(taints.begin(), taints.end(), [](const nlohmann::json& t) {
+      if (standby_promoted &&
+          std::none_of(taints.begin(), taints.end(), [](const nlohmann::json& t) {
             return t.value("key", "") == keys::kStandbyTaint;
           })) {
         // The standby took this node's place: after repair, this node is the pool's standby.
-        taints.push_back({{"key", keys::kStandbyTaint}, {"value", "true"}, {"effect", "NoSchedule"}});
+        taints.push_back(
+            {{"key", keys::kStandbyTaint}, {"value", "true"}, {"effect", "NoSchedule"}});
         changed = true;
       }
       spec["taints"] = taints;
@@ -582,7 +632,8 @@ std::optional<milliseconds> Repairer::Release(const kube::Node& node, Record* r)
     });
     if (!res || !res->ok()) return milliseconds(2000);
   }
-  Event(node, "Normal", std::string(reason::kReleased), "all domains healthy for the probation period: gpuheal's taint and cordon removed");
+  Event(node, "Normal", std::string(reason::kReleased),
+        "all domains healthy for the probation period: gpuheal's taint and cordon removed");
   if (r) {
     r->Phase("Recovered", world_.now());
     r->Message("recovered");
@@ -593,7 +644,8 @@ std::optional<milliseconds> Repairer::Release(const kube::Node& node, Record* r)
 
 void Repairer::CheckBreakerKey(SysTime now) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!breaker_open_ || lease_name_.empty() || now - breaker_key_checked_ < std::chrono::seconds(2)) return;
+  if (!breaker_open_ || lease_name_.empty() || now - breaker_key_checked_ < std::chrono::seconds(2))
+    return;
   breaker_key_checked_ = now;
   lock.unlock();
   auto res = client_.Get(kube::LeasePath(lease_namespace_, lease_name_));
@@ -612,9 +664,11 @@ void Repairer::CheckBreakerKey(SysTime now) {
   breaker_reset_at_ = std::max(breaker_reset_at_, *at);
 }
 
-void Repairer::BreakerEvent(const std::string& type, const std::string& reason, const std::string& msg) {
+void Repairer::BreakerEvent(const std::string& type, const std::string& reason,
+                            const std::string& msg) {
   if (lease_name_.empty()) return;
-  Enqueue({{"Lease", "coordination.k8s.io/v1", lease_namespace_, lease_name_, ""}, type, reason, msg});
+  Enqueue(
+      {{"Lease", "coordination.k8s.io/v1", lease_namespace_, lease_name_, ""}, type, reason, msg});
 }
 
 std::string_view ToString(GateResult::Kind k) {
@@ -635,8 +689,9 @@ std::string_view ToString(GateResult::Kind k) {
 
 void Repairer::Held(const kube::Node& node, Record& r, const GateResult& held) {
   if (r.cr.message != held.why) {
-    metrics_.GetCounter("gpuheal_controller_blocked_total", "Repairs held by a gate, by gate",
-                        {{"gate", std::string(ToString(held.kind))}})
+    metrics_
+        .GetCounter("gpuheal_controller_blocked_total", "Repairs held by a gate, by gate",
+                    {{"gate", std::string(ToString(held.kind))}})
         .Inc();
     Event(node, "Warning", std::string(reason::kRepairBlocked), held.why);
   }
@@ -655,9 +710,11 @@ GateResult Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate) 
     return held(K::kPaused, "disruptive actions are held (gpuheal.io/paused)");
   }
   if (attempts > policy_.max_repairs) {
-    return held(K::kAttemptCap, fmt::format("{} repairs within {} h exceed the cap of {}; left quarantined", attempts,
-                                            duration_cast<std::chrono::hours>(policy_.repairs_window).count(),
-                                            policy_.max_repairs));
+    return held(
+        K::kAttemptCap,
+        fmt::format("{} repairs within {} h exceed the cap of {}; left quarantined", attempts,
+                    duration_cast<std::chrono::hours>(policy_.repairs_window).count(),
+                    policy_.max_repairs));
   }
   const std::vector<kube::Node> all = world_.nodes();
   // Circuit breaker: a correlated event (many GPU nodes unhealthy within the window) is more
@@ -673,33 +730,43 @@ GateResult Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate) 
     auto nf = FaultOf(n);
     if (nf && now - nf->since <= policy_.breaker_window && nf->since > acknowledged) ++recent;
   }
-  const std::string why = fmt::format("{} of {} GPU nodes turned unhealthy within {} s (limit {:.0f}%)", recent, gpu_nodes,
-                                      duration_cast<std::chrono::seconds>(policy_.breaker_window).count(),
-                                      policy_.breaker_share * 100);
+  const std::string why =
+      fmt::format("{} of {} GPU nodes turned unhealthy within {} s (limit {:.0f}%)", recent,
+                  gpu_nodes, duration_cast<std::chrono::seconds>(policy_.breaker_window).count(),
+                  policy_.breaker_share * 100);
   lock.lock();
   const bool was_open = breaker_open_;
   bool by_hand = false;
-  if (gpu_nodes > 0 && static_cast<double>(recent) > policy_.breaker_share * static_cast<double>(gpu_nodes)) {
+  if (gpu_nodes > 0 &&
+      static_cast<double>(recent) > policy_.breaker_share * static_cast<double>(gpu_nodes)) {
     breaker_last_over_ = now;
     if (!breaker_open_) {
       breaker_opened_at_ = now;
-      metrics_.GetCounter("gpuheal_controller_breaker_trips_total", "Times the cluster circuit breaker opened").Inc();
+      metrics_
+          .GetCounter("gpuheal_controller_breaker_trips_total",
+                      "Times the cluster circuit breaker opened")
+          .Inc();
     }
     breaker_open_ = true;
-  } else if (breaker_open_ && (now - breaker_last_over_ >= policy_.breaker_quiet || acknowledged >= breaker_opened_at_)) {
+  } else if (breaker_open_ && (now - breaker_last_over_ >= policy_.breaker_quiet ||
+                               acknowledged >= breaker_opened_at_)) {
     by_hand = acknowledged >= breaker_opened_at_;
     breaker_open_ = false;
   }
-  metrics_.GetGauge("gpuheal_controller_breaker_open", "1 while the cluster circuit breaker holds evictions and remediation")
+  metrics_
+      .GetGauge("gpuheal_controller_breaker_open",
+                "1 while the cluster circuit breaker holds evictions and remediation")
       .Set(breaker_open_ ? 1 : 0);
   const bool open = breaker_open_;
   lock.unlock();
   if (open != was_open) {
-    Log(open ? "warn" : "info", open ? "circuit breaker opened" : "circuit breaker closed", {{"why", why}});
-    BreakerEvent(open ? "Warning" : "Normal", std::string(open ? reason::kBreakerOpened : reason::kBreakerClosed),
-                 open ? "evictions and remediation held: " + why
-                      : by_hand ? "closed by hand (" + std::string(keys::kBreakerReset) + ")"
-                                : "closed after a quiet period: " + why);
+    Log(open ? "warn" : "info", open ? "circuit breaker opened" : "circuit breaker closed",
+        {{"why", why}});
+    BreakerEvent(open ? "Warning" : "Normal",
+                 std::string(open ? reason::kBreakerOpened : reason::kBreakerClosed),
+                 open      ? "evictions and remediation held: " + why
+                 : by_hand ? "closed by hand (" + std::string(keys::kBreakerReset) + ")"
+                           : "closed after a quiet period: " + why);
   }
   if (open) return held(K::kBreaker, why);
   if (!pool_gate) return {};
@@ -712,11 +779,13 @@ GateResult Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate) 
     ++size;
     if (FaultOf(n, false)) ++unhealthy;
   }
-  const size_t allowed = std::max<size_t>(
-      1, static_cast<size_t>(std::ceil(static_cast<double>(size) * policy_.max_unavailable_percent / 100.0)));
+  const size_t allowed =
+      std::max<size_t>(1, static_cast<size_t>(std::ceil(static_cast<double>(size) *
+                                                        policy_.max_unavailable_percent / 100.0)));
   if (unhealthy > allowed) {
-    return held(K::kPool, fmt::format("{} of {} nodes in pool \"{}\" unhealthy, at most {} repaired at once",
-                                      unhealthy, size, pool, allowed));
+    return held(K::kPool,
+                fmt::format("{} of {} nodes in pool \"{}\" unhealthy, at most {} repaired at once",
+                            unhealthy, size, pool, allowed));
   }
   return {};
 }
@@ -725,12 +794,15 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
   const auto now = world_.now();
   std::vector<kube::NodeRepair> records = world_.repairs(name);
   std::sort(records.begin(), records.end(),
-            [](const kube::NodeRepair& a, const kube::NodeRepair& b) { return a.meta.name < b.meta.name; });
+            [](const kube::NodeRepair& a, const kube::NodeRepair& b) {
+              return a.meta.name < b.meta.name;
+            });
   Record rec;
   Record* open = nullptr;
   int recent_repairs = 0;
   for (const auto& r : records) {
-    auto detected = r.phase_times.count("Detected") ? kube::ParseTime(r.phase_times.at("Detected")) : std::nullopt;
+    auto detected = r.phase_times.count("Detected") ? kube::ParseTime(r.phase_times.at("Detected"))
+                                                    : std::nullopt;
     if (detected && now - *detected <= policy_.repairs_window) ++recent_repairs;
     if (!Terminal(r.phase) && !open) {
       rec.cr = r;
@@ -749,7 +821,7 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
       if (res && res->ok()) {
         if (auto r = kube::DecodeNodeRepair(res->body); r && !Terminal(r->phase)) {
           rec.cr = *r;
-              open = &rec;
+          open = &rec;
         }
       }
     }
@@ -779,9 +851,11 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
   auto managed = node->meta.labels.find(std::string(keys::kManagedLabel));
   if (managed != node->meta.labels.end() && managed->second == "false") return std::nullopt;
 
-  if (auto ann = node->meta.annotations.find(std::string(keys::kGpuFaults)); ann != node->meta.annotations.end()) {
+  if (auto ann = node->meta.annotations.find(std::string(keys::kGpuFaults));
+      ann != node->meta.annotations.end()) {
     if (auto g = ParseGpuFaults(ann->second); !g) {
-      Log("warn", "ignoring an unreadable GPU fault annotation", {{"node", name}, {"error", g.error().message}});
+      Log("warn", "ignoring an unreadable GPU fault annotation",
+          {{"node", name}, {"error", g.error().message}});
     }
   }
   auto fault = FaultOf(*node);
@@ -793,8 +867,9 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
       // A GPU-level episode whose fault cleared (the agent's verified reset, or a reboot): the
       // node never left service, so there is nothing to release and no probation to sit out.
       const auto answer = AnswerTo(*node, open->cr.meta.name);
-      const std::string how =
-          answer && answer->state == "succeeded" ? "GPU reset and verified by the node's agent" : "the GPU fault cleared";
+      const std::string how = answer && answer->state == "succeeded"
+                                  ? "GPU reset and verified by the node's agent"
+                                  : "the GPU fault cleared";
       open->Phase("Recovered", now, how);
       open->Message(how + "; the node stayed in service");
       if (!WriteStatus(*open)) return milliseconds(2000);
@@ -804,9 +879,11 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
     SysTime healthy_since{};
     for (const auto& c : node->conditions) {
       if (!IsDomain(c.type)) continue;
-      if (auto t = kube::ParseTime(c.last_transition_time)) healthy_since = std::max(healthy_since, *t);
+      if (auto t = kube::ParseTime(c.last_transition_time))
+        healthy_since = std::max(healthy_since, *t);
     }
-    if (now - healthy_since < policy_.probation) return Until(now, healthy_since + policy_.probation);
+    if (now - healthy_since < policy_.probation)
+      return Until(now, healthy_since + policy_.probation);
     return Release(*node, open);
   }
   const bool gpu_rung = fault->gpu_level && !policy_.critical_node_level;
@@ -815,7 +892,9 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
     // After Replaced or Failed the node stays quarantined; never open a second episode for it.
     // (A GPU-level episode that Recovered may see the agent's annotation a moment late.)
     const auto& last = records.back();
-    auto detected = last.phase_times.count("Detected") ? kube::ParseTime(last.phase_times.at("Detected")) : std::nullopt;
+    auto detected = last.phase_times.count("Detected")
+                        ? kube::ParseTime(last.phase_times.at("Detected"))
+                        : std::nullopt;
     if (detected && fault->since <= *detected) {
       if (last.phase != "Recovered") {
         if (!Quarantine(*node, *fault)) return milliseconds(500);
@@ -847,7 +926,8 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
     }
     // <node>-<unix ms>: one per episode, in time order by name (a superseded GPU-level episode and
     // the node-level one after it may start within the same second).
-    rec.cr.meta.name = fmt::format("{}-{}", name, duration_cast<milliseconds>(now.time_since_epoch()).count());
+    rec.cr.meta.name =
+        fmt::format("{}-{}", name, duration_cast<milliseconds>(now.time_since_epoch()).count());
     rec.cr.node = name;
     rec.cr.condition = fault->condition;
     rec.cr.reason = fault->reason;
@@ -856,11 +936,14 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
     nlohmann::json obj = {
         {"apiVersion", "gpuheal.io/v1alpha1"},
         {"kind", "NodeRepair"},
-        {"metadata", {{"name", rec.cr.meta.name}, {"labels", {{std::string(keys::kRepairNodeLabel), name}}}}},
+        {"metadata",
+         {{"name", rec.cr.meta.name}, {"labels", {{std::string(keys::kRepairNodeLabel), name}}}}},
         {"spec",
          {{"node", name},
           {"trigger",
-           {{"condition", fault->condition}, {"reason", fault->reason}, {"severity", rec.cr.severity},
+           {{"condition", fault->condition},
+            {"reason", fault->reason},
+            {"severity", rec.cr.severity},
             {"message", fault->message.substr(0, 1024)}}}}}};
     if (!fault->gpus.empty()) obj["spec"]["trigger"]["gpus"] = fault->gpus;
     auto res = client_.Create(kNodeRepairs, obj);
@@ -875,7 +958,9 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
       deferred_.erase(name);
     }
     open = &rec;
-    rec.Phase("Detected", quarantined_at.value_or(now), fmt::format("{} {}: {}", fault->condition, fault->reason, fault->message.substr(0, 512)));
+    rec.Phase(
+        "Detected", quarantined_at.value_or(now),
+        fmt::format("{} {}: {}", fault->condition, fault->reason, fault->message.substr(0, 512)));
     rec.dirty = true;
   }
   const bool open_gpu_episode = open->cr.severity == "critical" && !open->At("Quarantined");
@@ -883,11 +968,13 @@ std::optional<milliseconds> Repairer::Reconcile(const std::string& name) {
     // A node-level fault arrived while a GPU-level repair was open: that episode ends here and
     // the node-level one starts at the next reconcile.
     open->Phase("Failed", now);
-    open->Message(fmt::format("superseded by a node-level fault: {} {}", fault->condition, fault->reason));
+    open->Message(
+        fmt::format("superseded by a node-level fault: {} {}", fault->condition, fault->reason));
     if (!WriteStatus(*open)) return milliseconds(2000);
     return milliseconds(0);
   }
-  auto next = gpu_rung ? RepairGpu(*node, *fault, *open) : Repair(*node, *fault, *open, quarantined_at);
+  auto next =
+      gpu_rung ? RepairGpu(*node, *fault, *open) : Repair(*node, *fault, *open, quarantined_at);
   if (!WriteStatus(*open)) return milliseconds(2000);
   return next;
 }
@@ -900,13 +987,16 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
   if (!r.At("Quarantined")) {
     const SysTime at = quarantined_at.value_or(now);
     fault_to_quarantine_->Observe(std::chrono::duration<double>(at - f.since).count());
-    r.Action(dry_run_ ? "would taint and cordon (dry-run)" : fmt::format("tainted {}={}, cordoned", keys::kFaultTaint, ToString(f.severity)));
+    r.Action(dry_run_
+                 ? "would taint and cordon (dry-run)"
+                 : fmt::format("tainted {}={}, cordoned", keys::kFaultTaint, ToString(f.severity)));
     // Detected and Quarantined are one step here: one Event says both.
-    r.new_phases.erase(std::remove_if(r.new_phases.begin(), r.new_phases.end(), [](const auto& p) { return p.first == "Detected"; }),
+    r.new_phases.erase(std::remove_if(r.new_phases.begin(), r.new_phases.end(),
+                                      [](const auto& p) { return p.first == "Detected"; }),
                        r.new_phases.end());
     r.Phase("Quarantined", at,
-            fmt::format("{} {}: tainted {}={}:{} and cordoned", f.condition, f.reason, keys::kFaultTaint,
-                        ToString(f.severity), EffectFor(node, f, false)));
+            fmt::format("{} {}: tainted {}={}:{} and cordoned", f.condition, f.reason,
+                        keys::kFaultTaint, ToString(f.severity), EffectFor(node, f, false)));
   }
   if (r.cr.phase == "Detected" || r.cr.phase.empty()) r.Phase("Quarantined", now);
   if (policy_.provider == Provider::kStandby) {
@@ -916,14 +1006,16 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
   // 2. Gates for everything disruptive.
   if (const GateResult held = Gate(node, static_cast<int>(r.cr.attempts), true)) {
     Held(node, r, held);
-    return held.kind == GateResult::Kind::kAttemptCap ? std::nullopt : std::optional(milliseconds(10000));
+    return held.kind == GateResult::Kind::kAttemptCap ? std::nullopt
+                                                      : std::optional(milliseconds(10000));
   }
 
   // An isolating fault's NoExecute only now: the taint manager would evict past every gate.
   if (EffectFor(node, f, true) != EffectFor(node, f, false)) {
     if (!Quarantine(node, f, true)) return milliseconds(500);
     r.Action(dry_run_ ? "would taint NoExecute (dry-run)"
-                      : fmt::format("tainted {}={}:NoExecute once the gates allowed it", keys::kFaultTaint, ToString(f.severity)));
+                      : fmt::format("tainted {}={}:NoExecute once the gates allowed it",
+                                    keys::kFaultTaint, ToString(f.severity)));
   }
 
   // 3. Checkpoint: ask the workloads, wait until each says done or the window ends.
@@ -935,12 +1027,17 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
     if (!pods.empty() && !r.At("Draining")) {
       const std::string stamp = kube::RfcTime(now);
       for (const auto& p : pods) {
-        if (p.meta.annotations.count(std::string(keys::kCheckpointRequested)) || dry_run_ || p.meta.deleting) continue;
-        (void)client_.Patch(kube::PodPath(p.meta.namespace_, p.meta.name), kube::PatchType::kMerge,
-                            {{"metadata", {{"annotations", {{std::string(keys::kCheckpointRequested), stamp}}}}}});
+        if (p.meta.annotations.count(std::string(keys::kCheckpointRequested)) || dry_run_ ||
+            p.meta.deleting)
+          continue;
+        (void)client_.Patch(
+            kube::PodPath(p.meta.namespace_, p.meta.name), kube::PatchType::kMerge,
+            {{"metadata", {{"annotations", {{std::string(keys::kCheckpointRequested), stamp}}}}}});
       }
       r.Phase("CheckpointRequested", now);
-      const auto window = f.severity >= Severity::kCatastrophic ? policy_.catastrophic_checkpoint_window : policy_.checkpoint_window;
+      const auto window = f.severity >= Severity::kCatastrophic
+                              ? policy_.catastrophic_checkpoint_window
+                              : policy_.checkpoint_window;
       const auto deadline = *r.At("CheckpointRequested") + window;
       const bool all_done = std::all_of(pods.begin(), pods.end(), [](const kube::Pod& p) {
         return p.meta.annotations.count(std::string(keys::kCheckpointDone)) > 0;
@@ -958,7 +1055,8 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
       // the two then finds them listed (and evicts those not yet terminating) instead of finding
       // them terminating and unlisted. A pod whose eviction is refused leaves the list again.
       auto listed = [&](const std::string& key) {
-        return std::find(r.cr.evicted_pods.begin(), r.cr.evicted_pods.end(), key) != r.cr.evicted_pods.end();
+        return std::find(r.cr.evicted_pods.begin(), r.cr.evicted_pods.end(), key) !=
+               r.cr.evicted_pods.end();
       };
       if (!dry_run_) {
         for (const auto& p : pods) {
@@ -979,10 +1077,15 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
         }
         auto res = client_.Evict(p.meta.namespace_, p.meta.name);
         if (res && res->ok()) {
-          metrics_.GetCounter("gpuheal_controller_evictions_total", "Pods evicted through the Eviction API").Inc();
+          metrics_
+              .GetCounter("gpuheal_controller_evictions_total",
+                          "Pods evicted through the Eviction API")
+              .Inc();
         } else if (!res || res->status != 404) {
           if (res && res->status == 429) pdb_held = true;
-          r.cr.evicted_pods.erase(std::remove(r.cr.evicted_pods.begin(), r.cr.evicted_pods.end(), key), r.cr.evicted_pods.end());
+          r.cr.evicted_pods.erase(
+              std::remove(r.cr.evicted_pods.begin(), r.cr.evicted_pods.end(), key),
+              r.cr.evicted_pods.end());
           r.dirty = true;
         }
       }
@@ -998,8 +1101,10 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
           }
           r.Action("force-deleted the pods left after the drain timeout");
         } else {
-          r.Message(fmt::format("drain timeout passed with {} pod(s) left: waiting (eviction.after_drain_timeout: wait)",
-                                pods.size()));
+          r.Message(
+              fmt::format("drain timeout passed with {} pod(s) left: waiting "
+                          "(eviction.after_drain_timeout: wait)",
+                          pods.size()));
         }
       } else {
         r.Message(pdb_held ? "eviction held by a PodDisruptionBudget: retrying" : "draining");
@@ -1013,7 +1118,8 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
   // 5. Remediate after the toleration window: the condition may still recover on its own.
   const auto deadline = f.since + policy_.TolerationFor(f.condition);
   if (now < deadline) {
-    r.Message(fmt::format("drained; remediation with provider {} after the toleration window", ToString(policy_.provider)));
+    r.Message(fmt::format("drained; remediation with provider {} after the toleration window",
+                          ToString(policy_.provider)));
     return Until(now, deadline);
   }
   switch (policy_.provider) {
@@ -1033,18 +1139,29 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
         if (auto it = exec_outcomes_.find(r.cr.meta.name); it != exec_outcomes_.end()) {
           outcome = it->second;
         } else {
-          outcome.action = fmt::format("did not run {} again: a controller stopped while it ran (Remediating since {}), its outcome unknown",
-                                       policy_.exec_command[0], r.cr.phase_times.count("Remediating") ? r.cr.phase_times.at("Remediating") : "?");
-          outcome.message = "remediation outcome unknown: check the node, then clear the fault or delete this record";
+          outcome.action = fmt::format(
+              "did not run {} again: a controller stopped while it ran (Remediating since {}), its "
+              "outcome unknown",
+              policy_.exec_command[0],
+              r.cr.phase_times.count("Remediating") ? r.cr.phase_times.at("Remediating") : "?");
+          outcome.message =
+              "remediation outcome unknown: check the node, then clear the fault or delete this "
+              "record";
         }
       } else {
         r.Phase("Remediating", now);
-        if (!WriteStatus(r)) return milliseconds(2000);  // before the command: a crash afterwards must not run it twice
-        auto run = RunArgv(policy_.exec_command, policy_.exec_timeout, {{"NODE_NAME", node.meta.name}, {"REASON", f.reason}});
+        if (!WriteStatus(r))
+          return milliseconds(
+              2000);  // before the command: a crash afterwards must not run it twice
+        auto run = RunArgv(policy_.exec_command, policy_.exec_timeout,
+                           {{"NODE_NAME", node.meta.name}, {"REASON", f.reason}});
         outcome.ok = run && !run->timed_out && run->exit_code == 0;
         outcome.action = fmt::format("ran {}: {}", policy_.exec_command[0],
-                                     !run ? run.error().message : run->timed_out ? "timed out" : fmt::format("exit {}", run->exit_code));
-        outcome.message = outcome.ok ? "remediation command succeeded" : "remediation command failed";
+                                     !run             ? run.error().message
+                                     : run->timed_out ? "timed out"
+                                                      : fmt::format("exit {}", run->exit_code));
+        outcome.message =
+            outcome.ok ? "remediation command succeeded" : "remediation command failed";
         std::lock_guard<std::mutex> lock(mu_);
         exec_outcomes_[r.cr.meta.name] = outcome;
       }
@@ -1056,7 +1173,9 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
         std::lock_guard<std::mutex> lock(mu_);
         exec_outcomes_.erase(r.cr.meta.name);
       }
-      Event(node, outcome.ok ? "Normal" : "Warning", std::string(outcome.ok ? reason::kRemediated : reason::kRemediationFailed), r.cr.message);
+      Event(node, outcome.ok ? "Normal" : "Warning",
+            std::string(outcome.ok ? reason::kRemediated : reason::kRemediationFailed),
+            r.cr.message);
       return std::nullopt;
     }
     case Provider::kStandby: {
@@ -1067,7 +1186,9 @@ std::optional<milliseconds> Repairer::Repair(const kube::Node& node, const NodeF
         if (!HasAction(r, kPromotedStandby)) return milliseconds(30000);
       }
       if (!r.At("Remediating")) r.Phase("Remediating", now);
-      r.Message("drained; a standby node has this node's place, and this node becomes the pool's standby once it recovers");
+      r.Message(
+          "drained; a standby node has this node's place, and this node becomes the pool's standby "
+          "once it recovers");
       return std::nullopt;
     }
   }

@@ -13,20 +13,20 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <thread>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "serve/metrics.h"
 #include "controller/policy.h"
 #include "core/severity.h"
 #include "kube/client.h"
 #include "kube/events.h"
 #include "kube/objects.h"
+#include "serve/metrics.h"
 
 namespace gpuheal::controller {
 
@@ -36,7 +36,8 @@ struct NodeFault {
   std::string condition, reason, message;
   Severity severity = Severity::kFatal;
   Action action = Action::kQuarantine;  // kIsolate: NoExecute once the gates allow the disruption
-  std::chrono::system_clock::time_point since;  // the condition's lastTransitionTime (GPU level: first seen)
+  std::chrono::system_clock::time_point
+      since;  // the condition's lastTransitionTime (GPU level: first seen)
   bool gpu_level = false;
   std::vector<std::string> gpus;  // GPU level: the GPUs to drain and reset
 };
@@ -65,7 +66,9 @@ struct World {
   std::function<std::vector<kube::Node>()> nodes;
   std::function<std::vector<kube::Pod>(const std::string& node)> pods;
   std::function<std::vector<kube::NodeRepair>(const std::string& node)> repairs;
-  std::function<std::chrono::system_clock::time_point()> now = [] { return std::chrono::system_clock::now(); };
+  std::function<std::chrono::system_clock::time_point()> now = [] {
+    return std::chrono::system_clock::now();
+  };
   // Whether other nodes wait in the work queue (null: never). In a burst every faulty node is
   // quarantined before any node's record and drain.
   std::function<bool()> backlog;
@@ -91,9 +94,11 @@ class Repairer {
  private:
   struct Record;  // the open NodeRepair as the reconcile sees and updates it
   // `quarantined_at`: when this reconcile (or the one that deferred the record) quarantined it.
-  std::optional<std::chrono::milliseconds> Repair(const kube::Node& node, const NodeFault& f, Record& r,
-                                                  std::optional<std::chrono::system_clock::time_point> quarantined_at);
-  std::optional<std::chrono::milliseconds> RepairGpu(const kube::Node& node, const NodeFault& f, Record& r);
+  std::optional<std::chrono::milliseconds> Repair(
+      const kube::Node& node, const NodeFault& f, Record& r,
+      std::optional<std::chrono::system_clock::time_point> quarantined_at);
+  std::optional<std::chrono::milliseconds> RepairGpu(const kube::Node& node, const NodeFault& f,
+                                                     Record& r);
   std::optional<std::chrono::milliseconds> Release(const kube::Node& node, Record* r);
   std::optional<std::chrono::milliseconds> PromoteStandby(const kube::Node& node, Record& r);
   static bool HasAction(const Record& r, std::string_view prefix);
@@ -116,7 +121,8 @@ class Repairer {
   void EventLoop();
   void CheckBreakerKey(std::chrono::system_clock::time_point now);
   void BreakerEvent(const std::string& type, const std::string& reason, const std::string& msg);
-  void Event(const kube::Node& node, const std::string& type, const std::string& reason, const std::string& msg);
+  void Event(const kube::Node& node, const std::string& type, const std::string& reason,
+             const std::string& msg);
   std::string PoolOf(const kube::Node& n) const;
 
   kube::Client& client_;
@@ -125,7 +131,8 @@ class Repairer {
   bool dry_run_;
   Metrics& metrics_;
   std::unique_ptr<kube::EventRecorder> events_;
-  std::mutex mu_;  // the breaker, created_, deferred_ and exec_outcomes_: workers reconcile different nodes at once
+  std::mutex mu_;  // the breaker, created_, deferred_ and exec_outcomes_: workers reconcile
+                   // different nodes at once
   std::mutex ev_mu_;
   std::condition_variable ev_cv_;
   std::deque<PendingEvent> ev_queue_;
@@ -143,8 +150,8 @@ class Repairer {
   // a failed status write must not turn a command that ran into one whose outcome is unknown.
   std::map<std::string, ExecOutcome> exec_outcomes_;
   bool breaker_open_ = false;
-  std::chrono::system_clock::time_point breaker_last_over_{}, breaker_opened_at_{}, breaker_reset_at_{},
-      breaker_key_checked_{};
+  std::chrono::system_clock::time_point breaker_last_over_{}, breaker_opened_at_{},
+      breaker_reset_at_{}, breaker_key_checked_{};
   std::string lease_namespace_, lease_name_;
   Histogram* fault_to_quarantine_ = nullptr;
   Histogram* fault_to_drained_ = nullptr;

@@ -38,7 +38,8 @@ void WorkQueue::AddRateLimited(const std::string& key) {
     n = failures_[key]++;
   }
   auto d = base_ * (1LL << std::min(n, 20));
-  AddAfter(key, std::min<std::chrono::milliseconds>(std::chrono::duration_cast<std::chrono::milliseconds>(d), max_));
+  AddAfter(key, std::min<std::chrono::milliseconds>(
+                    std::chrono::duration_cast<std::chrono::milliseconds>(d), max_));
 }
 
 void WorkQueue::Forget(const std::string& key) {
@@ -73,8 +74,10 @@ std::optional<std::string> WorkQueue::Get() {
       processing_.insert(k);
       return k;
     }
-    if (next == Clock::time_point::max()) cv_.wait(lock);
-    else cv_.wait_until(lock, next);
+    if (next == Clock::time_point::max())
+      cv_.wait(lock);
+    else
+      cv_.wait_until(lock, next);
   }
 }
 

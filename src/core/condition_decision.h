@@ -2,7 +2,8 @@
 // The agent's decision on the fault that holds a condition False, carried to the repair
 // controller as the prefix of the condition's message, so that a severity or action overridden or
 // escalated on the node is the one the controller acts on. Public contract (docs/reasons.md):
-//   "[<severity>/<action>] <description>"   e.g. "[catastrophic/isolate] GPU 0000:3b:00: Xid 48 ..."
+//   "[<severity>/<action>] <description>"   e.g. "[catastrophic/isolate] GPU 0000:3b:00: Xid 48
+//   ..."
 // A message without the prefix (another tool's condition) leaves the controller to its own
 // reading of the reason code.
 

@@ -12,16 +12,25 @@
 namespace gpuheal {
 
 // kGpuHealth: a GPU state read through the driver API (remapped rows, NVLink, ...), not an Xid.
-enum class FaultKind { kXid, kGpuFallenOffBus, kSxid, kKernel, kStorage, kNetwork, kRule, kGpuHealth };
+enum class FaultKind {
+  kXid,
+  kGpuFallenOffBus,
+  kSxid,
+  kKernel,
+  kStorage,
+  kNetwork,
+  kRule,
+  kGpuHealth
+};
 std::string_view ToString(FaultKind k);
 
 struct Fault {
   FaultKind kind = FaultKind::kKernel;
-  std::optional<int> xid;   // Xid number; 79 for the fallen-off-the-bus lines
-  std::optional<int> sxid;  // NVSwitch SXid number
-  std::string pci;          // normalised "dddd:bb:dd"; empty when the record names no GPU
-  std::string uuid;         // "GPU-..." when the driver announced it for this bus id
-  std::optional<int> gpu_instance;      // MIG GPU instance id
+  std::optional<int> xid;           // Xid number; 79 for the fallen-off-the-bus lines
+  std::optional<int> sxid;          // NVSwitch SXid number
+  std::string pci;                  // normalised "dddd:bb:dd"; empty when the record names no GPU
+  std::string uuid;                 // "GPU-..." when the driver announced it for this bus id
+  std::optional<int> gpu_instance;  // MIG GPU instance id
   std::optional<int> compute_instance;  // MIG compute instance id
   std::optional<int> pid;
   std::string process;
@@ -30,14 +39,14 @@ struct Fault {
   std::optional<int> recovery_action;  // Xid 154: the action the driver now requires
   std::optional<unsigned> channel;     // the GPU channel an Xid names (not reported; links lines)
   std::optional<int> link;             // Xid 74, 144-150: the NVLink the registers belong to
-  std::string decode;                  // Xid 74, 144-150, SXid: NVIDIA's rows that decided the severity
-  std::string device;                  // non-GPU faults: block device, network interface, task
+  std::string decode;  // Xid 74, 144-150, SXid: NVIDIA's rows that decided the severity
+  std::string device;  // non-GPU faults: block device, network interface, task
   Severity severity = Severity::kInfo;
   std::string condition;  // NodeCondition type (a rule may name its own)
   std::string reason;     // reason code (core/reasons.h)
   Action action = Action::kLog;
-  bool trusted = true;    // false when the record came from user space (facility != 0)
-  std::string message;    // the kernel message text
+  bool trusted = true;  // false when the record came from user space (facility != 0)
+  std::string message;  // the kernel message text
 
   // Set by the classifier when the driver's text names the Xid this line follows from
   // ("caused by previous Xid N"), and by the agent's node state by NVIDIA's sequences.
@@ -61,7 +70,7 @@ struct Fault {
 
   // Provenance.
   std::string source = "kmsg";  // kmsg, nvml, sysfs, dcgm
-  size_t line = 0;  // 1-based input line where the fault's (first) record starts
+  size_t line = 0;              // 1-based input line where the fault's (first) record starts
   std::optional<uint64_t> kmsg_seq;
   std::optional<uint64_t> kmsg_usec;
 };

@@ -53,7 +53,8 @@ nlohmann::ordered_json ToJson(const Fault& f) {
   if (!f.incident.empty()) j["incident"] = f.incident;
   if (!f.repeat_of.empty()) j["repeat_of"] = f.repeat_of;
   if (f.escalated) j["escalated"] = true;
-  if (f.escalation) j["escalation"] = {{"rule", f.escalation->rule}, {"evidence", f.escalation->evidence}};
+  if (f.escalation)
+    j["escalation"] = {{"rule", f.escalation->rule}, {"evidence", f.escalation->evidence}};
   if (f.injected) j["injected"] = true;
   if (f.source != "kmsg") j["source"] = f.source;
   return j;

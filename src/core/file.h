@@ -45,7 +45,8 @@ inline Status WriteFileAtomic(const std::string& path, const std::string& text) 
     off += static_cast<size_t>(n);
   }
   if (close(fd) != 0) return Error{fmt::format("{}: {}", tmp, std::strerror(errno))};
-  if (rename(tmp.c_str(), path.c_str()) != 0) return Error{fmt::format("{}: {}", path, std::strerror(errno))};
+  if (rename(tmp.c_str(), path.c_str()) != 0)
+    return Error{fmt::format("{}: {}", path, std::strerror(errno))};
   return Status::Ok();
 }
 

@@ -40,7 +40,8 @@ Result<GpuFaults> ParseGpuFaults(std::string_view json) {
     return Error{fmt::format("{} is not JSON ({}); {}", key, simdjson::error_message(err), kShape)};
   }
   simdjson::dom::object obj;
-  if (doc.get_object().get(obj)) return Error{fmt::format("{} is not a JSON object; {}", key, kShape)};
+  if (doc.get_object().get(obj))
+    return Error{fmt::format("{} is not a JSON object; {}", key, kShape)};
   GpuFaults out;
   for (auto field : obj) {
     auto pci = NormalisePci(field.key);
@@ -49,30 +50,39 @@ Result<GpuFaults> ParseGpuFaults(std::string_view json) {
                                std::string(field.key.substr(0, 64)))};
     }
     simdjson::dom::object e;
-    if (field.value.get_object().get(e)) return Error{fmt::format("{}: the entry of {} is not an object; {}", key, *pci, kShape)};
+    if (field.value.get_object().get(e))
+      return Error{fmt::format("{}: the entry of {} is not an object; {}", key, *pci, kShape)};
     GpuFaultEntry f;
     std::string_view s;
-    if (e["severity"].get_string().get(s)) return Error{fmt::format("{}: {}: \"severity\" must be a string", key, *pci)};
+    if (e["severity"].get_string().get(s))
+      return Error{fmt::format("{}: {}: \"severity\" must be a string", key, *pci)};
     auto sev = ParseSeverity(s);
     if (!sev) {
-      return Error{fmt::format("{}: {}: unknown severity \"{}\" (info, warn, critical, fatal, catastrophic)", key, *pci,
-                               std::string(s.substr(0, 32)))};
+      return Error{
+          fmt::format("{}: {}: unknown severity \"{}\" (info, warn, critical, fatal, catastrophic)",
+                      key, *pci, std::string(s.substr(0, 32)))};
     }
     f.severity = *sev;
     if (e["reason"].get_string().get(s) || s.empty() || s.size() > 128) {
       return Error{fmt::format("{}: {}: \"reason\" must be a reason code", key, *pci)};
     }
     f.reason = std::string(s);
-    if (e["since"].get_string().get(s)) return Error{fmt::format("{}: {}: \"since\" must be an RFC 3339 time", key, *pci)};
+    if (e["since"].get_string().get(s))
+      return Error{fmt::format("{}: {}: \"since\" must be an RFC 3339 time", key, *pci)};
     auto since = kube::ParseTime(s);
-    if (!since) return Error{fmt::format("{}: {}: \"since\" is not an RFC 3339 UTC time: \"{}\"", key, *pci, std::string(s.substr(0, 40)))};
-    f.since = std::chrono::time_point_cast<std::chrono::seconds>(*since);  // whole seconds, as written
+    if (!since)
+      return Error{fmt::format("{}: {}: \"since\" is not an RFC 3339 UTC time: \"{}\"", key, *pci,
+                               std::string(s.substr(0, 40)))};
+    f.since =
+        std::chrono::time_point_cast<std::chrono::seconds>(*since);  // whole seconds, as written
     int64_t n = 0;
-    if (e["count"].get_int64().get(n) || n < 1) return Error{fmt::format("{}: {}: \"count\" must be a positive integer", key, *pci)};
+    if (e["count"].get_int64().get(n) || n < 1)
+      return Error{fmt::format("{}: {}: \"count\" must be a positive integer", key, *pci)};
     f.count = n;
     if (simdjson::dom::element x; !e["xid"].get(x)) {
       int64_t xid = 0;
-      if (x.get_int64().get(xid) || xid < 1 || xid > 100000) return Error{fmt::format("{}: {}: \"xid\" must be an Xid number", key, *pci)};
+      if (x.get_int64().get(xid) || xid < 1 || xid > 100000)
+        return Error{fmt::format("{}: {}: \"xid\" must be an Xid number", key, *pci)};
       f.xid = static_cast<int>(xid);
     }
     if (out.size() >= kMaxGpus) return Error{fmt::format("{}: more than {} GPUs", key, kMaxGpus)};

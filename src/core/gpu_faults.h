@@ -1,7 +1,7 @@
 #pragma once
 // The GPU-level faults a node's agent holds, published on its Node so the repair controller can act
-// on the ones that do not flip a condition (critical: drain that GPU, reset, verify). Public contract
-// (docs/nvml.md), written by the agent through nodes/status:
+// on the ones that do not flip a condition (critical: drain that GPU, reset, verify). Public
+// contract (docs/nvml.md), written by the agent through nodes/status:
 //   gpuheal.io/gpu-faults  {"0000:3b:00": {"severity": "critical", "reason": "NvidiaXID45Warning",
 //                                          "xid": 45, "since": "2026-11-30T10:00:00Z", "count": 2}}
 // One entry per GPU (its worst active fault); "{}" when none. An entry leaves when the fault is
@@ -22,7 +22,7 @@ namespace gpuheal {
 struct GpuFaultEntry {
   Severity severity = Severity::kCritical;
   std::string reason;
-  int xid = 0;  // 0: not an Xid
+  int xid = 0;                                  // 0: not an Xid
   std::chrono::system_clock::time_point since;  // first seen; whole seconds
   int64_t count = 1;
   bool operator==(const GpuFaultEntry&) const = default;

@@ -17,16 +17,18 @@ inline constexpr std::string_view kGpuFaults = "gpuheal.io/gpu-faults";
 namespace gpuheal::keys {
 
 // The repair controller (docs/controller.md).
-inline constexpr std::string_view kFaultTaint = "gpuheal.io/gpu-fault";         // value: severity
-inline constexpr std::string_view kStandbyTaint = "gpuheal.io/standby";          // value: true, NoSchedule
-inline constexpr std::string_view kManagedLabel = "gpuheal.io/managed";          // "false" opts a node out
-inline constexpr std::string_view kPausedLabel = "gpuheal.io/paused";            // "true" holds disruptive actions
+inline constexpr std::string_view kFaultTaint = "gpuheal.io/gpu-fault";  // value: severity
+inline constexpr std::string_view kStandbyTaint = "gpuheal.io/standby";  // value: true, NoSchedule
+inline constexpr std::string_view kManagedLabel = "gpuheal.io/managed";  // "false" opts a node out
+inline constexpr std::string_view kPausedLabel =
+    "gpuheal.io/paused";  // "true" holds disruptive actions
 inline constexpr std::string_view kDefaultPoolLabel = "gpuheal.io/pool";
 inline constexpr std::string_view kKarpenterPoolLabel = "karpenter.sh/nodepool";
-inline constexpr std::string_view kCordonedAnnotation = "gpuheal.io/cordoned";   // the controller cordoned it
+inline constexpr std::string_view kCordonedAnnotation =
+    "gpuheal.io/cordoned";  // the controller cordoned it
 inline constexpr std::string_view kCheckpointRequested = "gpuheal.io/checkpoint-requested";
 inline constexpr std::string_view kCheckpointDone = "gpuheal.io/checkpoint-done";
-inline constexpr std::string_view kRepairNodeLabel = "gpuheal.io/node";          // on NodeRepair records
+inline constexpr std::string_view kRepairNodeLabel = "gpuheal.io/node";  // on NodeRepair records
 // On the controller's Lease: an RFC 3339 time at or after the circuit breaker opened closes it by
 // hand; faults that began before that time no longer count towards it.
 inline constexpr std::string_view kBreakerReset = "gpuheal.io/breaker-reset";

@@ -4,10 +4,9 @@
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 namespace gpuheal {
 
@@ -18,7 +17,8 @@ inline void Log(std::string_view level, std::string_view msg, nlohmann::ordered_
   if (fields.is_object()) {
     for (auto& [k, v] : fields.items()) j[k] = v;
   }
-  std::string line = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  std::string line =
+      j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
   [[maybe_unused]] ssize_t n = write(STDERR_FILENO, line.data(), line.size());
 }
 

@@ -30,18 +30,25 @@ constexpr ReasonInfo kFixed[] = {
      "A GPU memory row remap is pending: the GPU needs a reset to apply it"},
     {kNvidiaRetiredPagesPending, C::kAcceleratedHardwareReady,
      "GPU memory pages are pending retirement: the GPU needs a reset to apply it"},
-    {kNvidiaNVLinkErrorRate, C::kAcceleratedHardwareReady, "NVLink error counters rising faster than the threshold"},
+    {kNvidiaNVLinkErrorRate, C::kAcceleratedHardwareReady,
+     "NVLink error counters rising faster than the threshold"},
     {kNvidiaClockSlowdown, C::kAcceleratedHardwareReady,
      "The GPU's clocks are slowed by hardware (HW slowdown, thermal, power brake)"},
-    {kNvidiaPCIeLinkDegraded, C::kAcceleratedHardwareReady, "The GPU's PCIe link runs below its maximum width or generation"},
-    {kNvidiaTemperatureHigh, C::kAcceleratedHardwareReady, "GPU temperature at or above its slowdown threshold"},
-    {kNvidiaPersistenceModeDisabled, C::kAcceleratedHardwareReady, "NVIDIA persistence mode is off"},
-    {kNvidiaSingleBitErrorStorm, C::kAcceleratedHardwareReady, "Corrected (single-bit) ECC errors arriving as a storm"},
+    {kNvidiaPCIeLinkDegraded, C::kAcceleratedHardwareReady,
+     "The GPU's PCIe link runs below its maximum width or generation"},
+    {kNvidiaTemperatureHigh, C::kAcceleratedHardwareReady,
+     "GPU temperature at or above its slowdown threshold"},
+    {kNvidiaPersistenceModeDisabled, C::kAcceleratedHardwareReady,
+     "NVIDIA persistence mode is off"},
+    {kNvidiaSingleBitErrorStorm, C::kAcceleratedHardwareReady,
+     "Corrected (single-bit) ECC errors arriving as a storm"},
     {kNvidiaRetiredPagesLimit, C::kAcceleratedHardwareReady,
      "DCGM: the GPU retired as many memory pages as its policy allows"},
     {kNvidiaPowerHigh, C::kAcceleratedHardwareReady, "DCGM: GPU power draw above its policy limit"},
-    {kNvidiaDCGMHealthFailure, C::kAcceleratedHardwareReady, "DCGM's health check reports a failure for the GPU"},
-    {kNvidiaDCGMHealthWarning, C::kAcceleratedHardwareReady, "DCGM's health check reports a warning for the GPU"},
+    {kNvidiaDCGMHealthFailure, C::kAcceleratedHardwareReady,
+     "DCGM's health check reports a failure for the GPU"},
+    {kNvidiaDCGMHealthWarning, C::kAcceleratedHardwareReady,
+     "DCGM's health check reports a warning for the GPU"},
     {kKernelHungTask, C::kKernelReady, "A task was blocked for longer than the hung-task timeout"},
     {kKernelSoftLockup, C::kKernelReady, "A CPU was stuck in kernel mode (soft lockup)"},
     {kKernelRcuStall, C::kKernelReady, "RCU stall detected"},
@@ -87,8 +94,10 @@ std::string SxidReason(int sxid, Severity s) {
 std::string WithSeverity(std::string_view r, Severity s) {
   const bool is_xid = r.starts_with("NvidiaXID") || r.starts_with("NvidiaSXID");
   if (!is_xid) return std::string(r);
-  if (r.ends_with("Warning")) r.remove_suffix(7);
-  else if (r.ends_with("Error")) r.remove_suffix(5);
+  if (r.ends_with("Warning"))
+    r.remove_suffix(7);
+  else if (r.ends_with("Error"))
+    r.remove_suffix(5);
   return fmt::format("{}{}", r, FlipsCondition(s) ? "Error" : "Warning");
 }
 
@@ -105,16 +114,18 @@ std::string ContractListing() {
   out += "# fixed reasons\n";
   for (const ReasonInfo& r : kFixed) out += fmt::format("{} {}\n", r.name, ToString(r.condition));
   out += "# keys (annotations, labels, taints)\n";
-  for (std::string_view k : {keys::kGpuRecoveryRequest, keys::kGpuRecoveryStatus, keys::kGpuFaults, keys::kFaultTaint, keys::kStandbyTaint,
-                             keys::kManagedLabel, keys::kPausedLabel, keys::kDefaultPoolLabel, keys::kCordonedAnnotation,
-                             keys::kCheckpointRequested, keys::kCheckpointDone, keys::kRepairNodeLabel, keys::kBreakerReset}) {
+  for (std::string_view k :
+       {keys::kGpuRecoveryRequest, keys::kGpuRecoveryStatus, keys::kGpuFaults, keys::kFaultTaint,
+        keys::kStandbyTaint, keys::kManagedLabel, keys::kPausedLabel, keys::kDefaultPoolLabel,
+        keys::kCordonedAnnotation, keys::kCheckpointRequested, keys::kCheckpointDone,
+        keys::kRepairNodeLabel, keys::kBreakerReset}) {
     out += fmt::format("{}\n", k);
   }
   out += "# event reasons\n";
   out += fmt::format("{}\n{}\n", kGPURecovery, kGPURecoveryFailed);
   for (std::string_view p : kRepairPhases) out += fmt::format("{} (NodeRepair phase)\n", p);
-  for (std::string_view r : {kRepairBlocked, kRemediated, kRemediationFailed, kStandbyPromoted, kReleased,
-                             kGPURecoveryRequested, kBreakerOpened, kBreakerClosed}) {
+  for (std::string_view r : {kRepairBlocked, kRemediated, kRemediationFailed, kStandbyPromoted,
+                             kReleased, kGPURecoveryRequested, kBreakerOpened, kBreakerClosed}) {
     out += fmt::format("{}\n", r);
   }
   out += "# reason patterns\n";
@@ -124,7 +135,8 @@ std::string ContractListing() {
   out += "NvidiaSXID<N>Warning AcceleratedHardwareReady (info, warn, critical)\n";
   out += "# condition message prefix (the agent's decision on a False condition)\n";
   out += fmt::format("{}<description>\n", DecisionPrefix({Severity::kFatal, Action::kQuarantine}));
-  out += fmt::format("{}<description>\n", DecisionPrefix({Severity::kCatastrophic, Action::kIsolate}));
+  out +=
+      fmt::format("{}<description>\n", DecisionPrefix({Severity::kCatastrophic, Action::kIsolate}));
   out += "# xid catalog: xid bucket severity action reason\n";
   for (const XidInfo& x : AllXids()) {
     out += fmt::format("{} {} {} {} {}\n", x.xid, ToString(x.bucket), ToString(x.severity),

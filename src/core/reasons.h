@@ -55,9 +55,10 @@ inline constexpr std::string_view kGPURecoveryFailed = "GPURecoveryFailed";
 
 // Event reasons the repair controller records on Nodes: one per NodeRepair phase (the phase's
 // name), and these (docs/controller.md).
-inline constexpr std::string_view kRepairPhases[] = {"Detected", "Quarantined", "CheckpointRequested", "Draining",
-                                                      "Drained", "Remediating", "Recovered", "Replaced",
-                                                      "Failed", "Blocked"};
+inline constexpr std::string_view kRepairPhases[] = {
+    "Detected", "Quarantined", "CheckpointRequested", "Draining",
+    "Drained",  "Remediating", "Recovered",           "Replaced",
+    "Failed",   "Blocked"};
 inline constexpr std::string_view kRepairBlocked = "RepairBlocked";
 inline constexpr std::string_view kRemediated = "Remediated";
 inline constexpr std::string_view kRemediationFailed = "RemediationFailed";

@@ -4,14 +4,14 @@
 #include <simdjson.h>
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "core/pci.h"
 
 namespace gpuheal {
 namespace {
-constexpr std::string_view kShape = R"(expected {"id": "<request id>", "gpus": ["0000:3b:00", ...]})";
+constexpr std::string_view kShape =
+    R"(expected {"id": "<request id>", "gpus": ["0000:3b:00", ...]})";
 constexpr size_t kMaxGpus = 64;
 }  // namespace
 
@@ -19,10 +19,12 @@ Result<RecoveryRequest> ParseRecoveryRequest(std::string_view json) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (auto err = parser.parse(json.data(), json.size()).get(doc); err) {
-    return Error{fmt::format("{} is not JSON ({}); {}", kRecoveryRequestAnnotation, simdjson::error_message(err), kShape)};
+    return Error{fmt::format("{} is not JSON ({}); {}", kRecoveryRequestAnnotation,
+                             simdjson::error_message(err), kShape)};
   }
   simdjson::dom::object obj;
-  if (doc.get_object().get(obj)) return Error{fmt::format("{} is not a JSON object; {}", kRecoveryRequestAnnotation, kShape)};
+  if (doc.get_object().get(obj))
+    return Error{fmt::format("{} is not a JSON object; {}", kRecoveryRequestAnnotation, kShape)};
   RecoveryRequest r;
   std::string_view id;
   if (obj["id"].get_string().get(id) || id.empty() || id.size() > 253) {
@@ -32,20 +34,26 @@ Result<RecoveryRequest> ParseRecoveryRequest(std::string_view json) {
   r.id = std::string(id);
   simdjson::dom::array gpus;
   if (obj["gpus"].get_array().get(gpus)) {
-    return Error{fmt::format("{}: \"gpus\" must be a list of PCI bus ids; {}", kRecoveryRequestAnnotation, kShape)};
+    return Error{fmt::format("{}: \"gpus\" must be a list of PCI bus ids; {}",
+                             kRecoveryRequestAnnotation, kShape)};
   }
   for (simdjson::dom::element g : gpus) {
     std::string_view s;
-    if (g.get_string().get(s)) return Error{fmt::format("{}: \"gpus\" holds a non-string; {}", kRecoveryRequestAnnotation, kShape)};
+    if (g.get_string().get(s))
+      return Error{
+          fmt::format("{}: \"gpus\" holds a non-string; {}", kRecoveryRequestAnnotation, kShape)};
     auto pci = NormalisePci(s);
     if (!pci) {
-      return Error{fmt::format("{}: \"{}\" is not a PCI bus id (e.g. 0000:3b:00 or 00000000:3B:00.0)",
-                               kRecoveryRequestAnnotation, std::string(s.substr(0, 64)))};
+      return Error{
+          fmt::format("{}: \"{}\" is not a PCI bus id (e.g. 0000:3b:00 or 00000000:3B:00.0)",
+                      kRecoveryRequestAnnotation, std::string(s.substr(0, 64)))};
     }
     if (std::find(r.gpus.begin(), r.gpus.end(), *pci) == r.gpus.end()) r.gpus.push_back(*pci);
   }
-  if (r.gpus.empty()) return Error{fmt::format("{}: \"gpus\" is empty; {}", kRecoveryRequestAnnotation, kShape)};
-  if (r.gpus.size() > kMaxGpus) return Error{fmt::format("{}: more than {} GPUs", kRecoveryRequestAnnotation, kMaxGpus)};
+  if (r.gpus.empty())
+    return Error{fmt::format("{}: \"gpus\" is empty; {}", kRecoveryRequestAnnotation, kShape)};
+  if (r.gpus.size() > kMaxGpus)
+    return Error{fmt::format("{}: more than {} GPUs", kRecoveryRequestAnnotation, kMaxGpus)};
   return r;
 }
 
@@ -61,7 +69,8 @@ Result<RecoveryAnswer> ParseRecoveryStatus(std::string_view json) {
   RecoveryAnswer a;
   std::string_view s;
   if (!obj["id"].get_string().get(s)) a.id = std::string(s.substr(0, 253));
-  if (obj["state"].get_string().get(s)) return Error{fmt::format("{}: \"state\" must be a string", key)};
+  if (obj["state"].get_string().get(s))
+    return Error{fmt::format("{}: \"state\" must be a string", key)};
   if (s != "running" && s != "succeeded" && s != "failed" && s != "rejected") {
     return Error{fmt::format("{}: unknown state \"{}\" (running, succeeded, failed, rejected)", key,
                              std::string(s.substr(0, 32)))};
@@ -78,8 +87,9 @@ Result<RecoveryAnswer> ParseRecoveryStatus(std::string_view json) {
       if (e["step"].get_string().get(step)) step = "?";
       if (e["message"].get_string().get(msg)) msg = "";
       if (a.detail.size() < 512) {
-        a.detail += fmt::format("{}GPU {}: {}: {}", a.detail.empty() ? "" : "; ", std::string(g.key.substr(0, 32)),
-                                std::string(step.substr(0, 32)), std::string(msg.substr(0, 200)));
+        a.detail += fmt::format("{}GPU {}: {}: {}", a.detail.empty() ? "" : "; ",
+                                std::string(g.key.substr(0, 32)), std::string(step.substr(0, 32)),
+                                std::string(msg.substr(0, 200)));
       }
     }
   }

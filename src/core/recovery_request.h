@@ -1,9 +1,11 @@
 #pragma once
 // The controller's GPU-level request to a node's agent, and the agent's answer, as annotations on
 // the Node (public contract, docs/nvml.md):
-//   gpuheal.io/gpu-recovery-request  {"id": "nr-1234", "gpus": ["0000:3b:00"]}   written by the controller
-//   gpuheal.io/gpu-recovery-status   {"id": ..., "state": "running|succeeded|failed|rejected",
-//                                      "gpus": {"0000:3b:00": {"step", "ok", "message"}}, "error", "updated"}
+//   gpuheal.io/gpu-recovery-request  {"id": "nr-1234", "gpus": ["0000:3b:00"]}   written by the
+//   controller gpuheal.io/gpu-recovery-status   {"id": ..., "state":
+//   "running|succeeded|failed|rejected",
+//                                      "gpus": {"0000:3b:00": {"step", "ok", "message"}}, "error",
+//                                      "updated"}
 // written by the agent through nodes/status (its only write permission; the admission policy
 // keeps it to its own Node). Each request id is acted on at most once: a retry is a new id.
 

@@ -23,7 +23,7 @@ struct Error {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
   Result(Error error) : v_(std::move(error)) {}  // NOLINT
 
   bool ok() const { return v_.index() == 0; }
@@ -74,8 +74,7 @@ class [[nodiscard]] Status {
 
 // Declares `var` from a Result-returning expression, or returns its error from the enclosing
 // function (which must return a Result or a Status).
-#define GPUHEAL_TRY(var, expr)            \
-  auto var##_r = (expr);                  \
-  if (!var##_r) return var##_r.error();   \
+#define GPUHEAL_TRY(var, expr)          \
+  auto var##_r = (expr);                \
+  if (!var##_r) return var##_r.error(); \
   auto var = std::move(*var##_r)
-

@@ -74,7 +74,9 @@ std::string_view ToString(Bucket b) { return Name(kBuckets, b); }
 std::optional<Severity> ParseSeverity(std::string_view s) { return Lookup(kSeverities, s); }
 std::optional<Action> ParseAction(std::string_view s) { return Lookup(kActions, s); }
 std::optional<Condition> ParseCondition(std::string_view s) { return Lookup(kConditions, s); }
-bool IsDomain(std::string_view condition_type) { return ParseCondition(condition_type).has_value(); }
+bool IsDomain(std::string_view condition_type) {
+  return ParseCondition(condition_type).has_value();
+}
 
 Action DefaultAction(Severity s) {
   switch (s) {

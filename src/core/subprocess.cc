@@ -15,7 +15,8 @@ extern char** environ;
 
 namespace gpuheal {
 
-Result<ProcessResult> RunArgv(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+Result<ProcessResult> RunArgv(const std::vector<std::string>& argv,
+                              std::chrono::milliseconds timeout,
                               const std::vector<std::pair<std::string, std::string>>& env) {
   if (argv.empty() || argv[0].empty()) return Error{"no program to run"};
   int out[2];
@@ -35,7 +36,8 @@ Result<ProcessResult> RunArgv(const std::vector<std::string>& argv, std::chrono:
   sigemptyset(&dfl);
   sigaddset(&dfl, SIGPIPE);
   posix_spawnattr_setsigdefault(&attr, &dfl);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
 
   std::vector<std::string> envs;
   for (char** e = environ; *e; ++e) {
@@ -66,7 +68,8 @@ Result<ProcessResult> RunArgv(const std::vector<std::string>& argv, std::chrono:
   bool open = true;
   char buf[4096];
   while (open) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       res.timed_out = true;
       break;

@@ -18,7 +18,8 @@ std::string RfcTime(std::chrono::system_clock::time_point t) {
 }
 
 std::string MicroTime(std::chrono::system_clock::time_point t) {
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+  const auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
   std::string s = RfcTime(t);
   s.pop_back();  // 'Z'
   return s + fmt::format(".{:06d}Z", us % 1000000);
@@ -28,14 +29,15 @@ std::optional<std::chrono::system_clock::time_point> ParseTime(std::string_view 
   std::tm tm{};
   int n = 0;
   const std::string str(s);
-  if (sscanf(str.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
-             &tm.tm_sec, &n) != 6) {
+  if (sscanf(str.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+             &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6) {
     return std::nullopt;
   }
   // system_clock counts nanoseconds in 64 bits: years past 2262 would overflow it. Anything
   // outside 1970..2200 is not a time the API server or an agent writes.
-  if (tm.tm_year < 1970 || tm.tm_year > 2200 || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 ||
-      tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60 || tm.tm_hour < 0 || tm.tm_min < 0 || tm.tm_sec < 0) {
+  if (tm.tm_year < 1970 || tm.tm_year > 2200 || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 ||
+      tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60 || tm.tm_hour < 0 ||
+      tm.tm_min < 0 || tm.tm_sec < 0) {
     return std::nullopt;
   }
   tm.tm_year -= 1900;

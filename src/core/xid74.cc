@@ -22,21 +22,43 @@ struct Row {
 const std::vector<Row>& Rows() {
   static const std::vector<Row> rows = {
       {0, {0, 23, 30}, Severity::kInfo, "can be safely ignored"},
-      {0, {1, 20}, Severity::kWarn, "sympathetic or secondary error: follow the other Xid; solo, report a bug"},
-      {0, {4, 5}, Severity::kWarn, "likely ECC/parity hardware issue: report it when seen more than 2 times on the link"},
-      {0, {8, 9, 12, 16, 17, 24, 28}, Severity::kFatal,
+      {0,
+       {1, 20},
+       Severity::kWarn,
+       "sympathetic or secondary error: follow the other Xid; solo, report a bug"},
+      {0,
+       {4, 5},
+       Severity::kWarn,
+       "likely ECC/parity hardware issue: report it when seen more than 2 times on the link"},
+      {0,
+       {8, 9, 12, 16, 17, 24, 28},
+       Severity::kFatal,
        "possibly hardware: check and re-seat the link's mechanical connections, run diagnostics"},
-      {0, {21, 22}, Severity::kFatal, "marginal channel signal integrity: check the link's connections, run field diagnostics"},
+      {0,
+       {21, 22},
+       Severity::kFatal,
+       "marginal channel signal integrity: check the link's connections, run field diagnostics"},
       {0, {27, 29}, Severity::kWarn, "report a bug when seen repeatedly"},
-      {2, {0, 1, 2, 6}, Severity::kWarn, "likely ECC/parity hardware issue: report it when seen more than 2 times on the link"},
+      {2,
+       {0, 1, 2, 6},
+       Severity::kWarn,
+       "likely ECC/parity hardware issue: report it when seen more than 2 times on the link"},
       {2, {13}, Severity::kWarn, "not expected in production: report a bug"},
       {2, {16, 19}, Severity::kWarn, "run field diagnostics when seen repeatedly"},
       {2, {17, 18}, Severity::kWarn, "report a bug when seen repeatedly"},
-      {3, {16, 17}, Severity::kWarn, "sympathetic or secondary error: follow the other Xid; solo, report a bug"},
+      {3,
+       {16, 17},
+       Severity::kWarn,
+       "sympathetic or secondary error: follow the other Xid; solo, report a bug"},
       {3, {18}, Severity::kFatal, "secondary error, but the fabric must be reset"},
-      {4, {18, 19, 21, 22, 24, 25, 27, 28}, Severity::kWarn,
+      {4,
+       {18, 19, 21, 22, 24, 25, 27, 28},
+       Severity::kWarn,
        "likely ECC/parity hardware issue: report it when seen more than 2 times on the link"},
-      {4, {20, 23, 26, 29}, Severity::kInfo, "ECC error threshold exceeded, no uncorrectable error: continue operation"},
+      {4,
+       {20, 23, 26, 29},
+       Severity::kInfo,
+       "ECC error threshold exceeded, no uncorrectable error: continue operation"},
   };
   return rows;
 }
@@ -82,7 +104,8 @@ Xid74Decision DecideXid74(const Xid74Registers& r) {
       }
       const Severity sev = row ? row->severity : Severity::kWarn;
       if (sev > d.severity) d.severity = sev;
-      parts.push_back(fmt::format("register {} bit {}: {}", reg, bit, row ? row->meaning : "not in NVIDIA's sheet: report a bug"));
+      parts.push_back(fmt::format("register {} bit {}: {}", reg, bit,
+                                  row ? row->meaning : "not in NVIDIA's sheet: report a bug"));
     }
   }
   if (parts.empty()) {

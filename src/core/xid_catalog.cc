@@ -192,11 +192,9 @@ constexpr Row kRows[] = {
     {164, "PSHC_LOW_LIFETIME", "Power Smoothing HW Circuitry low lifetime reached", B::kNone},
     {165, "PSHC_ZERO_LIFETIME", "Power Smoothing HW Circuitry lifetime exhausted", B::kNone},
     {166, "NVLINK_SECURE_CRYPTO_ERR",
-     "Confidential-computing traffic seen before the link was configured for encryption",
-     B::kNone},
+     "Confidential-computing traffic seen before the link was configured for encryption", B::kNone},
     {167, "PCIE_FATAL_TIMEOUT", "PCIe fatal timeout", B::kNone},
-    {168, "REDUCED_GPU_MEMORY_CAPACITY", "Errors found in WPR (write protected region)",
-     B::kNone},
+    {168, "REDUCED_GPU_MEMORY_CAPACITY", "Errors found in WPR (write protected region)", B::kNone},
     {169, "SEC2_HALT_ERROR", "Internal micro-controller halt", B::kNone},
     {170, "NVLINK_SECURE_OTHER", "Interrupt seen in confidential-computing mode", B::kNone},
     {171, "UNCORRECTABLE_DRAM_ERROR", "Details of an Xid 48 (DRAM)", B::kNone},
@@ -235,10 +233,13 @@ constexpr Deviation kDeviations[] = {
      "no NVIDIA bucket yet: a fatal PCIe timeout is a bus fault; quarantine like Xid 79's "
      "precursors"},
     {169, Severity::kFatal, "no NVIDIA bucket yet: the same micro-controller halt as Xid 62"},
-    {171, Severity::kFatal, "no NVIDIA bucket yet: details of a double-bit error, treated as Xid 48"},
-    {172, Severity::kFatal, "no NVIDIA bucket yet: details of a double-bit error, treated as Xid 48"},
+    {171, Severity::kFatal,
+     "no NVIDIA bucket yet: details of a double-bit error, treated as Xid 48"},
+    {172, Severity::kFatal,
+     "no NVIDIA bucket yet: details of a double-bit error, treated as Xid 48"},
     {173, Severity::kFatal,
-     "no NVIDIA bucket yet: the fatal loss of the CPU-GPU (C2C) link takes the GPU out of service; quarantine"},
+     "no NVIDIA bucket yet: the fatal loss of the CPU-GPU (C2C) link takes the GPU out of service; "
+     "quarantine"},
 };
 
 constexpr Severity SeverityOf(Bucket b) {
@@ -307,11 +308,14 @@ bool ApplicationXid(int xid, bool names_process) {
 std::string_view EscalationRuleOf(const XidInfo& x) {
   if (x.severity >= Severity::kFatal) return "none: already fatal or worse";
   if (x.bucket == B::kRestartApp) {
-    return "application fault: raised only by distinct_workloads (different programs on one GPU while the "
-           "others stay clean) or hardware_signal (a memory fault of the same GPU), never by repeats of one program";
+    return "application fault: raised only by distinct_workloads (different programs on one GPU "
+           "while the "
+           "others stay clean) or hardware_signal (a memory fault of the same GPU), never by "
+           "repeats of one program";
   }
   if (x.bucket == B::kIgnore) {
-    return "info, never raised; with the stopped process named it is an application fault, raised only by "
+    return "info, never raised; with the stopped process named it is an application fault, raised "
+           "only by "
            "distinct_workloads or hardware_signal";
   }
   if (x.bucket == B::kXid154) return "by the recovery action in the line, not by repetition";
@@ -321,7 +325,8 @@ std::string_view EscalationRuleOf(const XidInfo& x) {
 std::string_view ConsequenceRuleOf(int xid) {
   switch (xid) {
     case 45:
-      return "follows any other Xid on the same GPU within 10 s (NVIDIA: Not Solo: IGNORE, follow the other Xid)";
+      return "follows any other Xid on the same GPU within 10 s (NVIDIA: Not Solo: IGNORE, follow "
+             "the other Xid)";
     case 43:
       return "follows Xid 13, 31 or 45 of the same process (or channel) within 10 s";
     case 79:
@@ -333,13 +338,13 @@ std::string_view ConsequenceRuleOf(int xid) {
 
 bool HardwareSignalXid(int xid) {
   switch (xid) {
-    case 48:  // double-bit ECC error
-    case 63:  // row remapping event
-    case 64:  // row remapping failure
-    case 92:  // high single-bit ECC error rate
-    case 94:  // contained memory error
-    case 95:  // uncontained memory error
-    case 140: // ECC error escaped row remapping
+    case 48:   // double-bit ECC error
+    case 63:   // row remapping event
+    case 64:   // row remapping failure
+    case 92:   // high single-bit ECC error rate
+    case 94:   // contained memory error
+    case 95:   // uncontained memory error
+    case 140:  // ECC error escaped row remapping
     case 171:
     case 172:  // details of an Xid 48
       return true;
@@ -355,8 +360,10 @@ const XidInfo* FindXid(int xid) {
 }
 
 std::string_view CatalogCoverage() {
-  return "NVIDIA's Xid catalog for Ampere and newer (its rows name driver branches R565 to R575; checked "
-         "against R580 lines): Xids 1-172 with NVIDIA's buckets and its Xid 144-150 decode sheet; Xids 173 and "
+  return "NVIDIA's Xid catalog for Ampere and newer (its rows name driver branches R565 to R575; "
+         "checked "
+         "against R580 lines): Xids 1-172 with NVIDIA's buckets and its Xid 144-150 decode sheet; "
+         "Xids 173 and "
          "185 of newer drivers, without a bucket; any other Xid is reported as a warning";
 }
 

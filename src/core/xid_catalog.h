@@ -1,7 +1,8 @@
 #pragma once
 // The NVIDIA Xid catalog: one source of truth for every Xid NVIDIA's catalog defines (1-172) and
-// the newer ones drivers print (173, 185), with NVIDIA's immediate resolution bucket and gpuheal's severity and default action. docs/xid.md is generated
-// from this table (`gpuheal explain xid --all --markdown`) and lists every deviation with its reason.
+// the newer ones drivers print (173, 185), with NVIDIA's immediate resolution bucket and gpuheal's
+// severity and default action. docs/xid.md is generated from this table (`gpuheal explain xid --all
+// --markdown`) and lists every deviation with its reason.
 
 #include <span>
 #include <string_view>

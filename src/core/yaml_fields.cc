@@ -1,12 +1,11 @@
 #include "core/yaml_fields.h"
 
 #include <fmt/format.h>
-
 #include <yaml-cpp/eventhandler.h>
 
 #include <charconv>
-#include <sstream>
 #include <cstdint>
+#include <sstream>
 #include <vector>
 
 namespace gpuheal {
@@ -29,14 +28,17 @@ class DuplicateKeyFinder : public YAML::EventHandler {
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark& m, YAML::anchor_t) override { Leaf(m, "~"); }
   void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { Leaf(m, std::nullopt); }
-  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string& value) override {
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                const std::string& value) override {
     Leaf(m, value);
   }
-  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
     Open(m, false);
   }
   void OnSequenceEnd() override { Close(); }
-  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
     Open(m, true);
   }
   void OnMapEnd() override { Close(); }
@@ -62,7 +64,8 @@ class DuplicateKeyFinder : public YAML::EventHandler {
   }
   void Close() { stack_.pop_back(); }
   void Advance() {
-    if (!stack_.empty() && stack_.back().is_map) stack_.back().expect_key = !stack_.back().expect_key;
+    if (!stack_.empty() && stack_.back().is_map)
+      stack_.back().expect_key = !stack_.back().expect_key;
   }
 
   std::vector<Frame> stack_;
@@ -82,12 +85,13 @@ Result<YAML::Node> LoadYaml(std::string_view text, const std::string& source) {
     parser.HandleNextDocument(finder);
     if (finder.duplicate) {
       const auto& [key, m] = *finder.duplicate;
-      return Error{fmt::format("{}:{}:{}: key \"{}\" appears twice in the same mapping; keep one", source,
-                               m.line + 1, m.column + 1, key)};
+      return Error{fmt::format("{}:{}:{}: key \"{}\" appears twice in the same mapping; keep one",
+                               source, m.line + 1, m.column + 1, key)};
     }
   } catch (const YAML::Exception& e) {
     if (e.mark.is_null()) return Error{fmt::format("{}: not valid YAML: {}", source, e.msg)};
-    return Error{fmt::format("{}:{}:{}: not valid YAML: {}", source, e.mark.line + 1, e.mark.column + 1, e.msg)};
+    return Error{fmt::format("{}:{}:{}: not valid YAML: {}", source, e.mark.line + 1,
+                             e.mark.column + 1, e.msg)};
   }
   return root;
 }
@@ -98,13 +102,14 @@ std::string Join(const std::set<std::string>& keys) {
   return out;
 }
 
-std::optional<Error> CheckKeys(const ConfigError& err, const YAML::Node& map, const std::set<std::string>& known,
-                               std::string_view section) {
+std::optional<Error> CheckKeys(const ConfigError& err, const YAML::Node& map,
+                               const std::set<std::string>& known, std::string_view section) {
   for (auto it = map.begin(); it != map.end(); ++it) {
     const std::string key = it->first.as<std::string>();
     if (!known.contains(key)) {
       return err.At(it->first, fmt::format("unknown key \"{}\"{} (known keys: {})", key,
-                                           section.empty() ? "" : fmt::format(" in {}", section), Join(known)));
+                                           section.empty() ? "" : fmt::format(" in {}", section),
+                                           Join(known)));
     }
   }
   return std::nullopt;
@@ -123,7 +128,8 @@ Result<bool> AsBool(const ConfigError& err, const YAML::Node& n, std::string_vie
   return v;
 }
 
-Result<int> AsInt(const ConfigError& err, const YAML::Node& n, std::string_view key, int lo, int hi) {
+Result<int> AsInt(const ConfigError& err, const YAML::Node& n, std::string_view key, int lo,
+                  int hi) {
   if (n.IsScalar()) {
     const std::string s = n.as<std::string>();
     int v = 0;
@@ -133,13 +139,15 @@ Result<int> AsInt(const ConfigError& err, const YAML::Node& n, std::string_view 
   return err.At(n, fmt::format("\"{}\" must be an integer from {} to {}", key, lo, hi));
 }
 
-Result<std::chrono::milliseconds> AsDuration(const ConfigError& err, const YAML::Node& n, std::string_view key,
-                                             bool allow_zero) {
+Result<std::chrono::milliseconds> AsDuration(const ConfigError& err, const YAML::Node& n,
+                                             std::string_view key, bool allow_zero) {
   if (n.IsScalar()) {
-    if (auto d = ParseDuration(n.as<std::string>()); d && (d->count() > 0 || (allow_zero && d->count() == 0))) return *d;
+    if (auto d = ParseDuration(n.as<std::string>());
+        d && (d->count() > 0 || (allow_zero && d->count() == 0)))
+      return *d;
   }
-  return err.At(n, fmt::format("\"{}\" must be a {}duration such as {}500ms, 30s, 10m, 24h, 7d", key,
-                               allow_zero ? "" : "positive ", allow_zero ? "0s, " : ""));
+  return err.At(n, fmt::format("\"{}\" must be a {}duration such as {}500ms, 30s, 10m, 24h, 7d",
+                               key, allow_zero ? "" : "positive ", allow_zero ? "0s, " : ""));
 }
 
 std::optional<std::chrono::milliseconds> ParseDuration(std::string_view s) {
@@ -148,12 +156,18 @@ std::optional<std::chrono::milliseconds> ParseDuration(std::string_view s) {
   if (ec != std::errc() || p == s.data() || v < 0) return std::nullopt;
   std::string_view unit(p, static_cast<size_t>(s.data() + s.size() - p));
   int64_t ms_per = 0;
-  if (unit == "ms") ms_per = 1;
-  else if (unit == "s") ms_per = 1000;
-  else if (unit == "m") ms_per = 60'000;
-  else if (unit == "h") ms_per = 3'600'000;
-  else if (unit == "d") ms_per = 86'400'000;
-  else return std::nullopt;
+  if (unit == "ms")
+    ms_per = 1;
+  else if (unit == "s")
+    ms_per = 1000;
+  else if (unit == "m")
+    ms_per = 60'000;
+  else if (unit == "h")
+    ms_per = 3'600'000;
+  else if (unit == "d")
+    ms_per = 86'400'000;
+  else
+    return std::nullopt;
   if (v > INT64_MAX / ms_per / 2) return std::nullopt;
   return std::chrono::milliseconds(v * ms_per);
 }

@@ -29,13 +29,14 @@ Result<YAML::Node> LoadYaml(std::string_view text, const std::string& source);
 
 std::string Join(const std::set<std::string>& keys);
 // Rejects keys of `map` not in `known`, naming the first unknown one and its position.
-std::optional<Error> CheckKeys(const ConfigError& err, const YAML::Node& map, const std::set<std::string>& known,
-                               std::string_view section);
+std::optional<Error> CheckKeys(const ConfigError& err, const YAML::Node& map,
+                               const std::set<std::string>& known, std::string_view section);
 Result<std::string> AsString(const ConfigError& err, const YAML::Node& n, std::string_view key);
 Result<bool> AsBool(const ConfigError& err, const YAML::Node& n, std::string_view key);
-Result<int> AsInt(const ConfigError& err, const YAML::Node& n, std::string_view key, int lo, int hi);
-Result<std::chrono::milliseconds> AsDuration(const ConfigError& err, const YAML::Node& n, std::string_view key,
-                                             bool allow_zero = false);
+Result<int> AsInt(const ConfigError& err, const YAML::Node& n, std::string_view key, int lo,
+                  int hi);
+Result<std::chrono::milliseconds> AsDuration(const ConfigError& err, const YAML::Node& n,
+                                             std::string_view key, bool allow_zero = false);
 
 // "500ms", "30s", "10m", "24h", "7d" -> duration. nullopt when malformed.
 std::optional<std::chrono::milliseconds> ParseDuration(std::string_view s);

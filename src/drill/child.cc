@@ -1,6 +1,7 @@
 #include "drill/child.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,13 +10,11 @@
 #include <cstring>
 #include <thread>
 
-#include <fmt/format.h>
-
 namespace gpuheal::drill {
 
-Result<std::unique_ptr<Child>> Child::Spawn(const std::vector<std::string>& argv, const std::string& out_path,
-                                            const std::string& err_path,
-                                            const std::vector<std::pair<std::string, std::string>>& env) {
+Result<std::unique_ptr<Child>> Child::Spawn(
+    const std::vector<std::string>& argv, const std::string& out_path, const std::string& err_path,
+    const std::vector<std::pair<std::string, std::string>>& env) {
   if (argv.empty()) return Error{"no program to start"};
   const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (out < 0) return Error{fmt::format("cannot open {}: {}", out_path, std::strerror(errno))};

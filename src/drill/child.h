@@ -19,9 +19,10 @@ class Child {
  public:
   // stdout to `out_path` (appended), stderr to `err_path` (appended). The child starts with
   // SIGINT/SIGTERM unblocked whatever the parent's mask is.
-  static Result<std::unique_ptr<Child>> Spawn(const std::vector<std::string>& argv, const std::string& out_path,
-                                              const std::string& err_path,
-                                              const std::vector<std::pair<std::string, std::string>>& env = {});
+  static Result<std::unique_ptr<Child>> Spawn(
+      const std::vector<std::string>& argv, const std::string& out_path,
+      const std::string& err_path,
+      const std::vector<std::pair<std::string, std::string>>& env = {});
   ~Child();
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;

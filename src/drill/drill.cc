@@ -1,6 +1,7 @@
 #include "drill/drill.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -20,13 +21,11 @@
 #include <set>
 #include <thread>
 
-#include <fmt/format.h>
-
-#include "drill/inject.h"
 #include "core/keys.h"
-#include "core/severity.h"
 #include "core/log.h"
+#include "core/severity.h"
 #include "drill/child.h"
+#include "drill/inject.h"
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "kube/kube_config.h"
@@ -38,8 +37,8 @@ namespace gpuheal::drill {
 namespace {
 
 using namespace std::chrono_literals;
-using std::chrono::milliseconds;
 using nlohmann::json;
+using std::chrono::milliseconds;
 
 constexpr std::string_view kRepairs = kube::kNodeRepairsPath;
 constexpr const char* kSystemNs = "gpuheal-system";
@@ -47,11 +46,14 @@ constexpr const char* kLease = "gpuheal-drill";
 constexpr int kAgentsOnEveryNodeUpTo = 64;
 
 int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 bool HasTaint(const kube::Node& n, std::string_view key) {
-  return std::any_of(n.taints.begin(), n.taints.end(), [&](const kube::Taint& t) { return t.key == key; });
+  return std::any_of(n.taints.begin(), n.taints.end(),
+                     [&](const kube::Taint& t) { return t.key == key; });
 }
 
 // True once the agent whose state directory is `dir` has saved its cursor past the record of the
@@ -66,7 +68,9 @@ bool CursorPastLastFault(const std::string& dir) {
   const auto fault = nlohmann::json::parse(last, nullptr, false);
   std::ifstream state(dir + "/agent-state.json");
   const auto cursor = nlohmann::json::parse(state, nullptr, false);
-  if (!fault.is_object() || !fault.value("kmsg_seq", nlohmann::json()).is_number() || !cursor.is_object()) return false;
+  if (!fault.is_object() || !fault.value("kmsg_seq", nlohmann::json()).is_number() ||
+      !cursor.is_object())
+    return false;
   return cursor.value("last_seq", uint64_t{0}) >= fault["kmsg_seq"].get<uint64_t>();
 }
 
@@ -79,8 +83,8 @@ struct Plan {
   int pods_per_node = 1;
   int fault_nodes = 1;
   milliseconds checkpoint_delay{200};  // how long the simulated workloads take to checkpoint
-  std::string policy;           // the controller's policy for this scenario
-  bool external_agent = false;  // the target's agent is a process the drill can kill
+  std::string policy;                  // the controller's policy for this scenario
+  bool external_agent = false;         // the target's agent is a process the drill can kill
   milliseconds agent_quiet{0};
 };
 
@@ -155,7 +159,9 @@ Result<DrillPod> DecodeDrillPod(std::string_view j) {
     const json js = json::parse(j, nullptr, false);
     if (js.is_object() && js.contains("status") && js["status"].is_object()) {
       for (const auto& c : js["status"].value("conditions", json::array())) {
-        if (c.is_object() && c.value("type", "") == "DisruptionTarget" && c.value("status", "") == "True") d.disruption = c.value("reason", "");
+        if (c.is_object() && c.value("type", "") == "DisruptionTarget" &&
+            c.value("status", "") == "True")
+          d.disruption = c.value("reason", "");
       }
     }
   } catch (const json::exception& e) {
@@ -166,7 +172,8 @@ Result<DrillPod> DecodeDrillPod(std::string_view j) {
 
 Result<kube::List<DrillPod>> DecodeDrillPodList(std::string_view j) {
   const json js = json::parse(j, nullptr, false);
-  if (!js.is_object() || !js.contains("items") || !js["items"].is_array()) return Error{"PodList: not a list"};
+  if (!js.is_object() || !js.contains("items") || !js["items"].is_array())
+    return Error{"PodList: not a list"};
   kube::List<DrillPod> out;
   if (js.contains("metadata") && js["metadata"].is_object()) {
     out.resource_version = js["metadata"].value("resourceVersion", "");
@@ -183,7 +190,7 @@ Result<kube::List<DrillPod>> DecodeDrillPodList(std::string_view j) {
 // One run's world: the simulated cluster's names and what the drill saw happen, timed.
 struct PodTrack {
   std::string name, node;
-  bool initial = false;    // existed when the fault was injected
+  bool initial = false;  // existed when the fault was injected
   int64_t scheduled_us = 0, running_us = 0, deleting_us = 0;
   bool checkpoint_requested = false, checkpoint_done = false;
   std::string disruption;  // DisruptionTarget reason once it is going
@@ -193,7 +200,7 @@ struct NodeTrack {
   kube::Node node;
   int false_transitions = 0;  // a domain turned False (seen by the drill)
   bool was_false = false;
-  std::string false_since;    // lastTransitionTime of the first False domain
+  std::string false_since;  // lastTransitionTime of the first False domain
 };
 
 class Observer {
@@ -209,21 +216,26 @@ class Observer {
       if (!c) return c.error();
       clients_.push_back(std::move(*c));
     }
-    node_inf_ = std::make_unique<kube::Informer<kube::Node>>(*clients_[0], kube::NodePath() + "?labelSelector=gpuheal.io%2Fsim%3Dtrue",
-                                                             kube::DecodeNodeList, kube::DecodeNode);
-    pod_inf_ = std::make_unique<kube::Informer<DrillPod>>(*clients_[1], kube::PodPath(ns), DecodeDrillPodList, DecodeDrillPod);
-    rep_inf_ = std::make_unique<kube::Informer<kube::NodeRepair>>(*clients_[2], std::string(kRepairs), kube::DecodeNodeRepairList,
-                                                                  kube::DecodeNodeRepair);
-    node_inf_->SetHandlers({[this](const kube::Node& n) { OnNode(n); }, [this](const kube::Node&, const kube::Node& n) { OnNode(n); },
+    node_inf_ = std::make_unique<kube::Informer<kube::Node>>(
+        *clients_[0], kube::NodePath() + "?labelSelector=gpuheal.io%2Fsim%3Dtrue",
+        kube::DecodeNodeList, kube::DecodeNode);
+    pod_inf_ = std::make_unique<kube::Informer<DrillPod>>(*clients_[1], kube::PodPath(ns),
+                                                          DecodeDrillPodList, DecodeDrillPod);
+    rep_inf_ = std::make_unique<kube::Informer<kube::NodeRepair>>(
+        *clients_[2], std::string(kRepairs), kube::DecodeNodeRepairList, kube::DecodeNodeRepair);
+    node_inf_->SetHandlers({[this](const kube::Node& n) { OnNode(n); },
+                            [this](const kube::Node&, const kube::Node& n) { OnNode(n); },
                             nullptr});
-    pod_inf_->SetHandlers({[this](const DrillPod& p) { OnPod(p); }, [this](const DrillPod&, const DrillPod& p) { OnPod(p); },
-                           nullptr});
-    rep_inf_->SetHandlers({[this](const kube::NodeRepair& r) { OnRepair(r); },
-                           [this](const kube::NodeRepair&, const kube::NodeRepair& r) { OnRepair(r); }, nullptr});
+    pod_inf_->SetHandlers({[this](const DrillPod& p) { OnPod(p); },
+                           [this](const DrillPod&, const DrillPod& p) { OnPod(p); }, nullptr});
+    rep_inf_->SetHandlers(
+        {[this](const kube::NodeRepair& r) { OnRepair(r); },
+         [this](const kube::NodeRepair&, const kube::NodeRepair& r) { OnRepair(r); }, nullptr});
     node_inf_->Start();
     pod_inf_->Start();
     rep_inf_->Start();
-    if (!node_inf_->WaitForSynced(30s) || !pod_inf_->WaitForSynced(30s) || !rep_inf_->WaitForSynced(30s)) {
+    if (!node_inf_->WaitForSynced(30s) || !pod_inf_->WaitForSynced(30s) ||
+        !rep_inf_->WaitForSynced(30s)) {
       return Error{"the drill's watches of Nodes, Pods and NodeRepairs did not sync within 30 s"};
     }
     return Status::Ok();
@@ -239,7 +251,8 @@ class Observer {
 
   // The fault is about to be written into these nodes' kernel logs: pods seen so far are the
   // workload's, later ones replacements; time runs from `t0`.
-  void Arm(const std::vector<std::string>& targets, const std::map<std::string, std::string>& fault_files,
+  void Arm(const std::vector<std::string>& targets,
+           const std::map<std::string, std::string>& fault_files,
            std::set<std::string> standby_nodes, int replicas, int64_t t0) {
     std::lock_guard<std::mutex> lock(mu_);
     targets_ = std::set<std::string>(targets.begin(), targets.end());
@@ -258,7 +271,8 @@ class Observer {
   }
 
   // The same-run baseline: a merge patch of one annotation on `node` until the watch delivers it.
-  std::optional<double> ProbeApiWrite(kube::Client& c, const std::string& node, const std::atomic<bool>& interrupted) {
+  std::optional<double> ProbeApiWrite(kube::Client& c, const std::string& node,
+                                      const std::atomic<bool>& interrupted) {
     std::string value;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -266,9 +280,12 @@ class Observer {
       probe_seen_us_ = 0;
     }
     const int64_t start = NowUs();
-    auto r = c.Patch(kube::NodePath(node), kube::PatchType::kMerge, {{"metadata", {{"annotations", {{kProbe, value}}}}}});
+    auto r = c.Patch(kube::NodePath(node), kube::PatchType::kMerge,
+                     {{"metadata", {{"annotations", {{kProbe, value}}}}}});
     if (!r || !r->ok()) return std::nullopt;
-    if (!WaitFor([&] { return probe_seen_us_ != 0; }, std::chrono::steady_clock::now() + 5s, interrupted)) return std::nullopt;
+    if (!WaitFor([&] { return probe_seen_us_ != 0; }, std::chrono::steady_clock::now() + 5s,
+                 interrupted))
+      return std::nullopt;
     std::lock_guard<std::mutex> lock(mu_);
     return static_cast<double>(probe_seen_us_ - start) / 1000.0;
   }
@@ -308,7 +325,9 @@ class Observer {
       auto it = nodes_seen_.find(n);
       if (it == nodes_seen_.end()) return false;
       const auto& c = it->second.node.conditions;
-      if (std::none_of(c.begin(), c.end(), [](const kube::NodeCondition& x) { return x.type == "AcceleratedHardwareReady"; })) {
+      if (std::none_of(c.begin(), c.end(), [](const kube::NodeCondition& x) {
+            return x.type == "AcceleratedHardwareReady";
+          })) {
         return false;
       }
     }
@@ -330,7 +349,9 @@ class Observer {
   void Record(const std::string& key, int64_t us, const std::string& detail) {
     if (t0_ == 0 || steps_.count(key)) return;
     steps_[key] = us;
-    if (live_) live_(fmt::format("  T+{:>9.1f} ms  {:<30} {}\n", static_cast<double>(us - t0_) / 1000.0, StepLabel(key), detail));
+    if (live_)
+      live_(fmt::format("  T+{:>9.1f} ms  {:<30} {}\n", static_cast<double>(us - t0_) / 1000.0,
+                        StepLabel(key), detail));
     cv_.notify_all();
   }
 
@@ -355,8 +376,9 @@ class Observer {
         if (!grown.count(node) && stat(path.c_str(), &st) == 0 && st.st_size > file_size_[path]) {
           grown.insert(node);
           if (grown.size() == files.size()) {
-            Record("detected", now, files.size() == 1 ? "fault line from the agent of " + node
-                                                      : fmt::format("by the agents of all {} nodes", files.size()));
+            Record("detected", now,
+                   files.size() == 1 ? "fault line from the agent of " + node
+                                     : fmt::format("by the agents of all {} nodes", files.size()));
           }
         }
       }
@@ -368,7 +390,8 @@ class Observer {
     const int64_t now = NowUs();
     std::lock_guard<std::mutex> lock(mu_);
     if (!nodes_.count(n.meta.name)) return;
-    if (auto p = n.meta.annotations.find(kProbe); p != n.meta.annotations.end() && p->second == probe_value_ && !probe_seen_us_) {
+    if (auto p = n.meta.annotations.find(kProbe);
+        p != n.meta.annotations.end() && p->second == probe_value_ && !probe_seen_us_) {
       probe_seen_us_ = now;
       cv_.notify_all();
     }
@@ -425,8 +448,12 @@ class Observer {
       }
       if (reached < static_cast<int>(targets_.size())) continue;
       std::string key = "repair_" + ph;
-      std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
-      Record(key, now, targets_.size() == 1 ? r.meta.name + (r.message.empty() ? "" : ": " + r.message.substr(0, 120)) : "");
+      std::transform(key.begin(), key.end(), key.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
+      Record(key, now,
+             targets_.size() == 1
+                 ? r.meta.name + (r.message.empty() ? "" : ": " + r.message.substr(0, 120))
+                 : "");
     }
     cv_.notify_all();
   }
@@ -443,7 +470,8 @@ class Observer {
       return true;
     };
     auto target_desc = [&](const std::string& what) {
-      return k == 1 ? what + " on " + *targets_.begin() : fmt::format("{} on all {} nodes", what, k);
+      return k == 1 ? what + " on " + *targets_.begin()
+                    : fmt::format("{} on all {} nodes", what, k);
     };
     if (!changed_node.empty()) {
       if (all_targets([](const NodeTrack& t) { return t.was_false; })) {
@@ -453,19 +481,23 @@ class Observer {
             detail = c.type + "=False " + c.reason;
           }
         }
-        Record("condition", now, k == 1 ? detail + " on " + *targets_.begin() : target_desc("a domain False"));
+        Record("condition", now,
+               k == 1 ? detail + " on " + *targets_.begin() : target_desc("a domain False"));
       }
       if (all_targets([](const NodeTrack& t) { return HasTaint(t.node, keys::kFaultTaint); })) {
         std::string detail;
         for (const auto& t : nodes_seen_[*targets_.begin()].node.taints) {
-          if (t.key == keys::kFaultTaint) detail = fmt::format("{}={}:{}", t.key, t.value, t.effect);
+          if (t.key == keys::kFaultTaint)
+            detail = fmt::format("{}={}:{}", t.key, t.value, t.effect);
         }
         Record("taint", now, target_desc(detail));
       }
       if (Has("condition") && all_targets([](const NodeTrack& t) { return !t.was_false; })) {
         Record("condition_cleared", now, target_desc("every domain True"));
       }
-      if (Has("taint") && all_targets([](const NodeTrack& t) { return !HasTaint(t.node, keys::kFaultTaint) && !t.node.unschedulable; })) {
+      if (Has("taint") && all_targets([](const NodeTrack& t) {
+            return !HasTaint(t.node, keys::kFaultTaint) && !t.node.unschedulable;
+          })) {
         Record("released", now, target_desc("taint and cordon removed"));
       }
       if (all_targets([](const NodeTrack& t) {
@@ -474,12 +506,15 @@ class Observer {
           })) {
         Record("gpu_fault_published", now, target_desc(std::string(keys::kGpuFaults)));
       }
-      if (all_targets([](const NodeTrack& t) { return t.node.meta.annotations.count(std::string(keys::kGpuRecoveryRequest)) > 0; })) {
+      if (all_targets([](const NodeTrack& t) {
+            return t.node.meta.annotations.count(std::string(keys::kGpuRecoveryRequest)) > 0;
+          })) {
         Record("gpu_recovery_requested", now, target_desc(std::string(keys::kGpuRecoveryRequest)));
       }
       if (all_targets([](const NodeTrack& t) {
             auto a = t.node.meta.annotations.find(std::string(keys::kGpuRecoveryStatus));
-            return a != t.node.meta.annotations.end() && a->second.find("\"succeeded\"") != std::string::npos;
+            return a != t.node.meta.annotations.end() &&
+                   a->second.find("\"succeeded\"") != std::string::npos;
           })) {
         Record("gpu_recovered", now, target_desc("the agent's answer: succeeded"));
       }
@@ -491,7 +526,8 @@ class Observer {
       }
     }
     // Pods.
-    int on_targets = 0, requested = 0, done = 0, deleting = 0, new_created = 0, new_scheduled = 0, new_running = 0, serving = 0;
+    int on_targets = 0, requested = 0, done = 0, deleting = 0, new_created = 0, new_scheduled = 0,
+        new_running = 0, serving = 0;
     bool new_on_target = false;
     std::string first_by;
     for (const auto& [uid, p] : pods_) {
@@ -511,28 +547,38 @@ class Observer {
       serving += p.running_us > 0 && !p.deleting_us && !targets_.count(p.node);
     }
     if (on_targets == 0) return;
-    if (requested > 0) Record("checkpoint_requested", now, fmt::format("{} pod(s) annotated {}", requested, keys::kCheckpointRequested));
-    if (done == on_targets) Record("checkpoint_done", now, fmt::format("{} pod(s) answered {}", done, keys::kCheckpointDone));
+    if (requested > 0)
+      Record("checkpoint_requested", now,
+             fmt::format("{} pod(s) annotated {}", requested, keys::kCheckpointRequested));
+    if (done == on_targets)
+      Record("checkpoint_done", now,
+             fmt::format("{} pod(s) answered {}", done, keys::kCheckpointDone));
     if (deleting > 0) {
       Record("first_eviction", now,
-             first_by == "EvictionByEvictionAPI"    ? "a pod of the faulty node evicted through the Eviction API"
-             : first_by == "DeletionByTaintManager" ? "a pod of the faulty node deleted by Kubernetes' NoExecute taint manager"
-                                                    : "a pod of the faulty node is terminating");
+             first_by == "EvictionByEvictionAPI"
+                 ? "a pod of the faulty node evicted through the Eviction API"
+             : first_by == "DeletionByTaintManager"
+                 ? "a pod of the faulty node deleted by Kubernetes' NoExecute taint manager"
+                 : "a pod of the faulty node is terminating");
     }
-    if (deleting == on_targets) Record("last_eviction", now, fmt::format("all {} pod(s) of the faulty node(s) terminating", on_targets));
-    // Created (by the ReplicaSet controller), then bound (by the scheduler): which of the two a slow
-    // replacement waited for.
+    if (deleting == on_targets)
+      Record("last_eviction", now,
+             fmt::format("all {} pod(s) of the faulty node(s) terminating", on_targets));
+    // Created (by the ReplicaSet controller), then bound (by the scheduler): which of the two a
+    // slow replacement waited for.
     if (deleting > 0 && new_created >= deleting && deleting == on_targets) {
       Record("replacement_created", now, fmt::format("{} replacement pod(s) created", new_created));
     }
     if (deleting > 0 && new_scheduled >= deleting && deleting == on_targets) {
-      Record("replacement_scheduled", now, fmt::format("{} replacement pod(s) bound to a node", new_scheduled));
+      Record("replacement_scheduled", now,
+             fmt::format("{} replacement pod(s) bound to a node", new_scheduled));
     }
     if (deleting > 0 && new_running >= deleting && deleting == on_targets) {
       Record("replacement_running", now, fmt::format("{} replacement pod(s) Running", new_running));
     }
     if (deleting > 0 && serving >= replicas_ && !new_on_target) {
-      Record("capacity_restored", now, fmt::format("{}/{} replicas Running on healthy nodes", serving, replicas_));
+      Record("capacity_restored", now,
+             fmt::format("{}/{} replicas Running on healthy nodes", serving, replicas_));
     }
   }
 
@@ -565,7 +611,8 @@ class Observer {
 
 class Drill {
  public:
-  Drill(const DrillOptions& o, const std::atomic<bool>& interrupted) : o_(o), interrupted_(interrupted) {}
+  Drill(const DrillOptions& o, const std::atomic<bool>& interrupted)
+      : o_(o), interrupted_(interrupted) {}
   ~Drill() { Cleanup(); }
 
   Result<Report> Run() {
@@ -584,10 +631,11 @@ class Drill {
   // --keep: everything stays up until Ctrl-C.
   void Hold() {
     {
-      Say(fmt::format(
-          "\n--keep: everything is still running. Explore with\n  export KUBECONFIG={}\n  kubectl get nodes,noderepairs\n"
-          "  kubectl -n {} get pods -o wide\nLogs: {}\nPress Ctrl-C to clean up.\n",
-          kubeconfig_, last_ns_, work_));
+      Say(
+          fmt::format("\n--keep: everything is still running. Explore with\n  export "
+                      "KUBECONFIG={}\n  kubectl get nodes,noderepairs\n"
+                      "  kubectl -n {} get pods -o wide\nLogs: {}\nPress Ctrl-C to clean up.\n",
+                      kubeconfig_, last_ns_, work_));
     }
     while (!interrupted_) std::this_thread::sleep_for(100ms);
   }
@@ -600,7 +648,9 @@ class Drill {
   Status Setup() {
     if (o_.work_dir.empty()) {
       char tmpl[] = "/tmp/gpuheal-drill-XXXXXX";
-      if (!mkdtemp(tmpl)) return Error{fmt::format("cannot create a work directory in /tmp: {}", std::strerror(errno))};
+      if (!mkdtemp(tmpl))
+        return Error{
+            fmt::format("cannot create a work directory in /tmp: {}", std::strerror(errno))};
       work_ = tmpl;
     } else {
       work_ = o_.work_dir;
@@ -610,7 +660,8 @@ class Drill {
     }
     // The logs of everything the drill runs in its own process (the sim, its agents) and of the
     // processes it starts go to files in the work directory; the terminal gets the timeline.
-    const int log = open((work_ + "/drill.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    const int log =
+        open((work_ + "/drill.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (log >= 0) {
       saved_stderr_ = dup(STDERR_FILENO);
       dup2(log, STDERR_FILENO);
@@ -631,14 +682,18 @@ class Drill {
     client_ = std::move(*c);
     // deploy/: the NodeRepair CRD, the controller's namespace, RBAC and policy ConfigMap (not its
     // Deployment: the simulated nodes run no containers, so the controller runs here as a process).
-    Say("installing deploy/crds/noderepairs.yaml and deploy/kubernetes/controller.yaml (without its Deployment)\n");
+    Say("installing deploy/crds/noderepairs.yaml and deploy/kubernetes/controller.yaml (without "
+        "its Deployment)\n");
     json system_ns = {{"apiVersion", "v1"}, {"kind", "Namespace"}};
     system_ns["metadata"]["name"] = kSystemNs;
     if (auto s = kube::CreateObjects(*client_, {system_ns}); !s) return s.error();
-    for (const std::string file : {"/deploy/crds/noderepairs.yaml", "/deploy/kubernetes/controller.yaml"}) {
+    for (const std::string file :
+         {"/deploy/crds/noderepairs.yaml", "/deploy/kubernetes/controller.yaml"}) {
       auto objs = kube::ReadManifest(o_.source_dir + file);
       if (!objs) return objs.error();
-      if (auto s = kube::CreateObjects(*client_, *objs, [](const json& j) { return j.value("kind", "") != "Deployment"; }); !s) {
+      if (auto s = kube::CreateObjects(
+              *client_, *objs, [](const json& j) { return j.value("kind", "") != "Deployment"; });
+          !s) {
         return Error{o_.source_dir + file + ": " + s.error().message};
       }
     }
@@ -646,7 +701,8 @@ class Drill {
     for (;;) {
       auto r = client_->Get(std::string(kRepairs) + "?limit=1");
       if (r && r->ok()) break;
-      if (std::chrono::steady_clock::now() > deadline) return Error{"the NodeRepair CRD was not served within 30 s"};
+      if (std::chrono::steady_clock::now() > deadline)
+        return Error{"the NodeRepair CRD was not served within 30 s"};
       std::this_thread::sleep_for(100ms);
     }
     // The API server's first write to a new CRD took 2 s (measured: the controller's first
@@ -655,13 +711,19 @@ class Drill {
     const json probe = {{"apiVersion", "gpuheal.io/v1alpha1"},
                         {"kind", "NodeRepair"},
                         {"metadata", {{"name", "gpuheal-drill-warm-up"}}},
-                        {"spec", {{"node", "none"}, {"trigger", {{"condition", "AcceleratedHardwareReady"}, {"reason", "NvidiaXID79Error"},
-                                                                 {"severity", "catastrophic"}, {"message", "drill warm-up (dry run)"}}}}}};
+                        {"spec",
+                         {{"node", "none"},
+                          {"trigger",
+                           {{"condition", "AcceleratedHardwareReady"},
+                            {"reason", "NvidiaXID79Error"},
+                            {"severity", "catastrophic"},
+                            {"message", "drill warm-up (dry run)"}}}}}};
     for (;;) {
       auto r = client_->Create(std::string(kRepairs) + "?dryRun=All", probe);
       if (r && r->ok()) break;
       if (std::chrono::steady_clock::now() > deadline) {
-        return Error{"the API server did not accept a NodeRepair (dry run) within 30 s: " + (r ? r->Describe() : r.error().message)};
+        return Error{"the API server did not accept a NodeRepair (dry run) within 30 s: " +
+                     (r ? r->Describe() : r.error().message)};
       }
       std::this_thread::sleep_for(100ms);
     }
@@ -671,15 +733,22 @@ class Drill {
   Status StartControlPlane() {
     const std::string script = o_.source_dir + "/scripts/control-plane.sh";
     if (access(script.c_str(), R_OK) != 0) {
-      return Error{fmt::format("no {}: give --kubeconfig of a cluster to drill in, or --source-dir of a gpuheal checkout", script)};
+      return Error{
+          fmt::format("no {}: give --kubeconfig of a cluster to drill in, or --source-dir of a "
+                      "gpuheal checkout",
+                      script)};
     }
     cp_dir_ = work_ + "/control-plane";
-    Say("starting a local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) in " + cp_dir_ + "\n");
+    Say("starting a local control plane (etcd, kube-apiserver, kube-controller-manager, "
+        "kube-scheduler) in " +
+        cp_dir_ + "\n");
     const std::string log = work_ + "/control-plane.log";
     // Client limits of 200 requests/s for kube-controller-manager and the scheduler, as clusters of
     // thousands of nodes run them: at the defaults (20 and 50/s) a 1,500-node drill waits minutes
     // for the node lifecycle controller and the scheduler before its workload is Running.
-    auto child = Child::Spawn({"/bin/bash", script, "up", "--with-controllers", "--dir", cp_dir_, "--client-qps", "200"}, log, log);
+    auto child = Child::Spawn(
+        {"/bin/bash", script, "up", "--with-controllers", "--dir", cp_dir_, "--client-qps", "200"},
+        log, log);
     if (!child) return child.error();
     int rc = -1;
     while ((rc = (*child)->Wait(200ms)) < 0) {
@@ -693,7 +762,8 @@ class Drill {
     while (std::getline(in, line)) {
       if (line.starts_with("KUBECONFIG=")) kc = line.substr(11);
     }
-    if (rc != 0 || kc.empty()) return Error{fmt::format("the control plane did not start (exit {}); its log: {}", rc, log)};
+    if (rc != 0 || kc.empty())
+      return Error{fmt::format("the control plane did not start (exit {}); its log: {}", rc, log)};
     kubeconfig_ = kc;
     return Status::Ok();
   }
@@ -701,9 +771,26 @@ class Drill {
   Status StartController() {
     ++controllers_started_;
     controller_id_ = fmt::format("drill-{}-{}", getpid(), controllers_started_);
-    auto c = Child::Spawn({o_.self, "controller", "--kubeconfig", kubeconfig_, "--policy", policy_path_, "--listen", "",
-                           "--lease-namespace", kSystemNs, "--lease-name", kLease, "--id", controller_id_,
-                           "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "250ms"},
+    auto c = Child::Spawn({o_.self,
+                           "controller",
+                           "--kubeconfig",
+                           kubeconfig_,
+                           "--policy",
+                           policy_path_,
+                           "--listen",
+                           "",
+                           "--lease-namespace",
+                           kSystemNs,
+                           "--lease-name",
+                           kLease,
+                           "--id",
+                           controller_id_,
+                           "--lease-duration",
+                           "3s",
+                           "--renew-deadline",
+                           "2s",
+                           "--retry-period",
+                           "250ms"},
                           work_ + "/controller.log", work_ + "/controller.log");
     if (!c) return c.error();
     controller_ = std::move(*c);
@@ -730,7 +817,9 @@ class Drill {
     const std::string ns = "gpuheal-drill-" + prefix;
     last_ns_ = ns;
     const std::string state = work_ + "/" + prefix;
-    auto fail = [&](const std::string& name, const std::string& why) { res.checks.push_back({name, false, why}); };
+    auto fail = [&](const std::string& name, const std::string& why) {
+      res.checks.push_back({name, false, why});
+    };
 
     // The controller: once per drill (a crash scenario restarts it).
     if (!controller_) {
@@ -738,7 +827,9 @@ class Drill {
       std::ofstream(policy_path_) << plan.policy;
       Say(fmt::format("controller policy: {}\n", policy_path_));
       if (auto s = StartController(); !s) return s.error();
-      if (!ControllerLeads(30s)) return Error{"the controller did not take the lead within 30 s; its log: " + work_ + "/controller.log"};
+      if (!ControllerLeads(30s))
+        return Error{"the controller did not take the lead within 30 s; its log: " + work_ +
+                     "/controller.log"};
     }
 
     // The simulated cluster.
@@ -757,32 +848,39 @@ class Drill {
     so.agent_quiet_period = plan.agent_quiet;
     // Fault targets: the first nodes of each pool in turn, each running one of the workload's pods.
     std::vector<std::string> targets;
-    for (int j = 0; j < plan.fault_nodes && j < o_.nodes; ++j) targets.push_back(fmt::format("{}-{}-{}", prefix, j % o_.pools, j / o_.pools));
+    for (int j = 0; j < plan.fault_nodes && j < o_.nodes; ++j)
+      targets.push_back(fmt::format("{}-{}-{}", prefix, j % o_.pools, j / o_.pools));
     if (plan.external_agent) so.external_agents = {targets[0]};
     // An agent on every node of a drill-sized cluster; beyond that, on the faulty nodes only (an
     // agent is a few threads; the other nodes' conditions are simply never False).
-    if (o_.nodes + o_.pools * o_.standby > kAgentsOnEveryNodeUpTo) so.agent_nodes = std::set<std::string>(targets.begin(), targets.end());
+    if (o_.nodes + o_.pools * o_.standby > kAgentsOnEveryNodeUpTo)
+      so.agent_nodes = std::set<std::string>(targets.begin(), targets.end());
     auto wc = kube::Client::Create(cfg_);
     auto sc = kube::Client::Create(cfg_);
     if (!wc || !sc) return Error{"drill: " + (wc ? sc.error().message : wc.error().message)};
     std::set<std::string> node_names;
     for (int p = 0; p < o_.pools; ++p) {
-      for (int i = 0; i < (o_.nodes + o_.pools - 1 - p) / o_.pools; ++i) node_names.insert(fmt::format("{}-{}-{}", prefix, p, i));
-      for (int i = 0; i < o_.standby; ++i) node_names.insert(fmt::format("{}-{}-standby-{}", prefix, p, i));
+      for (int i = 0; i < (o_.nodes + o_.pools - 1 - p) / o_.pools; ++i)
+        node_names.insert(fmt::format("{}-{}-{}", prefix, p, i));
+      for (int i = 0; i < o_.standby; ++i)
+        node_names.insert(fmt::format("{}-{}-standby-{}", prefix, p, i));
     }
     Observer obs(o_.live);
     if (auto s = obs.Start(cfg_, ns, node_names); !s) return s.error();
-    Say(fmt::format("simulated cluster {}: {} pools x {} GPU nodes x {} GPUs + {} standby per pool, {}\n", prefix, o_.pools,
-                    o_.nodes / o_.pools, o_.gpus, o_.standby,
-                    so.agent_nodes.empty() ? "a gpuheal agent per node" : "a gpuheal agent on each node the fault hits"));
+    Say(fmt::format(
+        "simulated cluster {}: {} pools x {} GPU nodes x {} GPUs + {} standby per pool, {}\n",
+        prefix, o_.pools, o_.nodes / o_.pools, o_.gpus, o_.standby,
+        so.agent_nodes.empty() ? "a gpuheal agent per node"
+                               : "a gpuheal agent on each node the fault hits"));
     auto simr = sim::Sim::Start(std::move(*sc), std::move(*wc), so);
     if (!simr) return Error{simr.error().message};
     sim_ = std::move(*simr);
     std::unique_ptr<Child> agent;
     auto start_agent = [&]() -> Status {
       const std::string dir = state + "/" + targets[0];
-      std::vector<std::string> argv = {o_.self, "agent", "--kmsg", dir + "/kmsg", "--state-dir", dir, "--node-name", targets[0],
-                                       "--kubeconfig", kubeconfig_, "--listen", ""};
+      std::vector<std::string> argv = {o_.self,        "agent",     "--kmsg",      dir + "/kmsg",
+                                       "--state-dir",  dir,         "--node-name", targets[0],
+                                       "--kubeconfig", kubeconfig_, "--listen",    ""};
       std::vector<std::pair<std::string, std::string>> env;
       if (o_.real_kmsg) {
         // The machine's kernel log, from its end (older records are not this drill's), trusting
@@ -812,13 +910,23 @@ class Drill {
     const int gpus_per_pod = std::max(1, o_.gpus / plan.pods_per_node);
     const int replicas = o_.nodes * (o_.gpus / gpus_per_pod);
     if (auto s = CreateWorkload(ns, prefix, replicas, gpus_per_pod); !s) return s.error();
-    Say(fmt::format("workload: Deployment {}/trainer, {} pods x {} GPUs, PodDisruptionBudget maxUnavailable 1\n", ns, replicas,
-                    gpus_per_pod));
+    Say(
+        fmt::format("workload: Deployment {}/trainer, {} pods x {} GPUs, PodDisruptionBudget "
+                    "maxUnavailable 1\n",
+                    ns, replicas, gpus_per_pod));
     // kube-controller-manager creates a ReplicaSet's pods at its default 20 requests/s.
     const auto ready_deadline = std::chrono::steady_clock::now() + 120s + replicas * 300ms;
-    if (!obs.WaitFor([&] { return obs.RunningPods() >= replicas && obs.AgentsReporting(targets); }, ready_deadline, interrupted_)) {
-      if (!interrupted_) fail("setup", fmt::format("the workload was not Running on the simulated nodes in time ({}/{} pods)",
-                                                   [&] { std::lock_guard<std::mutex> l(obs.mu()); return obs.RunningPods(); }(), replicas));
+    if (!obs.WaitFor([&] { return obs.RunningPods() >= replicas && obs.AgentsReporting(targets); },
+                     ready_deadline, interrupted_)) {
+      if (!interrupted_)
+        fail("setup",
+             fmt::format(
+                 "the workload was not Running on the simulated nodes in time ({}/{} pods)",
+                 [&] {
+                   std::lock_guard<std::mutex> l(obs.mu());
+                   return obs.RunningPods();
+                 }(),
+                 replicas));
       Teardown(ns, obs);
       return res;
     }
@@ -826,7 +934,8 @@ class Drill {
     // The baseline, on a node of the cluster that is not faulted.
     const std::string probe_node = fmt::format("{}-{}-standby-0", prefix, o_.pools - 1);
     for (int i = 0; i < 3 && o_.standby > 0; ++i) {
-      if (auto ms = obs.ProbeApiWrite(*client_, probe_node, interrupted_)) res.api_write_ms.push_back(*ms);
+      if (auto ms = obs.ProbeApiWrite(*client_, probe_node, interrupted_))
+        res.api_write_ms.push_back(*ms);
     }
 
     // The fault.
@@ -834,18 +943,22 @@ class Drill {
     for (const auto& t : targets) files[t] = state + "/" + t + "/faults.jsonl";
     std::set<std::string> standby;
     for (const auto& t : targets) {
-      const std::string pool = t.substr(prefix.size() + 1, t.find('-', prefix.size() + 1) - prefix.size() - 1);
-      for (int i = 0; i < o_.standby; ++i) standby.insert(fmt::format("{}-{}-standby-{}", prefix, pool, i));
+      const std::string pool =
+          t.substr(prefix.size() + 1, t.find('-', prefix.size() + 1) - prefix.size() - 1);
+      for (int i = 0; i < o_.standby; ++i)
+        standby.insert(fmt::format("{}-{}-standby-{}", prefix, pool, i));
     }
     std::vector<std::string> messages, lines;
     for (size_t i = 0; i < plan.processes.size(); ++i) {
-      lines = InjectMessages(InjectSpec{plan.xid, "0000:3b:00", std::to_string(4242 + i), plan.processes[i]});
+      lines = InjectMessages(
+          InjectSpec{plan.xid, "0000:3b:00", std::to_string(4242 + i), plan.processes[i]});
       messages.insert(messages.end(), lines.begin(), lines.end());
     }
     const int64_t t0 = NowUs();
     obs.Arm(targets, files, standby, replicas, t0);
     Say(fmt::format("\n  T+{:>9.1f} ms  {:<30} {}{}\n", 0.0, "kernel line",
-                    targets.size() == 1 ? targets[0] : fmt::format("{} nodes", targets.size()), ": " + lines.back()));
+                    targets.size() == 1 ? targets[0] : fmt::format("{} nodes", targets.size()),
+                    ": " + lines.back()));
     for (const auto& t : targets) {
       auto s = o_.real_kmsg ? WriteKmsg("/dev/kmsg", messages) : WriteSimKernel(state, t, messages);
       if (!s) return Error{"injecting the fault: " + s.error().message};
@@ -860,19 +973,23 @@ class Drill {
     std::unique_lock<std::mutex> held(obs.mu(), std::defer_lock);
     std::string pre_kill_transition;
     size_t lines_before_kill = 0;
-    if (o_.scenario == "single" || o_.scenario == "pdb" || o_.scenario == "controller-crash" || o_.scenario == "agent-restart") {
+    if (o_.scenario == "single" || o_.scenario == "pdb" || o_.scenario == "controller-crash" ||
+        o_.scenario == "agent-restart") {
       if (o_.scenario == "controller-crash") {
-        if (wait([&] { return obs.Has("repair_checkpointrequested"); }, "the repair's CheckpointRequested phase")) {
+        if (wait([&] { return obs.Has("repair_checkpointrequested"); },
+                 "the repair's CheckpointRequested phase")) {
           controller_->Signal(SIGKILL);
           controller_->Wait(5s);
           obs.Mark("controller_killed", "SIGKILL inside the checkpoint window, before the drain");
           if (auto s = StartController(); !s) return s.error();
-          if (ControllerLeads(30s)) obs.Mark("controller_leader", controller_id_ + " holds the Lease");
+          if (ControllerLeads(30s))
+            obs.Mark("controller_leader", controller_id_ + " holds the Lease");
         }
       }
       if (o_.scenario == "agent-restart") {
         if (wait([&] { return obs.Has("detected"); }, "the agent's detection") &&
-            wait([&] { return CursorPastLastFault(state + "/" + targets[0]); }, "the agent's cursor past the fault")) {
+            wait([&] { return CursorPastLastFault(state + "/" + targets[0]); },
+                 "the agent's cursor past the fault")) {
           agent->Signal(SIGKILL);
           agent->Wait(5s);
           obs.Mark("agent_killed", "SIGKILL right after its fault line and saved cursor");
@@ -889,7 +1006,8 @@ class Drill {
       wait([&] { return obs.Has("capacity_restored") && obs.Has("repair_remediating"); },
            "capacity back to 100% and the repair's Remediating phase");
     } else if (o_.scenario == "flap") {
-      wait([&] { return obs.Has("released") && obs.Has("repair_recovered"); }, "the node's release after the fault cleared");
+      wait([&] { return obs.Has("released") && obs.Has("repair_recovered"); },
+           "the node's release after the fault cleared");
     } else if (o_.scenario == "correlated") {
       if (wait([&] { return obs.Has("taint"); }, "every faulty node's quarantine")) {
         // Hold long enough for a gate that does not hold to show it: the repair of a node that is
@@ -897,10 +1015,12 @@ class Drill {
         obs.WaitFor([] { return false; }, std::chrono::steady_clock::now() + 5s, interrupted_);
       }
     } else if (o_.scenario == "critical") {
-      wait([&] { return obs.Has("repair_recovered") || obs.Has("repair_failed"); }, "the GPU-level repair's end");
+      wait([&] { return obs.Has("repair_recovered") || obs.Has("repair_failed"); },
+           "the GPU-level repair's end");
     }
     if (!interrupted_) {
-      if (o_.scenario == "agent-restart") std::this_thread::sleep_for(1s);  // the restarted agent has spoken
+      if (o_.scenario == "agent-restart")
+        std::this_thread::sleep_for(1s);  // the restarted agent has spoken
       held.lock();
       Checks(plan, targets, standby, replicas, obs, res);
       if (o_.scenario == "agent-restart") {
@@ -909,16 +1029,22 @@ class Drill {
         // second.
         const size_t after = CountLines(files[targets[0]]);
         const size_t twice = RecordsReportedTwice(files[targets[0]]);
-        res.checks.push_back({"nothing reported twice", twice == 0 && lines_before_kill > 0,
-                              fmt::format("{} fault line(s) before the kill, {} in all after the restart, {} record(s) "
-                                          "reported twice",
-                                          lines_before_kill, after, twice)});
+        res.checks.push_back(
+            {"nothing reported twice", twice == 0 && lines_before_kill > 0,
+             fmt::format(
+                 "{} fault line(s) before the kill, {} in all after the restart, {} record(s) "
+                 "reported twice",
+                 lines_before_kill, after, twice)});
         auto it = obs.nodes().find(targets[0]);
-        const bool still = it != obs.nodes().end() && it->second.was_false && it->second.false_transitions == 1 &&
-                           (pre_kill_transition.empty() || it->second.false_since == pre_kill_transition);
-        res.checks.push_back({"nothing lost", still,
-                              still ? "the restarted agent kept the condition False (one transition, from its saved active faults)"
-                                    : "the condition did not stay False through the restart, or turned False twice"});
+        const bool still =
+            it != obs.nodes().end() && it->second.was_false && it->second.false_transitions == 1 &&
+            (pre_kill_transition.empty() || it->second.false_since == pre_kill_transition);
+        res.checks.push_back(
+            {"nothing lost", still,
+             still
+                 ? "the restarted agent kept the condition False (one transition, from its saved "
+                   "active faults)"
+                 : "the condition did not stay False through the restart, or turned False twice"});
       }
       held.unlock();
       res.steps_ms = obs.StepsMs();
@@ -932,10 +1058,13 @@ class Drill {
   // An agent config and an NVML double scenario for a node of eight healthy GPUs, the faulty one
   // at the bus id the injected line names (0000:3b:00). Returns {config, scenario}.
   Result<std::pair<std::string, std::string>> WriteSimulatedGpus(const std::string& dir) {
-    if (access(o_.nvml_double.c_str(), R_OK) != 0 || access(o_.nvml_double_ctl.c_str(), X_OK) != 0) {
-      return Error{fmt::format("the critical scenario plays the node's GPUs with the NVML test double: build it "
-                               "(cmake --build build --target nvml_double nvml_double_ctl) or give --nvml-double and "
-                               "--nvml-double-ctl (looked for {} and {})", o_.nvml_double, o_.nvml_double_ctl)};
+    if (access(o_.nvml_double.c_str(), R_OK) != 0 ||
+        access(o_.nvml_double_ctl.c_str(), X_OK) != 0) {
+      return Error{fmt::format(
+          "the critical scenario plays the node's GPUs with the NVML test double: build it "
+          "(cmake --build build --target nvml_double nvml_double_ctl) or give --nvml-double and "
+          "--nvml-double-ctl (looked for {} and {})",
+          o_.nvml_double, o_.nvml_double_ctl)};
     }
     json devices = json::array();
     const int buses[] = {0x1b, 0x2b, 0x3b, 0x4b, 0x5b, 0x6b, 0x7b, 0x8b};
@@ -944,7 +1073,8 @@ class Drill {
                          {"uuid", fmt::format("GPU-{}-0000-4000-8000-{:012x}", id_ + "0000", i)},
                          {"name", "NVIDIA H100 80GB HBM3"},
                          {"ecc", {{"volatile_uncorrected", 0}, {"volatile_corrected", 0}}},
-                         {"remapped_rows", {{"corrected", 0}, {"uncorrected", 0}, {"pending", 0}, {"failure", 0}}},
+                         {"remapped_rows",
+                          {{"corrected", 0}, {"uncorrected", 0}, {"pending", 0}, {"failure", 0}}},
                          {"retired_pages_pending", false},
                          {"nvlink", {{"links", 18}, {"down", json::array()}, {"errors", 0}}},
                          {"clock_event_reasons", 0},
@@ -958,9 +1088,11 @@ class Drill {
     const std::string scenario = dir + "/gpus.json", config = dir + "/agent.yaml";
     std::error_code ec;
     std::filesystem::create_directories(dir + "/sysfs", ec);
-    std::ofstream(scenario) << json({{"driver_version", "570.86.15"}, {"devices", devices}}).dump(2);
+    std::ofstream(scenario)
+        << json({{"driver_version", "570.86.15"}, {"devices", devices}}).dump(2);
     std::ofstream(config) << fmt::format(
-        "nvidia:\n  poll_period: 1h\n  sysfs_pci_devices: {}/sysfs\n  reset:\n    command: [\"{}\", \"reset\", \"{}\", \"{{bus_id}}\"]\n",
+        "nvidia:\n  poll_period: 1h\n  sysfs_pci_devices: {}/sysfs\n  reset:\n    command: "
+        "[\"{}\", \"reset\", \"{}\", \"{{bus_id}}\"]\n",
         dir, o_.nvml_double_ctl, scenario);
     return std::make_pair(config, scenario);
   }
@@ -988,13 +1120,17 @@ class Drill {
   }
 
   // Under the observer's lock.
-  void Checks(const Plan& plan, const std::vector<std::string>& targets, const std::set<std::string>& standby, int replicas,
-              Observer& obs, RunResult& res) {
-    auto check = [&](const std::string& name, bool ok, const std::string& detail) { res.checks.push_back({name, ok, detail}); };
+  void Checks(const Plan& plan, const std::vector<std::string>& targets,
+              const std::set<std::string>& standby, int replicas, Observer& obs, RunResult& res) {
+    auto check = [&](const std::string& name, bool ok, const std::string& detail) {
+      res.checks.push_back({name, ok, detail});
+    };
     std::map<std::string, std::vector<const kube::NodeRepair*>> by_node;
     for (const auto& [name, r] : obs.repairs()) by_node[r.node].push_back(&r);
     const std::string& t = targets[0];
-    auto records = [&](const std::string& node) { return by_node.count(node) ? by_node[node] : std::vector<const kube::NodeRepair*>{}; };
+    auto records = [&](const std::string& node) {
+      return by_node.count(node) ? by_node[node] : std::vector<const kube::NodeRepair*>{};
+    };
     auto evicted_once = [&](const kube::NodeRepair& r) {
       std::set<std::string> s(r.evicted_pods.begin(), r.evicted_pods.end());
       return s.size() == r.evicted_pods.size();
@@ -1012,18 +1148,25 @@ class Drill {
         replacements_running += p.running_us > 0;
       }
     }
-    check("fault detected", obs.Has("detected"), obs.Has("detected") ? "the node's agent read the kernel line" : "no fault line from the agent");
+    check("fault detected", obs.Has("detected"),
+          obs.Has("detected") ? "the node's agent read the kernel line"
+                              : "no fault line from the agent");
     if (o_.scenario == "critical") {
       auto n = obs.nodes().count(t) ? obs.nodes().at(t).node : kube::Node{};
       check("GPU-level repair", obs.Has("gpu_recovery_requested") && obs.Has("repair_recovered"),
-            obs.Has("repair_recovered") ? "recovery requested from the agent, GPU reset and verified, repair Recovered"
-                                        : "the repair did not reach Recovered");
+            obs.Has("repair_recovered")
+                ? "recovery requested from the agent, GPU reset and verified, repair Recovered"
+                : "the repair did not reach Recovered");
       check("node stayed schedulable", !obs.Has("taint") && !n.unschedulable && deleted == 0,
-            fmt::format("taint: {}, cordoned: {}, pods evicted: {}", obs.Has("taint") ? "yes" : "no", n.unschedulable ? "yes" : "no", deleted));
+            fmt::format("taint: {}, cordoned: {}, pods evicted: {}",
+                        obs.Has("taint") ? "yes" : "no", n.unschedulable ? "yes" : "no", deleted));
       return;
     }
-    check("NodeCondition False", obs.Has("condition"), obs.Has("condition") ? "set by the agent" : "never seen");
-    check("quarantined", obs.Has("taint"), obs.Has("taint") ? "tainted and cordoned by the controller" : "no gpuheal.io/gpu-fault taint");
+    check("NodeCondition False", obs.Has("condition"),
+          obs.Has("condition") ? "set by the agent" : "never seen");
+    check("quarantined", obs.Has("taint"),
+          obs.Has("taint") ? "tainted and cordoned by the controller"
+                           : "no gpuheal.io/gpu-fault taint");
     if (o_.scenario == "correlated") {
       // What the gates must let through: the breaker holds everything when more than its share of
       // GPU nodes is faulty at once; otherwise a pool with more faulty nodes than it may lose at
@@ -1046,7 +1189,8 @@ class Drill {
         bool went = false, gated = false;
         for (const auto* r : records(targets[j])) {
           went |= r->phase_times.count("CheckpointRequested") > 0;
-          gated |= r->message.starts_with("circuit breaker open") || r->message.starts_with("pool gate");
+          gated |=
+              r->message.starts_with("circuit breaker open") || r->message.starts_with("pool gate");
         }
         for (const auto& [uid, p] : obs.pods()) {
           if (!p.initial || p.node != targets[j] || !p.deleting_us) continue;
@@ -1057,12 +1201,15 @@ class Drill {
         held += gated && !went;
       }
       std::string removed;
-      for (const auto& [by, n] : removed_by) removed += fmt::format("{}{} by {}", removed.empty() ? "" : ", ", n, by);
-      check("gates held", drained == expect_drained && held == static_cast<int>(targets.size()) - expect_drained,
-            fmt::format("{} of {} GPU nodes faulty at once (breaker {}): {} held by a gate, {} went on to drain (expected {}); "
+      for (const auto& [by, n] : removed_by)
+        removed += fmt::format("{}{} by {}", removed.empty() ? "" : ", ", n, by);
+      check("gates held",
+            drained == expect_drained && held == static_cast<int>(targets.size()) - expect_drained,
+            fmt::format("{} of {} GPU nodes faulty at once (breaker {}): {} held by a gate, {} "
+                        "went on to drain (expected {}); "
                         "pods of faulty nodes removed: {}",
-                        targets.size(), gpu_nodes, breaker ? "open" : "closed", held, drained, expect_drained,
-                        removed.empty() ? "none" : removed));
+                        targets.size(), gpu_nodes, breaker ? "open" : "closed", held, drained,
+                        expect_drained, removed.empty() ? "none" : removed));
       return;
     }
     const auto recs = records(t);
@@ -1071,23 +1218,34 @@ class Drill {
         return r->phase_times.count("Remediating") || r->phase_times.count("Replaced");
       });
       check("fault cleared inside the toleration window", obs.Has("condition_cleared"),
-            obs.Has("condition_cleared") ? "the agent turned the condition True after its quiet period" : "the condition stayed False");
+            obs.Has("condition_cleared")
+                ? "the agent turned the condition True after its quiet period"
+                : "the condition stayed False");
       check("node released", obs.Has("released") && obs.Has("repair_recovered"),
-            obs.Has("released") ? "taint and cordon removed after probation, repair Recovered" : "still quarantined");
-      check("no remediation", !remediated, remediated ? "a remediation ran" : "no Remediating or Replaced phase");
+            obs.Has("released") ? "taint and cordon removed after probation, repair Recovered"
+                                : "still quarantined");
+      check("no remediation", !remediated,
+            remediated ? "a remediation ran" : "no Remediating or Replaced phase");
       return;
     }
-    check("pods evicted", target_pods > 0 && deleted == target_pods, fmt::format("{}/{} pods of the faulty node terminated", deleted, target_pods));
+    check("pods evicted", target_pods > 0 && deleted == target_pods,
+          fmt::format("{}/{} pods of the faulty node terminated", deleted, target_pods));
     check("standby released", obs.Has("standby_released"),
-          obs.Has("standby_released") ? *standby.begin() + " took the faulty node's place" : "no standby node released");
-    check("replacements Running elsewhere", replacements_running >= target_pods && !replacement_on_target,
-          fmt::format("{} replacement pod(s) Running, none on the faulty node", replacements_running));
-    check("capacity restored", obs.Has("capacity_restored"), fmt::format("{} replicas Running on healthy nodes", replicas));
+          obs.Has("standby_released") ? *standby.begin() + " took the faulty node's place"
+                                      : "no standby node released");
+    check("replacements Running elsewhere",
+          replacements_running >= target_pods && !replacement_on_target,
+          fmt::format("{} replacement pod(s) Running, none on the faulty node",
+                      replacements_running));
+    check("capacity restored", obs.Has("capacity_restored"),
+          fmt::format("{} replicas Running on healthy nodes", replicas));
     const bool one = recs.size() == 1;
-    const bool complete = one && recs[0]->phase_times.count("Remediating") && evicted_once(*recs[0]);
+    const bool complete =
+        one && recs[0]->phase_times.count("Remediating") && evicted_once(*recs[0]);
     check("one repair, each pod evicted once", complete,
-          one ? fmt::format("{}: phase {}, {} pod(s) evicted through the Eviction API{}", recs[0]->meta.name, recs[0]->phase,
-                            recs[0]->evicted_pods.size(), evicted_once(*recs[0]) ? "" : " (a pod evicted twice)")
+          one ? fmt::format("{}: phase {}, {} pod(s) evicted through the Eviction API{}",
+                            recs[0]->meta.name, recs[0]->phase, recs[0]->evicted_pods.size(),
+                            evicted_once(*recs[0]) ? "" : " (a pod evicted twice)")
               : fmt::format("{} NodeRepair records for {}", recs.size(), t));
     if (o_.scenario == "pdb") {
       // The budget allows one pod down: the second pod of the node goes only once the first one's
@@ -1107,12 +1265,16 @@ class Drill {
                 : "fewer than two pods evicted");
     }
     if (o_.scenario == "controller-crash") {
-      check("controller restarted and continued", obs.Has("controller_killed") && obs.Has("controller_leader"),
-            obs.Has("controller_leader") ? "a new controller took the Lease and finished the same repair" : "no new leader");
+      check("controller restarted and continued",
+            obs.Has("controller_killed") && obs.Has("controller_leader"),
+            obs.Has("controller_leader")
+                ? "a new controller took the Lease and finished the same repair"
+                : "no new leader");
     }
   }
 
-  Status CreateWorkload(const std::string& ns, const std::string& prefix, int replicas, int gpus_per_pod) {
+  Status CreateWorkload(const std::string& ns, const std::string& prefix, int replicas,
+                        int gpus_per_pod) {
     json pools = json::array();
     for (int p = 0; p < o_.pools; ++p) pools.push_back(fmt::format("{}-pool-{}", prefix, p));
     const json labels = {{"app", "trainer"}};
@@ -1125,9 +1287,12 @@ class Drill {
     json container = {{"name", "train"}, {"image", "registry.k8s.io/pause:3.9"}};
     container["resources"]["limits"]["nvidia.com/gpu"] = gpus_per_pod;
     json term = json::object();
-    term["matchExpressions"] = json::array({{{"key", "gpuheal.io/pool"}, {"operator", "In"}, {"values", pools}}});
-    json pod_spec = {{"terminationGracePeriodSeconds", 30}, {"containers", json::array({container})}};
-    pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] = json::array({term});
+    term["matchExpressions"] =
+        json::array({{{"key", "gpuheal.io/pool"}, {"operator", "In"}, {"values", pools}}});
+    json pod_spec = {{"terminationGracePeriodSeconds", 30},
+                     {"containers", json::array({container})}};
+    pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"] = json::array({term});
     json deploy = {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}};
     deploy["metadata"] = {{"name", "trainer"}, {"namespace", ns}};
     deploy["spec"]["replicas"] = replicas;
@@ -1155,8 +1320,12 @@ class Drill {
     // its node waits for kube-controller-manager's pod garbage collector: on 1,500 nodes two
     // earlier runs' namespaces were still Terminating, with their pods, minutes into the next run.
     DeleteNamespaceAndPods(ns);
-    obs.WaitFor([&] { return std::all_of(obs.pods().begin(), obs.pods().end(), [](const auto& kv) { return kv.second.deleting_us > 0; }); },
-                std::chrono::steady_clock::now() + 10s, interrupted_);
+    obs.WaitFor(
+        [&] {
+          return std::all_of(obs.pods().begin(), obs.pods().end(),
+                             [](const auto& kv) { return kv.second.deleting_us > 0; });
+        },
+        std::chrono::steady_clock::now() + 10s, interrupted_);
     std::vector<std::string> records;
     {
       std::lock_guard<std::mutex> l(obs.mu());
@@ -1179,7 +1348,8 @@ class Drill {
       if (r && r->ok()) {
         auto list = kube::DecodeNodeRepairList(r->body);
         for (const auto& rec : list ? list->items : std::vector<kube::NodeRepair>{}) {
-          if (rec.node.starts_with("d" + id_)) (void)client_->Delete(std::string(kRepairs) + "/" + rec.meta.name);
+          if (rec.node.starts_with("d" + id_))
+            (void)client_->Delete(std::string(kRepairs) + "/" + rec.meta.name);
         }
       }
     }
@@ -1197,7 +1367,8 @@ class Drill {
     // kube-controller-manager's say why a replacement waited.
     const bool keep_work = o_.keep || o_.work_dir.size() || !ok_;
     if (!cp_dir_.empty()) {
-      std::vector<std::string> argv = {"/bin/bash", o_.source_dir + "/scripts/control-plane.sh", "down", "--dir", cp_dir_};
+      std::vector<std::string> argv = {"/bin/bash", o_.source_dir + "/scripts/control-plane.sh",
+                                       "down", "--dir", cp_dir_};
       if (keep_work) argv.push_back("--keep-logs");
       auto down = Child::Spawn(argv, work_ + "/control-plane.log", work_ + "/control-plane.log");
       if (down) (*down)->Wait(60s);
@@ -1208,7 +1379,6 @@ class Drill {
     std::filesystem::remove_all(work_, ec);
   }
 
-
   const DrillOptions& o_;
   const std::atomic<bool>& interrupted_;
   std::string work_, id_, kubeconfig_, cp_dir_, policy_path_, controller_id_, last_ns_, kept_ns_;
@@ -1218,6 +1388,7 @@ class Drill {
   int controllers_started_ = 0;
   std::unique_ptr<sim::Sim> sim_;
   int saved_stderr_ = -1;
+
  public:
   bool ok_ = false;  // the drill passed: its work directory can go
 };
@@ -1225,7 +1396,8 @@ class Drill {
 }  // namespace
 
 const std::vector<std::string>& Scenarios() {
-  static const std::vector<std::string> s = {"single", "correlated", "flap", "pdb", "controller-crash", "agent-restart", "critical"};
+  static const std::vector<std::string> s = {"single",           "correlated",    "flap",    "pdb",
+                                             "controller-crash", "agent-restart", "critical"};
   return s;
 }
 

@@ -1,9 +1,9 @@
 #include "drill/inject.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/file.h>
 #include <time.h>
-#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -88,15 +88,16 @@ Status WriteKmsg(const std::string& path, const std::vector<std::string>& messag
   return Status::Ok();
 }
 
-Status WriteSimKernel(const std::string& sim_dir, const std::string& node, const std::vector<std::string>& messages,
-                      int level) {
+Status WriteSimKernel(const std::string& sim_dir, const std::string& node,
+                      const std::vector<std::string>& messages, int level) {
   const std::string dir = sim_dir + "/" + node;
   const std::string fifo = dir + "/kmsg";
   const int fd = open(fifo.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return Error{fmt::format("{}: {}{}", fifo, std::strerror(errno),
                              errno == ENXIO || errno == ENOENT
-                                 ? " (no agent reads this node's kernel log: is `gpuheal sim --agents` running with this "
+                                 ? " (no agent reads this node's kernel log: is `gpuheal sim "
+                                   "--agents` running with this "
                                    "--state-dir, and is the node one of its nodes?)"
                                  : "")};
   }
@@ -116,7 +117,8 @@ Status WriteSimKernel(const std::string& sim_dir, const std::string& node, const
   for (const std::string& m : messages) {
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    const uint64_t usec = static_cast<uint64_t>(ts.tv_sec) * 1000000 + static_cast<uint64_t>(ts.tv_nsec) / 1000;
+    const uint64_t usec =
+        static_cast<uint64_t>(ts.tv_sec) * 1000000 + static_cast<uint64_t>(ts.tv_nsec) / 1000;
     const std::string rec = fmt::format("{},{},{},-;{}\n", level, ++seq, usec, m);
     if (write(fd, rec.data(), rec.size()) != static_cast<ssize_t>(rec.size())) {
       st = Error{fmt::format("{}: write failed: {}", fifo, std::strerror(errno))};
@@ -124,7 +126,8 @@ Status WriteSimKernel(const std::string& sim_dir, const std::string& node, const
     }
   }
   const std::string next = std::to_string(seq);
-  if (ftruncate(sfd, 0) != 0 || pwrite(sfd, next.data(), next.size(), 0) != static_cast<ssize_t>(next.size())) {
+  if (ftruncate(sfd, 0) != 0 ||
+      pwrite(sfd, next.data(), next.size(), 0) != static_cast<ssize_t>(next.size())) {
     if (st) st = Error{fmt::format("{}: cannot save the sequence number", seq_path)};
   }
   close(sfd);

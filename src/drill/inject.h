@@ -29,7 +29,7 @@ Status WriteKmsg(const std::string& path, const std::vector<std::string>& messag
 // ("LEVEL,SEQ,USEC,-;MESSAGE", facility 0, so the node's agent trusts it, as it trusts the
 // kernel) to the node's FIFO <sim_dir>/<node>/kmsg. SEQ continues from <sim_dir>/<node>/seq;
 // USEC is CLOCK_MONOTONIC, as the kernel's. An error when no agent reads the FIFO.
-Status WriteSimKernel(const std::string& sim_dir, const std::string& node, const std::vector<std::string>& messages,
-                      int level = 4);
+Status WriteSimKernel(const std::string& sim_dir, const std::string& node,
+                      const std::vector<std::string>& messages, int level = 4);
 
 }  // namespace gpuheal

@@ -8,7 +8,8 @@
 namespace gpuheal::drill {
 
 bool RunResult::ok() const {
-  return !checks.empty() && std::all_of(checks.begin(), checks.end(), [](const Check& c) { return c.ok; });
+  return !checks.empty() &&
+         std::all_of(checks.begin(), checks.end(), [](const Check& c) { return c.ok; });
 }
 
 bool Report::ok() const {
@@ -67,22 +68,27 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
 }
 
-Report Summarise(const std::string& scenario, const std::vector<RunResult>& runs, bool interrupted) {
+Report Summarise(const std::string& scenario, const std::vector<RunResult>& runs,
+                 bool interrupted) {
   Report r;
   r.scenario = scenario;
   r.runs = static_cast<int>(runs.size());
   r.interrupted = interrupted;
   std::map<std::string, std::vector<double>> values;
   std::vector<double> writes;
-  for (const auto& run : runs) writes.insert(writes.end(), run.api_write_ms.begin(), run.api_write_ms.end());
+  for (const auto& run : runs)
+    writes.insert(writes.end(), run.api_write_ms.begin(), run.api_write_ms.end());
   if (!writes.empty()) {
-    r.api_write = {Percentile(writes, 50), Percentile(writes, 99), *std::max_element(writes.begin(), writes.end()), writes.size()};
+    r.api_write = {Percentile(writes, 50), Percentile(writes, 99),
+                   *std::max_element(writes.begin(), writes.end()), writes.size()};
   }
   for (size_t i = 0; i < runs.size(); ++i) {
     for (const auto& [k, v] : runs[i].steps_ms) values[k].push_back(v);
     for (const auto& c : runs[i].checks) {
-      auto it = std::find_if(r.checks.begin(), r.checks.end(), [&](const Check& x) { return x.name == c.name; });
-      const std::string detail = runs.size() > 1 && !c.ok ? fmt::format("run {}: {}", i + 1, c.detail) : c.detail;
+      auto it = std::find_if(r.checks.begin(), r.checks.end(),
+                             [&](const Check& x) { return x.name == c.name; });
+      const std::string detail =
+          runs.size() > 1 && !c.ok ? fmt::format("run {}: {}", i + 1, c.detail) : c.detail;
       if (it == r.checks.end()) {
         r.checks.push_back({c.name, c.ok, detail});
       } else if (it->ok && !c.ok) {
@@ -94,7 +100,8 @@ Report Summarise(const std::string& scenario, const std::vector<RunResult>& runs
     }
   }
   for (auto& [k, v] : values) {
-    r.timeline[k] = {Percentile(v, 50), Percentile(v, 99), *std::max_element(v.begin(), v.end()), v.size()};
+    r.timeline[k] = {Percentile(v, 50), Percentile(v, 99), *std::max_element(v.begin(), v.end()),
+                     v.size()};
   }
   return r;
 }
@@ -111,8 +118,9 @@ std::vector<std::string> OrderedSteps(const Report& r) {
     if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
   }
   // In the order they happened (p50), the catalogue order breaking ties.
-  std::stable_sort(keys.begin(), keys.end(),
-                   [&](const std::string& a, const std::string& b) { return r.timeline.at(a).p50 < r.timeline.at(b).p50; });
+  std::stable_sort(keys.begin(), keys.end(), [&](const std::string& a, const std::string& b) {
+    return r.timeline.at(a).p50 < r.timeline.at(b).p50;
+  });
   return keys;
 }
 
@@ -120,11 +128,20 @@ std::string Escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -138,22 +155,27 @@ nlohmann::ordered_json ToJson(const Report& r) {
   j["ok"] = r.ok();
   if (r.interrupted) j["interrupted"] = true;
   j["checks"] = nlohmann::ordered_json::array();
-  for (const auto& c : r.checks) j["checks"].push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
+  for (const auto& c : r.checks)
+    j["checks"].push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
   j["timeline_ms"] = nlohmann::ordered_json::object();
   for (const auto& k : OrderedSteps(r)) {
     const auto& s = r.timeline.at(k);
     j["timeline_ms"][k] = {{"p50", Round(s.p50)}, {"p99", Round(s.p99)}, {"runs", s.runs}};
   }
   if (r.api_write.runs > 0) {
-    j["baseline_ms"]["api_write_seen"] = {{"p50", Round(r.api_write.p50)}, {"p99", Round(r.api_write.p99)}, {"samples", r.api_write.runs}};
+    j["baseline_ms"]["api_write_seen"] = {{"p50", Round(r.api_write.p50)},
+                                          {"p99", Round(r.api_write.p99)},
+                                          {"samples", r.api_write.runs}};
   }
   return j;
 }
 
 std::string ToText(const Report& r) {
-  std::string out = fmt::format("\nscenario {}: {} run{}\n", r.scenario, r.runs, r.runs == 1 ? "" : "s");
+  std::string out =
+      fmt::format("\nscenario {}: {} run{}\n", r.scenario, r.runs, r.runs == 1 ? "" : "s");
   if (!r.timeline.empty()) {
-    out += r.runs > 1 ? fmt::format("  {:<34} {:>10} {:>10}\n", "step (T+ms from the kernel line)", "p50", "p99")
+    out += r.runs > 1 ? fmt::format("  {:<34} {:>10} {:>10}\n", "step (T+ms from the kernel line)",
+                                    "p50", "p99")
                       : fmt::format("  {:<34} {:>10}\n", "step (T+ms from the kernel line)", "ms");
     for (const auto& k : OrderedSteps(r)) {
       const auto& s = r.timeline.at(k);
@@ -162,11 +184,14 @@ std::string ToText(const Report& r) {
     }
   }
   if (r.api_write.runs > 0) {
-    out += fmt::format("  baseline, same run: one API write seen through a watch: p50 {:.1f} ms, p99 {:.1f} ms ({} samples)\n",
-                       r.api_write.p50, r.api_write.p99, r.api_write.runs);
+    out += fmt::format(
+        "  baseline, same run: one API write seen through a watch: p50 {:.1f} ms, p99 {:.1f} ms "
+        "({} samples)\n",
+        r.api_write.p50, r.api_write.p99, r.api_write.runs);
   }
   out += "checks:\n";
-  for (const auto& c : r.checks) out += fmt::format("  [{}] {}: {}\n", c.ok ? "ok" : "FAIL", c.name, c.detail);
+  for (const auto& c : r.checks)
+    out += fmt::format("  [{}] {}: {}\n", c.ok ? "ok" : "FAIL", c.name, c.detail);
   if (r.interrupted) out += "  interrupted: the drill did not finish\n";
   out += fmt::format("verdict: {}\n", r.ok() ? "ok" : "FAILED");
   return out;
@@ -184,28 +209,42 @@ std::string ToSvg(const Report& r) {
     return left + static_cast<int>(v / (decades + 1) * width);
   };
   std::string s = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">gpuheal drill: {} ({} run{}, {})</text>\n"
-      "<text x=\"10\" y=\"40\" fill=\"#555\">T+ms from the kernel line, log scale; bar: p50, tick: p99</text>\n",
-      left + width + 90, height, Escape(r.scenario), r.runs, r.runs == 1 ? "" : "s", r.ok() ? "ok" : "FAILED");
+      "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">gpuheal drill: {} ({} run{}, "
+      "{})</text>\n"
+      "<text x=\"10\" y=\"40\" fill=\"#555\">T+ms from the kernel line, log scale; bar: p50, tick: "
+      "p99</text>\n",
+      left + width + 90, height, Escape(r.scenario), r.runs, r.runs == 1 ? "" : "s",
+      r.ok() ? "ok" : "FAILED");
   for (int d = -1; d <= static_cast<int>(decades); ++d) {
     const double ms = std::pow(10.0, d);
     const int gx = x(ms);
-    s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#ddd\"/>\n", gx, top - 5,
-                     top + row * static_cast<int>(keys.size()));
+    s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#ddd\"/>\n", gx,
+                     top - 5, top + row * static_cast<int>(keys.size()));
     s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">{}</text>\n", gx,
-                     top + row * static_cast<int>(keys.size()) + 16, ms < 1 ? "0.1 ms" : ms < 1000 ? fmt::format("{:.0f} ms", ms) : fmt::format("{:.0f} s", ms / 1000));
+                     top + row * static_cast<int>(keys.size()) + 16,
+                     ms < 1      ? "0.1 ms"
+                     : ms < 1000 ? fmt::format("{:.0f} ms", ms)
+                                 : fmt::format("{:.0f} s", ms / 1000));
   }
   for (size_t i = 0; i < keys.size(); ++i) {
     const auto& st = r.timeline.at(keys[i]);
     const int y = top + static_cast<int>(i) * row;
     const int x50 = x(st.p50), x99 = x(st.p99);
-    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left - 8, y + 15, Escape(StepLabel(keys[i])));
-    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"16\" fill=\"{}\"/>\n", left, y + 3, std::max(1, x50 - left),
+    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", left - 8, y + 15,
+                     Escape(StepLabel(keys[i])));
+    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"16\" fill=\"{}\"/>\n", left,
+                     y + 3, std::max(1, x50 - left),
                      keys[i].starts_with("repair_") ? "#8da0cb" : "#66c2a5");
-    if (r.runs > 1) s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#333\" stroke-width=\"2\"/>\n", x99, y + 1, y + 21);
-    s += fmt::format("<text x=\"{}\" y=\"{}\">{:.1f} ms</text>\n", std::max(x50, x99) + 6, y + 15, st.p50);
+    if (r.runs > 1)
+      s += fmt::format(
+          "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#333\" "
+          "stroke-width=\"2\"/>\n",
+          x99, y + 1, y + 21);
+    s += fmt::format("<text x=\"{}\" y=\"{}\">{:.1f} ms</text>\n", std::max(x50, x99) + 6, y + 15,
+                     st.p50);
   }
   s += "</svg>\n";
   return s;

@@ -4,10 +4,9 @@
 // object (docs/drill.md) and as an SVG chart.
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace gpuheal::drill {
 

@@ -10,11 +10,13 @@
 
 namespace gpuheal::kube {
 
-inline std::chrono::milliseconds JitteredBackoff(std::chrono::milliseconds initial, std::chrono::milliseconds max,
-                                                 int attempt, std::mt19937_64& rng) {
+inline std::chrono::milliseconds JitteredBackoff(std::chrono::milliseconds initial,
+                                                 std::chrono::milliseconds max, int attempt,
+                                                 std::mt19937_64& rng) {
   const auto grown = initial * (int64_t{1} << std::clamp(attempt, 0, 16));
   const auto base = std::min(max, grown);
-  return std::chrono::milliseconds(std::uniform_int_distribution<int64_t>(base.count() / 2, base.count())(rng));
+  return std::chrono::milliseconds(
+      std::uniform_int_distribution<int64_t>(base.count() / 2, base.count())(rng));
 }
 
 }  // namespace gpuheal::kube

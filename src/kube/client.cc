@@ -45,7 +45,9 @@ Result<std::unique_ptr<Client>> Client::Create(Config cfg, RetryPolicy retry) {
 }
 
 Client::Client(Config cfg, RetryPolicy retry)
-    : cfg_(std::move(cfg)), retry_(retry), limiter_(cfg_.qps, cfg_.burst),
+    : cfg_(std::move(cfg)),
+      retry_(retry),
+      limiter_(cfg_.qps, cfg_.burst),
       rng_(std::random_device{}()) {}
 
 std::unique_ptr<HttpConnection> Client::Take() {
@@ -71,7 +73,9 @@ std::chrono::milliseconds Client::Backoff(int attempt, const std::string& retry_
   if (!retry_after.empty()) {
     const long secs = std::strtol(retry_after.c_str(), nullptr, 10);
     // The server knows best how long to wait; capped so a bogus value cannot stall us for hours.
-    if (secs > 0) return std::min<std::chrono::milliseconds>(std::chrono::seconds(secs), std::chrono::seconds(60));
+    if (secs > 0)
+      return std::min<std::chrono::milliseconds>(std::chrono::seconds(secs),
+                                                 std::chrono::seconds(60));
   }
   std::lock_guard<std::mutex> lock(rng_mu_);
   return JitteredBackoff(retry_.initial_backoff, retry_.max_backoff, attempt, rng_);
@@ -107,7 +111,8 @@ Result<Response> Client::Create(const std::string& collection_path, const nlohma
   return Request("POST", collection_path, obj.dump());
 }
 
-Result<Response> Client::Patch(const std::string& path, PatchType type, const nlohmann::json& patch) {
+Result<Response> Client::Patch(const std::string& path, PatchType type,
+                               const nlohmann::json& patch) {
   const char* ct = type == PatchType::kJson    ? "application/json-patch+json"
                    : type == PatchType::kMerge ? "application/merge-patch+json"
                                                : "application/strategic-merge-patch+json";
@@ -139,7 +144,7 @@ Result<Response> Client::Update(const std::string& path,
     if (!cur->ok()) return *cur;
     nlohmann::json obj = nlohmann::json::parse(cur->body, nullptr, false);
     if (obj.is_discarded()) return Error{"update " + path + ": the server sent invalid JSON"};
-    if (!mutate(obj)) return *cur;  // nothing to change
+    if (!mutate(obj)) return *cur;                // nothing to change
     auto put = Request("PUT", path, obj.dump());  // carries metadata.resourceVersion
     if (!put) return put.error();
     if (put->status != 409) return *put;
@@ -147,7 +152,8 @@ Result<Response> Client::Update(const std::string& path,
   return Error{fmt::format("update {}: still conflicting after {} attempts", path, attempts)};
 }
 
-Result<Response> Client::Watch(const std::string& collection_path, const std::string& resource_version,
+Result<Response> Client::Watch(const std::string& collection_path,
+                               const std::string& resource_version,
                                const std::function<bool(const WatchEventRaw&)>& on_event,
                                std::chrono::seconds timeout, const std::atomic<bool>* cancel) {
   limiter_.Wait();
@@ -183,7 +189,8 @@ Result<Response> Client::Watch(const std::string& collection_path, const std::st
         return true;
       },
       timeout + std::chrono::seconds(5), cancel);
-  if (!decode_error.message.empty()) return Error{"watch " + collection_path + ": " + decode_error.message};
+  if (!decode_error.message.empty())
+    return Error{"watch " + collection_path + ": " + decode_error.message};
   if (!r) return r.error();
   // A stream cut mid-line leaves a partial event behind: it is dropped, and the caller resumes
   // from the last resourceVersion it saw.
@@ -214,8 +221,9 @@ std::string LeasePath(const std::string& ns, const std::string& name) {
   return name.empty() ? base : base + "/" + name;
 }
 std::string PdbPath(const std::string& ns, const std::string& name) {
-  const std::string base = ns.empty() ? "/apis/policy/v1/poddisruptionbudgets"
-                                      : "/apis/policy/v1/namespaces/" + ns + "/poddisruptionbudgets";
+  const std::string base = ns.empty()
+                               ? "/apis/policy/v1/poddisruptionbudgets"
+                               : "/apis/policy/v1/namespaces/" + ns + "/poddisruptionbudgets";
   return name.empty() ? base : base + "/" + name;
 }
 

@@ -11,12 +11,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/result.h"
 #include "kube/http.h"
@@ -61,7 +60,8 @@ class Client {
 
   // One request with retries for 429/5xx/transport errors. `path` includes the query string.
   Result<Response> Request(const std::string& method, const std::string& path,
-                           const std::string& body = "", const std::string& content_type = "application/json");
+                           const std::string& body = "",
+                           const std::string& content_type = "application/json");
 
   Result<Response> Get(const std::string& path) { return Request("GET", path); }
   Result<Response> Create(const std::string& collection_path, const nlohmann::json& obj);
@@ -76,13 +76,14 @@ class Client {
   // Read-modify-write with optimistic concurrency: GET `path`, apply `mutate` to the object
   // (return false to leave it unchanged), PUT it with its resourceVersion; on 409 re-read and
   // re-apply `mutate`, up to `attempts` times.
-  Result<Response> Update(const std::string& path, const std::function<bool(nlohmann::json&)>& mutate,
-                          int attempts = 10);
+  Result<Response> Update(const std::string& path,
+                          const std::function<bool(nlohmann::json&)>& mutate, int attempts = 10);
 
   // Lists every page (limit/continue) of a collection, decoding each page with `decode`.
   template <typename T>
-  Result<List<T>> ListAll(const std::string& collection_path, Result<List<T>> (*decode)(std::string_view),
-                          int page_size = 500, int* pages = nullptr);
+  Result<List<T>> ListAll(const std::string& collection_path,
+                          Result<List<T>> (*decode)(std::string_view), int page_size = 500,
+                          int* pages = nullptr);
 
   // Watches `collection_path` from `resource_version`; calls `on_event` for each event line until
   // it returns false, the server closes the stream, `timeout` passes or `*cancel` becomes true.

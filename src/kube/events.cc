@@ -4,19 +4,20 @@
 
 namespace gpuheal::kube {
 
-EventRecorder::EventRecorder(Client& client, EventRecorderOptions opts) : client_(client), opts_(std::move(opts)) {}
+EventRecorder::EventRecorder(Client& client, EventRecorderOptions opts)
+    : client_(client), opts_(std::move(opts)) {}
 
 EventRecorderStats EventRecorder::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
 }
 
-Result<bool> EventRecorder::Record(const ObjectReference& obj, std::string_view type, std::string_view reason,
-                                   std::string_view message) {
+Result<bool> EventRecorder::Record(const ObjectReference& obj, std::string_view type,
+                                   std::string_view reason, std::string_view message) {
   const auto now = std::chrono::steady_clock::now();
   const std::string stamp = RfcTime(std::chrono::system_clock::now());
-  std::string key = fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", obj.kind, obj.namespace_, obj.name, obj.uid,
-                                type, reason, message);
+  std::string key = fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", obj.kind, obj.namespace_,
+                                obj.name, obj.uid, type, reason, message);
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.recorded;
   auto it = by_key_.find(key);
@@ -26,8 +27,19 @@ Result<bool> EventRecorder::Record(const ObjectReference& obj, std::string_view 
     it = by_key_.end();
   }
   if (it == by_key_.end()) {
-    lru_.push_front(Entry{key, obj, std::string(type), std::string(reason), std::string(message), "", "", 0, 0,
-                          stamp, stamp, now, {}});
+    lru_.push_front(Entry{key,
+                          obj,
+                          std::string(type),
+                          std::string(reason),
+                          std::string(message),
+                          "",
+                          "",
+                          0,
+                          0,
+                          stamp,
+                          stamp,
+                          now,
+                          {}});
     by_key_[key] = lru_.begin();
     while (lru_.size() > opts_.max_entries) {
       by_key_.erase(lru_.back().key);
@@ -72,9 +84,9 @@ Result<bool> EventRecorder::CreateEvent(Entry& e) {
   // Events of cluster-scoped objects (Nodes) live in "default", as the kubelet's do.
   const std::string ns = e.obj.namespace_.empty() ? "default" : e.obj.namespace_;
   const auto now = std::chrono::system_clock::now();
-  const std::string name =
-      fmt::format("{}.{:x}", e.obj.name,
-                  std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
+  const std::string name = fmt::format(
+      "{}.{:x}", e.obj.name,
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
   nlohmann::json involved = {{"kind", e.obj.kind}, {"name", e.obj.name}};
   if (!e.obj.api_version.empty()) involved["apiVersion"] = e.obj.api_version;
   if (!e.obj.namespace_.empty()) involved["namespace"] = e.obj.namespace_;
@@ -104,8 +116,9 @@ Result<bool> EventRecorder::CreateEvent(Entry& e) {
 }
 
 Result<bool> EventRecorder::PatchEvent(Entry& e) {
-  auto r = client_.Patch("/api/v1/namespaces/" + e.event_namespace + "/events/" + e.event_name, PatchType::kMerge,
-                         {{"count", e.count}, {"lastTimestamp", e.last_timestamp}});
+  auto r =
+      client_.Patch("/api/v1/namespaces/" + e.event_namespace + "/events/" + e.event_name,
+                    PatchType::kMerge, {{"count", e.count}, {"lastTimestamp", e.last_timestamp}});
   if (!r) return r.error();
   if (r->status == 404) {  // expired (events have a TTL) or deleted: start a new one
     e.event_name.clear();

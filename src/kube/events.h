@@ -15,8 +15,8 @@
 #include <unordered_map>
 
 #include "core/result.h"
-#include "kube/client.h"
 #include "core/time.h"
+#include "kube/client.h"
 
 namespace gpuheal::kube {
 

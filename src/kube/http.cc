@@ -89,8 +89,10 @@ Result<std::unique_ptr<HttpConnection>> HttpConnection::Create(const Config& cfg
     curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
   }
   if (!cfg.client_cert_pem.empty()) {
-    curl_blob cert{const_cast<char*>(cfg.client_cert_pem.data()), cfg.client_cert_pem.size(), CURL_BLOB_COPY};
-    curl_blob key{const_cast<char*>(cfg.client_key_pem.data()), cfg.client_key_pem.size(), CURL_BLOB_COPY};
+    curl_blob cert{const_cast<char*>(cfg.client_cert_pem.data()), cfg.client_cert_pem.size(),
+                   CURL_BLOB_COPY};
+    curl_blob key{const_cast<char*>(cfg.client_key_pem.data()), cfg.client_key_pem.size(),
+                  CURL_BLOB_COPY};
     curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
     curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
     curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
@@ -109,7 +111,8 @@ Result<HttpResponse> HttpConnection::Do(const HttpRequest& req) {
 
 Result<HttpResponse> HttpConnection::Stream(const HttpRequest& req,
                                             const std::function<bool(std::string_view)>& on_data,
-                                            std::chrono::seconds timeout, const std::atomic<bool>* cancel) {
+                                            std::chrono::seconds timeout,
+                                            const std::atomic<bool>* cancel) {
   return Perform(req, &on_data, timeout, cancel);
 }
 

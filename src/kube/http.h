@@ -41,12 +41,15 @@ class HttpConnection {
   // Streams the response body to `on_data` until the server ends it, `on_data` returns false,
   // or `timeout` passes, or `*cancel` becomes true (checked about once a second while idle).
   // The status is known once the first byte arrives.
-  Result<HttpResponse> Stream(const HttpRequest& req, const std::function<bool(std::string_view)>& on_data,
-                              std::chrono::seconds timeout, const std::atomic<bool>* cancel = nullptr);
+  Result<HttpResponse> Stream(const HttpRequest& req,
+                              const std::function<bool(std::string_view)>& on_data,
+                              std::chrono::seconds timeout,
+                              const std::atomic<bool>* cancel = nullptr);
 
  private:
   HttpConnection() = default;
-  Result<HttpResponse> Perform(const HttpRequest& req, const std::function<bool(std::string_view)>* on_data,
+  Result<HttpResponse> Perform(const HttpRequest& req,
+                               const std::function<bool(std::string_view)>* on_data,
                                std::chrono::milliseconds timeout, const std::atomic<bool>* cancel);
   const Config* cfg_ = nullptr;
   void* curl_ = nullptr;  // CURL*

@@ -64,10 +64,14 @@ class Informer {
   };
 
   // `collection_path` may carry a labelSelector/fieldSelector query.
-  Informer(Client& client, std::string collection_path, Decoder<kube::List<T>> decode_list, Decoder<T> decode,
-           InformerOptions opts = {})
-      : client_(client), path_(std::move(collection_path)), decode_list_(decode_list), decode_(decode),
-        opts_(opts), rng_(std::random_device{}()) {}
+  Informer(Client& client, std::string collection_path, Decoder<kube::List<T>> decode_list,
+           Decoder<T> decode, InformerOptions opts = {})
+      : client_(client),
+        path_(std::move(collection_path)),
+        decode_list_(decode_list),
+        decode_(decode),
+        opts_(opts),
+        rng_(std::random_device{}()) {}
   ~Informer() { Stop(); }
   Informer(const Informer&) = delete;
   Informer& operator=(const Informer&) = delete;

@@ -83,12 +83,14 @@ Result<std::string> TokenSource::Get() {
     if (!token_.empty()) return token_;  // briefly missing during an atomic swap: keep the last
     return Error{fmt::format("{}: cannot read service-account token", path_)};
   }
-  const int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  const int64_t mtime =
+      static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
   if (mtime != mtime_ns_ || st.st_size != size_) {
     auto t = ReadFile(path_, "service-account token");
     if (!t) return t.error();
     std::string tok = *t;
-    while (!tok.empty() && (tok.back() == '\n' || tok.back() == '\r' || tok.back() == ' ')) tok.pop_back();
+    while (!tok.empty() && (tok.back() == '\n' || tok.back() == '\r' || tok.back() == ' '))
+      tok.pop_back();
     token_ = tok;
     mtime_ns_ = mtime;
     size_ = st.st_size;
@@ -105,7 +107,8 @@ Result<Config> ParseKubeconfig(const std::string& yaml, const std::string& sourc
     return Error{fmt::format("{}:{}: not valid YAML: {}", source, e.mark.line + 1, e.msg)};
   }
   try {
-    if (!root.IsMap()) return Error{fmt::format("{}: not a kubeconfig (expected a mapping)", source)};
+    if (!root.IsMap())
+      return Error{fmt::format("{}: not a kubeconfig (expected a mapping)", source)};
     const std::string dir = std::filesystem::path(source).parent_path().string();
     std::string ctx_name = context;
     if (ctx_name.empty()) {
@@ -118,8 +121,10 @@ Result<Config> ParseKubeconfig(const std::string& yaml, const std::string& sourc
     if (!ctx || !ctx["context"]) {
       return Error{fmt::format("{}: context \"{}\" not found in contexts", source, ctx_name)};
     }
-    const std::string cluster_name = ctx["context"]["cluster"] ? ctx["context"]["cluster"].as<std::string>() : "";
-    const std::string user_name = ctx["context"]["user"] ? ctx["context"]["user"].as<std::string>() : "";
+    const std::string cluster_name =
+        ctx["context"]["cluster"] ? ctx["context"]["cluster"].as<std::string>() : "";
+    const std::string user_name =
+        ctx["context"]["user"] ? ctx["context"]["user"].as<std::string>() : "";
     const YAML::Node cluster = FindNamed(root["clusters"], cluster_name);
     if (!cluster || !cluster["cluster"]) {
       return Error{fmt::format("{}: cluster \"{}\" (context {}) not found in clusters", source,
@@ -128,24 +133,31 @@ Result<Config> ParseKubeconfig(const std::string& yaml, const std::string& sourc
     Config cfg;
     cfg.source = source;
     const YAML::Node c = cluster["cluster"];
-    if (!c["server"]) return Error{fmt::format("{}: clusters[{}].cluster.server is missing", source, cluster_name)};
+    if (!c["server"])
+      return Error{fmt::format("{}: clusters[{}].cluster.server is missing", source, cluster_name)};
     cfg.server = c["server"].as<std::string>();
     while (!cfg.server.empty() && cfg.server.back() == '/') cfg.server.pop_back();
     if (!cfg.server.starts_with("https://")) {
-      return Error{fmt::format("{}: clusters[{}].cluster.server \"{}\" must be https:// (TLS is "
-                               "required)", source, cluster_name, cfg.server)};
+      return Error{
+          fmt::format("{}: clusters[{}].cluster.server \"{}\" must be https:// (TLS is "
+                      "required)",
+                      source, cluster_name, cfg.server)};
     }
     if (c["insecure-skip-tls-verify"] && c["insecure-skip-tls-verify"].as<bool>()) {
-      return Error{fmt::format("{}: clusters[{}] sets insecure-skip-tls-verify; gpuheal always "
-                               "verifies TLS: give certificate-authority(-data) instead", source, cluster_name)};
+      return Error{
+          fmt::format("{}: clusters[{}] sets insecure-skip-tls-verify; gpuheal always "
+                      "verifies TLS: give certificate-authority(-data) instead",
+                      source, cluster_name)};
     }
-    auto ca = PemField(c, "certificate-authority", dir, fmt::format("clusters[{}].cluster", cluster_name));
+    auto ca = PemField(c, "certificate-authority", dir,
+                       fmt::format("clusters[{}].cluster", cluster_name));
     if (!ca) return Error{fmt::format("{}: {}", source, ca.error().message)};
     cfg.ca_pem = *ca;
     if (!user_name.empty()) {
       const YAML::Node user = FindNamed(root["users"], user_name);
       if (!user || !user["user"]) {
-        return Error{fmt::format("{}: user \"{}\" (context {}) not found in users", source, user_name, ctx_name)};
+        return Error{fmt::format("{}: user \"{}\" (context {}) not found in users", source,
+                                 user_name, ctx_name)};
       }
       const YAML::Node u = user["user"];
       const std::string where = fmt::format("users[{}].user", user_name);
@@ -156,13 +168,17 @@ Result<Config> ParseKubeconfig(const std::string& yaml, const std::string& sourc
       cfg.client_cert_pem = *cert;
       cfg.client_key_pem = *key;
       if (cfg.client_cert_pem.empty() != cfg.client_key_pem.empty()) {
-        return Error{fmt::format("{}: {} needs both client-certificate and client-key", source, where)};
+        return Error{
+            fmt::format("{}: {} needs both client-certificate and client-key", source, where)};
       }
       if (u["token"]) cfg.token = TokenSource::Static(u["token"].as<std::string>());
-      if (u["tokenFile"]) cfg.token = TokenSource::File(Resolve(dir, u["tokenFile"].as<std::string>()));
+      if (u["tokenFile"])
+        cfg.token = TokenSource::File(Resolve(dir, u["tokenFile"].as<std::string>()));
       if (u["exec"] || u["auth-provider"]) {
-        return Error{fmt::format("{}: {} uses exec/auth-provider credentials, which gpuheal does not "
-                                 "run; use a client certificate or token", source, where)};
+        return Error{
+            fmt::format("{}: {} uses exec/auth-provider credentials, which gpuheal does not "
+                        "run; use a client certificate or token",
+                        source, where)};
       }
     }
     return cfg;
@@ -190,13 +206,15 @@ Result<Config> InClusterConfig(const std::string& token_path, const std::string&
   const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
   const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
   if (!host || !*host || !port || !*port) {
-    return Error{"in-cluster config: KUBERNETES_SERVICE_HOST/KUBERNETES_SERVICE_PORT are not set "
-                 "(not running in a pod? give --kubeconfig)"};
+    return Error{
+        "in-cluster config: KUBERNETES_SERVICE_HOST/KUBERNETES_SERVICE_PORT are not set "
+        "(not running in a pod? give --kubeconfig)"};
   }
   Config cfg;
   cfg.source = "in-cluster";
   const std::string h = host;
-  cfg.server = fmt::format("https://{}:{}", h.find(':') != std::string::npos ? "[" + h + "]" : h, port);
+  cfg.server =
+      fmt::format("https://{}:{}", h.find(':') != std::string::npos ? "[" + h + "]" : h, port);
   auto ca = ReadFile(ca_path, "service-account CA");
   if (!ca) return ca.error();
   cfg.ca_pem = *ca;

@@ -7,20 +7,27 @@
 namespace gpuheal::kube {
 
 Result<bool> ValidateLeaderElection(const LeaderElectionConfig& c) {
-  if (c.lease_name.empty() || c.lease_namespace.empty()) return Error{"leader election: lease name and namespace are required"};
+  if (c.lease_name.empty() || c.lease_namespace.empty())
+    return Error{"leader election: lease name and namespace are required"};
   if (c.identity.empty()) return Error{"leader election: identity is required"};
-  if (c.retry_period.count() <= 0 || c.renew_deadline <= c.retry_period || c.lease_duration <= c.renew_deadline) {
-    return Error{fmt::format("leader election: need lease duration ({} ms) > renew deadline ({} ms) > retry period ({} ms) > 0",
-                             c.lease_duration.count(), c.renew_deadline.count(), c.retry_period.count())};
+  if (c.retry_period.count() <= 0 || c.renew_deadline <= c.retry_period ||
+      c.lease_duration <= c.renew_deadline) {
+    return Error{
+        fmt::format("leader election: need lease duration ({} ms) > renew deadline ({} ms) > retry "
+                    "period ({} ms) > 0",
+                    c.lease_duration.count(), c.renew_deadline.count(), c.retry_period.count())};
   }
   return true;
 }
 
-LeaderElector::LeaderElector(Client& client, LeaderElectionConfig cfg) : client_(client), cfg_(std::move(cfg)) {}
+LeaderElector::LeaderElector(Client& client, LeaderElectionConfig cfg)
+    : client_(client), cfg_(std::move(cfg)) {}
 
 LeaderElector::~LeaderElector() { Stop(); }
 
-void LeaderElector::Start() { thread_ = std::thread([this] { Run(); }); }
+void LeaderElector::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
 
 void LeaderElector::Stop() {
   {
@@ -53,7 +60,8 @@ void LeaderElector::Run() {
       }
       if (TryAcquireOrRenew()) {
         last_renew = std::chrono::steady_clock::now();
-      } else if (std::chrono::steady_clock::now() - last_renew >= cfg_.renew_deadline || !HeldByMe()) {
+      } else if (std::chrono::steady_clock::now() - last_renew >= cfg_.renew_deadline ||
+                 !HeldByMe()) {
         break;  // lost it: another holder, or no renewal within the deadline
       }
     }
@@ -72,19 +80,21 @@ bool LeaderElector::HeldByMe() const {
 bool LeaderElector::TryAcquireOrRenew() {
   const std::string path = LeasePath(cfg_.lease_namespace, cfg_.lease_name);
   const std::string now = MicroTime(std::chrono::system_clock::now());
-  const int64_t duration_s = std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(cfg_.lease_duration).count());
+  const int64_t duration_s = std::max<int64_t>(
+      1, std::chrono::duration_cast<std::chrono::seconds>(cfg_.lease_duration).count());
   auto cur = client_.Get(path);
   if (!cur) return false;
   if (cur->status == 404) {
-    nlohmann::json lease = {{"apiVersion", "coordination.k8s.io/v1"},
-                            {"kind", "Lease"},
-                            {"metadata", {{"name", cfg_.lease_name}, {"namespace", cfg_.lease_namespace}}},
-                            {"spec",
-                             {{"holderIdentity", cfg_.identity},
-                              {"leaseDurationSeconds", duration_s},
-                              {"acquireTime", now},
-                              {"renewTime", now},
-                              {"leaseTransitions", 0}}}};
+    nlohmann::json lease = {
+        {"apiVersion", "coordination.k8s.io/v1"},
+        {"kind", "Lease"},
+        {"metadata", {{"name", cfg_.lease_name}, {"namespace", cfg_.lease_namespace}}},
+        {"spec",
+         {{"holderIdentity", cfg_.identity},
+          {"leaseDurationSeconds", duration_s},
+          {"acquireTime", now},
+          {"renewTime", now},
+          {"leaseTransitions", 0}}}};
     auto r = client_.Create(LeasePath(cfg_.lease_namespace), lease);
     if (!r || r->status != 201) return false;
     std::lock_guard<std::mutex> lock(mu_);
@@ -107,7 +117,8 @@ bool LeaderElector::TryAcquireOrRenew() {
       observed_at_ = seen;
     }
     const auto held_for = std::chrono::seconds(std::max<int64_t>(1, lease->lease_duration_seconds));
-    held_by_other = !lease->holder.empty() && lease->holder != cfg_.identity && observed_at_ + held_for > seen;
+    held_by_other =
+        !lease->holder.empty() && lease->holder != cfg_.identity && observed_at_ + held_for > seen;
   }
   if (held_by_other) {
     if (new_holder && cfg_.on_new_leader) cfg_.on_new_leader(lease->holder);

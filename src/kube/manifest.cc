@@ -44,16 +44,21 @@ Result<std::string> CollectionPath(const nlohmann::json& obj) {
       {"Role", "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles"},
       {"RoleBinding", "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings"},
       {"CustomResourceDefinition", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"},
-      {"ValidatingAdmissionPolicy", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"},
-      {"ValidatingAdmissionPolicyBinding", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"},
+      {"ValidatingAdmissionPolicy",
+       "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"},
+      {"ValidatingAdmissionPolicyBinding",
+       "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"},
   };
-  if (!obj.is_object() || !obj.contains("kind") || !obj["kind"].is_string()) return Error{"an object without a kind"};
+  if (!obj.is_object() || !obj.contains("kind") || !obj["kind"].is_string())
+    return Error{"an object without a kind"};
   auto it = kinds.find(obj["kind"].get<std::string>());
-  if (it == kinds.end()) return Error{fmt::format("kind {} is not one gpuheal creates", obj["kind"].get<std::string>())};
+  if (it == kinds.end())
+    return Error{fmt::format("kind {} is not one gpuheal creates", obj["kind"].get<std::string>())};
   std::string path = it->second;
   if (const size_t at = path.find("{ns}"); at != std::string::npos) {
     std::string ns = "default";
-    if (obj.contains("metadata") && obj["metadata"].is_object()) ns = obj["metadata"].value("namespace", "default");
+    if (obj.contains("metadata") && obj["metadata"].is_object())
+      ns = obj["metadata"].value("namespace", "default");
     path.replace(at, 4, ns);
   }
   return path;
@@ -79,10 +84,12 @@ Status CreateObjects(Client& c, const std::vector<nlohmann::json>& objects,
     auto path = CollectionPath(obj);
     if (!path) return path.error();
     const nlohmann::json meta = obj.value("metadata", nlohmann::json::object());
-    const std::string what = obj.value("kind", "") + " " + (meta.is_object() ? meta.value("name", "") : "");
+    const std::string what =
+        obj.value("kind", "") + " " + (meta.is_object() ? meta.value("name", "") : "");
     auto r = c.Create(*path, obj);
     if (!r) return Error{fmt::format("creating {}: {}", what, r.error().message)};
-    if (!r->ok() && r->status != 409) return Error{fmt::format("creating {}: {}", what, r->Describe())};
+    if (!r->ok() && r->status != 409)
+      return Error{fmt::format("creating {}: {}", what, r->Describe())};
   }
   return Status::Ok();
 }

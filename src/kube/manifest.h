@@ -6,10 +6,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/result.h"
 #include "kube/client.h"

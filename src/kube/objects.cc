@@ -77,7 +77,8 @@ bool KeptAnnotation(std::string_view k) {
   return k.starts_with(kOurPrefix) || k == kCapiMachineAnnotation || k == kCapiNamespaceAnnotation;
 }
 
-error_code StrMap(od::value v, std::map<std::string, std::string>& out, bool (*keep)(std::string_view) = nullptr) {
+error_code StrMap(od::value v, std::map<std::string, std::string>& out,
+                  bool (*keep)(std::string_view) = nullptr) {
   return Fields(v, [&](std::string_view k, od::value val) {
     if (keep && !keep(k)) return kOk;
     std::string s;
@@ -320,7 +321,8 @@ Result<List<T>> DecodeListOf(std::string_view json, std::string_view what) {
 }
 
 error_code MetaOnlyObj(od::object o, ObjectMeta& m) {
-  return Fields(o, [&](std::string_view k, od::value v) { return k == "metadata" ? Meta(v, m) : kOk; });
+  return Fields(
+      o, [&](std::string_view k, od::value v) { return k == "metadata" ? Meta(v, m) : kOk; });
 }
 
 }  // namespace
@@ -344,12 +346,18 @@ Result<Lease> DecodeLease(std::string_view j) { return DecodeOne<Lease, LeaseObj
 Result<ObjectMeta> DecodeMeta(std::string_view j) {
   return DecodeOne<ObjectMeta, MetaOnlyObj>(j, "object metadata");
 }
-Result<NodeRepair> DecodeNodeRepair(std::string_view j) { return DecodeOne<NodeRepair, NodeRepairObj>(j, "NodeRepair"); }
+Result<NodeRepair> DecodeNodeRepair(std::string_view j) {
+  return DecodeOne<NodeRepair, NodeRepairObj>(j, "NodeRepair");
+}
 Result<List<NodeRepair>> DecodeNodeRepairList(std::string_view j) {
   return DecodeListOf<NodeRepair, NodeRepairObj>(j, "NodeRepairList");
 }
-Result<List<Node>> DecodeNodeList(std::string_view j) { return DecodeListOf<Node, NodeObj>(j, "NodeList"); }
-Result<List<Pod>> DecodePodList(std::string_view j) { return DecodeListOf<Pod, PodObj>(j, "PodList"); }
+Result<List<Node>> DecodeNodeList(std::string_view j) {
+  return DecodeListOf<Node, NodeObj>(j, "NodeList");
+}
+Result<List<Pod>> DecodePodList(std::string_view j) {
+  return DecodeListOf<Pod, PodObj>(j, "PodList");
+}
 Result<List<PodDisruptionBudget>> DecodePdbList(std::string_view j) {
   return DecodeListOf<PodDisruptionBudget, PdbObj>(j, "PodDisruptionBudgetList");
 }

@@ -26,15 +26,16 @@ struct ObjectMeta {
   // Only the annotations gpuheal reads are kept: those under gpuheal.io/ and the Cluster API
   // Machine's (kCapiMachineAnnotation, kCapiNamespaceAnnotation).
   std::map<std::string, std::string> annotations;
-  bool deleting = false;  // deletionTimestamp set
+  bool deleting = false;                // deletionTimestamp set
   int64_t deletion_grace_seconds = -1;  // metadata.deletionGracePeriodSeconds; -1 when absent
-  std::string controller_kind;  // kind of the ownerReference with controller: true
+  std::string controller_kind;          // kind of the ownerReference with controller: true
   bool operator==(const ObjectMeta&) const = default;
 };
 
 struct Taint {
   std::string key, value, effect;
-  std::string time_added;  // timeAdded (NoExecute taints), "" when absent: with it a taint list is whole
+  std::string
+      time_added;  // timeAdded (NoExecute taints), "" when absent: with it a taint list is whole
   bool operator==(const Taint&) const = default;
 };
 
@@ -56,7 +57,8 @@ struct Node {
 struct Pod {
   ObjectMeta meta;
   std::string node_name;
-  std::string owner_kind;  // kind of the controller owner (ReplicaSet, DaemonSet, Node for mirror pods...)
+  std::string
+      owner_kind;  // kind of the controller owner (ReplicaSet, DaemonSet, Node for mirror pods...)
   std::string phase;
   int64_t gpu_requests = 0;  // sum over containers of nvidia.com/gpu requests (or limits)
   bool operator==(const Pod&) const = default;
@@ -97,9 +99,9 @@ struct NodeRepair {
   std::string condition, reason, severity;  // spec.trigger
   std::string phase;
   std::map<std::string, std::string> phase_times;  // status.phases: phase -> RFC3339 time
-  std::vector<std::string> evicted_pods;            // status.evictedPods: "namespace/name"
-  std::vector<std::string> actions;                 // status.actions
-  int64_t attempts = 0;                             // status.attempts
+  std::vector<std::string> evicted_pods;           // status.evictedPods: "namespace/name"
+  std::vector<std::string> actions;                // status.actions
+  int64_t attempts = 0;                            // status.attempts
   std::string message;
 };
 
@@ -129,10 +131,10 @@ Result<List<NodeRepair>> DecodeNodeRepairList(std::string_view json);
 
 // One watch event line: {"type": "...", "object": {...}}.
 struct WatchEventRaw {
-  std::string type;       // ADDED, MODIFIED, DELETED, BOOKMARK, ERROR
-  std::string object;     // the object's JSON
+  std::string type;              // ADDED, MODIFIED, DELETED, BOOKMARK, ERROR
+  std::string object;            // the object's JSON
   std::string resource_version;  // metadata.resourceVersion of the object
-  long error_code = 0;    // for ERROR events: the Status code (410 = resourceVersion too old)
+  long error_code = 0;  // for ERROR events: the Status code (410 = resourceVersion too old)
 };
 Result<WatchEventRaw> DecodeWatchEvent(std::string_view line);
 

@@ -4,8 +4,8 @@
 
 #include <charconv>
 
-#include "core/reasons.h"
 #include "core/nvlink5.h"
+#include "core/reasons.h"
 #include "core/sxid_catalog.h"
 #include "core/xid74.h"
 #include "core/xid_catalog.h"
@@ -151,8 +151,10 @@ void Classifier::ClassifyNvidia(const Record& rec, std::vector<Fault>& out) {
             f.decode = d->decode;
           } else {
             if (sig.nvlink_fatal && !*sig.nvlink_fatal) f.severity = Severity::kWarn;
-            f.decode = fmt::format("registers not in NVIDIA's decode sheet: the line's {} word decides",
-                                   sig.nvlink_fatal ? (*sig.nvlink_fatal ? "Fatal" : "Nonfatal") : "(missing) severity");
+            f.decode =
+                fmt::format("registers not in NVIDIA's decode sheet: the line's {} word decides",
+                            sig.nvlink_fatal ? (*sig.nvlink_fatal ? "Fatal" : "Nonfatal")
+                                             : "(missing) severity");
           }
           f.link = NvlinkOf(sig.text);
         }
@@ -206,7 +208,8 @@ void Classifier::ClassifyNvidia(const Record& rec, std::vector<Fault>& out) {
       if (const SxidInfo* info = FindSxid(sig.number)) {
         f.decode = fmt::format("NVIDIA: {}, {}", ToString(info->cls), info->nvidia_action);
       } else {
-        f.decode = fmt::format("not in NVIDIA's SXid tables: the line's {} word decides", sig.sxid_fatal ? "Fatal" : "Non-fatal");
+        f.decode = fmt::format("not in NVIDIA's SXid tables: the line's {} word decides",
+                               sig.sxid_fatal ? "Fatal" : "Non-fatal");
       }
       f.action = DefaultAction(f.severity);
       f.condition = std::string(ToString(Condition::kAcceleratedHardwareReady));

@@ -67,7 +67,8 @@ class Classifier {
   std::unique_ptr<NpdMatcher> npd_;
   std::unordered_map<std::string, std::string> uuids_;
 
-  // "The NVIDIA GPU <bdf>" / "(PCI ID: ...) installed in this system has" / "fallen off the bus ..."
+  // "The NVIDIA GPU <bdf>" / "(PCI ID: ...) installed in this system has" / "fallen off the bus
+  // ..."
   struct PendingFallen {
     std::string pci;
     std::string message;  // owned: the record's buffer is gone by the time the message completes

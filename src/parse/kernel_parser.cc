@@ -28,7 +28,8 @@ struct Pattern {
 };
 
 // A netdev message's prefix as netdev_printk prints it: "<driver> <bus id> <ifname>: ".
-#define NETDEV_PREFIX R"(^[\w.-]+ [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7] ([^\s:]+)(?: \(unregister(?:ed|ing)\))?: )"
+#define NETDEV_PREFIX \
+  R"(^[\w.-]+ [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7] ([^\s:]+)(?: \(unregister(?:ed|ing)\))?: )"
 
 const std::vector<Pattern>& Patterns() {
   using namespace reason;
@@ -40,77 +41,162 @@ const std::vector<Pattern>& Patterns() {
   const auto NR = Condition::kNetworkingReady;
   static const std::vector<Pattern> p = {
       // kernel/hung_task.c: "INFO: task %s:%d blocked for more than %ld seconds." (comm: 15 bytes)
-      {{kKwHungTask}, R"(^INFO: task (.{1,15}:\d+) blocked for more than \d+ seconds\.\s*$)", K,
-       kKernelHungTask, KR, Severity::kWarn},
+      {{kKwHungTask},
+       R"(^INFO: task (.{1,15}:\d+) blocked for more than \d+ seconds\.\s*$)",
+       K,
+       kKernelHungTask,
+       KR,
+       Severity::kWarn},
       // kernel/watchdog.c: "BUG: soft lockup - CPU#%d stuck for %us! [%s:%d]" (pr_fmt "watchdog: ")
-      {{kKwSoftLockup}, R"(^(?:watchdog: )?BUG: soft lockup - CPU#(\d+) stuck for \d+s! \[.{1,15}:\d+\])", K,
-       kKernelSoftLockup, KR, Severity::kWarn, "CPU#"},
+      {{kKwSoftLockup},
+       R"(^(?:watchdog: )?BUG: soft lockup - CPU#(\d+) stuck for \d+s! \[.{1,15}:\d+\])",
+       K,
+       kKernelSoftLockup,
+       KR,
+       Severity::kWarn,
+       "CPU#"},
       // kernel/rcu/tree_stall.h: "INFO: %s self-detected stall on CPU", "INFO: %s detected stalls
       // on CPUs/tasks:", "INFO: %s detected expedited stalls on CPUs/tasks:" (pr_fmt "rcu: ")
-      {{kKwRcuStall, kKwExpeditedStall}, R"(^(?:rcu: )?INFO: rcu_[a-z_]+ (?:self-detected stall on CPU|detected (?:expedited )?stalls on CPUs/tasks:))",
-       K, kKernelRcuStall, KR, Severity::kWarn},
+      {{kKwRcuStall, kKwExpeditedStall},
+       R"(^(?:rcu: )?INFO: rcu_[a-z_]+ (?:self-detected stall on CPU|detected (?:expedited )?stalls on CPUs/tasks:))",
+       K,
+       kKernelRcuStall,
+       KR,
+       Severity::kWarn},
       // lib/bug.c: "kernel BUG at %s:%u!" (the whole message)
       {{kKwKernelBugAt}, R"(^kernel BUG at (\S+:\d+)!\s*$)", K, kKernelBug, KR, Severity::kFatal},
       // arch/x86/mm/fault.c: "BUG: unable to handle page fault for address: %px",
       // "BUG: kernel NULL pointer dereference, address: %px"
-      {{kKwBugUnableToHandle}, R"(^BUG: unable to handle (?:page fault for address:|kernel paging request at|kernel NULL pointer dereference at) )",
-       K, kKernelOops, KR, Severity::kFatal},
-      {{kKwBugNullDeref}, R"(^BUG: kernel NULL pointer dereference, address: [0-9a-fx]+)", K,
-       kKernelOops, KR, Severity::kFatal},
+      {{kKwBugUnableToHandle},
+       R"(^BUG: unable to handle (?:page fault for address:|kernel paging request at|kernel NULL pointer dereference at) )",
+       K,
+       kKernelOops,
+       KR,
+       Severity::kFatal},
+      {{kKwBugNullDeref},
+       R"(^BUG: kernel NULL pointer dereference, address: [0-9a-fx]+)",
+       K,
+       kKernelOops,
+       KR,
+       Severity::kFatal},
       // arch/x86/kernel/traps.c: "general protection fault[, probably for non-canonical address
       // 0x%lx]: %04lx [#%d] ..." (user-space GPFs are printed as "traps: <comm>[<pid>] general
       // protection fault ip:..." and are not kernel faults); dumpstack.c: "Oops: [%s: ]%04lx [#%d]"
-      {{kKwGeneralProtection}, R"(^general protection fault(?:, [^:\[]*)?: [0-9a-f]{4} \[#\d+\](?: |$))", K,
-       kKernelOops, KR, Severity::kFatal},
-      {{kKwOops}, R"(^Oops: (?:[^\[]*: )?[0-9a-f]{4} \[#\d+\](?: |$))", K, kKernelOops, KR,
+      {{kKwGeneralProtection},
+       R"(^general protection fault(?:, [^:\[]*)?: [0-9a-f]{4} \[#\d+\](?: |$))",
+       K,
+       kKernelOops,
+       KR,
+       Severity::kFatal},
+      {{kKwOops},
+       R"(^Oops: (?:[^\[]*: )?[0-9a-f]{4} \[#\d+\](?: |$))",
+       K,
+       kKernelOops,
+       KR,
        Severity::kFatal},
       // kernel/panic.c: "Kernel panic - not syncing: %s"
       {{kKwPanic}, R"(^Kernel panic - not syncing: )", K, kKernelPanic, KR, Severity::kFatal},
       // fs/ext4/super.c: "EXT4-fs (%s): Remounting filesystem read-only"
-      {{kKwRemountRo}, R"(^EXT4-fs \(([^)\s]+)\): Remounting filesystem read-only)", S,
-       kStorageReadOnlyRemount, SR, Severity::kFatal},
+      {{kKwRemountRo},
+       R"(^EXT4-fs \(([^)\s]+)\): Remounting filesystem read-only)",
+       S,
+       kStorageReadOnlyRemount,
+       SR,
+       Severity::kFatal},
       // fs/btrfs/messages.c: "BTRFS <level> (device %s[ state %s]): forced readonly"
-      {{kKwForcedReadonly}, R"(^BTRFS [a-z]+ \(device ([^)\s]+)(?: state [^)]*)?\): forced readonly)", S,
-       kStorageReadOnlyRemount, SR, Severity::kFatal},
+      {{kKwForcedReadonly},
+       R"(^BTRFS [a-z]+ \(device ([^)\s]+)(?: state [^)]*)?\): forced readonly)",
+       S,
+       kStorageReadOnlyRemount,
+       SR,
+       Severity::kFatal},
       // fs/xfs/xfs_fsops.c: "XFS (%s): Corruption of in-memory data (0x%x) detected at %pS (%s:%d).
       // Shutting down filesystem."
-      {{kKwXfs}, R"(^XFS \(([^)\s]+)\): .*Shutting down filesystem)", S, kStorageReadOnlyRemount, SR,
+      {{kKwXfs},
+       R"(^XFS \(([^)\s]+)\): .*Shutting down filesystem)",
+       S,
+       kStorageReadOnlyRemount,
+       SR,
        Severity::kFatal},
-      // fs/ext4/super.c: "EXT4-fs error (device %s): %s:%d: ..."; fs/btrfs: "BTRFS error (device %s"
-      {{kKwExt4Error}, R"(^EXT4-fs error \(device ([^)\s]+)\): )", S, kStorageFilesystemError, SR,
+      // fs/ext4/super.c: "EXT4-fs error (device %s): %s:%d: ..."; fs/btrfs: "BTRFS error (device
+      // %s"
+      {{kKwExt4Error},
+       R"(^EXT4-fs error \(device ([^)\s]+)\): )",
+       S,
+       kStorageFilesystemError,
+       SR,
        Severity::kWarn},
-      {{kKwBtrfsError}, R"(^BTRFS error \(device ([^)\s]+))", S, kStorageFilesystemError, SR,
+      {{kKwBtrfsError},
+       R"(^BTRFS error \(device ([^)\s]+))",
+       S,
+       kStorageFilesystemError,
+       SR,
        Severity::kWarn},
       // fs/xfs: "XFS (%s): Corruption detected. Unmount and run xfs_repair", "metadata I/O error"
-      {{kKwXfs}, R"(^XFS \(([^)\s]+)\): (?:.*Corruption|metadata I/O error))", S,
-       kStorageFilesystemError, SR, Severity::kWarn},
+      {{kKwXfs},
+       R"(^XFS \(([^)\s]+)\): (?:.*Corruption|metadata I/O error))",
+       S,
+       kStorageFilesystemError,
+       SR,
+       Severity::kWarn},
       // block/blk-mq.c (5.x+): "%s error, dev %s, sector %llu op 0x%x:(%s) flags 0x%x ...";
       // older: "blk_update_request: I/O error, dev %s, sector %llu"
-      {{kKwBlockIoError}, R"(^(?:blk_update_request: |print_req_error: )?[a-zA-Z/ ]{1,24} error, dev ([^,\s]+), sector \d+)",
-       S, kStorageIOError, SR, Severity::kWarn},
+      {{kKwBlockIoError},
+       R"(^(?:blk_update_request: |print_req_error: )?[a-zA-Z/ ]{1,24} error, dev ([^,\s]+), sector \d+)",
+       S,
+       kStorageIOError,
+       SR,
+       Severity::kWarn},
       // fs/buffer.c: "Buffer I/O error on dev %pg, logical block %llu, ..."
-      {{kKwBufferIoError}, R"(^Buffer I/O error on dev ([^,\s]+), logical block \d+)", S, kStorageIOError,
-       SR, Severity::kWarn},
+      {{kKwBufferIoError},
+       R"(^Buffer I/O error on dev ([^,\s]+), logical block \d+)",
+       S,
+       kStorageIOError,
+       SR,
+       Severity::kWarn},
       // net/sched/sch_generic.c: "NETDEV WATCHDOG: %s (%s): transmit queue %u timed out"; since 6.8
-      // netdev_crit: "<driver> <bus> <ifname>: NETDEV WATCHDOG: CPU: %d: transmit queue %u timed out"
-      {{kKwNetdevWatchdog}, R"(^NETDEV WATCHDOG: ([^\s:]+) \([^)]*\): transmit queue \d+ timed out)", N,
-       kNetworkTxTimeout, NR, Severity::kWarn},
-      {{kKwNetdevWatchdog}, NETDEV_PREFIX R"(NETDEV WATCHDOG: CPU: \d+: transmit queue \d+ timed out)", N,
-       kNetworkTxTimeout, NR, Severity::kWarn},
+      // netdev_crit: "<driver> <bus> <ifname>: NETDEV WATCHDOG: CPU: %d: transmit queue %u timed
+      // out"
+      {{kKwNetdevWatchdog},
+       R"(^NETDEV WATCHDOG: ([^\s:]+) \([^)]*\): transmit queue \d+ timed out)",
+       N,
+       kNetworkTxTimeout,
+       NR,
+       Severity::kWarn},
+      {{kKwNetdevWatchdog},
+       NETDEV_PREFIX R"(NETDEV WATCHDOG: CPU: \d+: transmit queue \d+ timed out)",
+       N,
+       kNetworkTxTimeout,
+       NR,
+       Severity::kWarn},
       // ixgbe_main.c: "Adapter removed"; igb_main.c: netdev_err(..., "PCIe link lost") - as netdev
       // messages, or as dev_err ("<driver> <bus id>: Adapter removed"; the bus id is the device)
-      {{kKwAdapterRemoved, kKwPcieLinkLost}, NETDEV_PREFIX R"((?:Adapter removed|PCIe link lost))", N,
-       kNetworkDeviceRemoved, NR, Severity::kFatal},
       {{kKwAdapterRemoved, kKwPcieLinkLost},
-       R"(^[\w.-]+ ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): (?:Adapter removed|PCIe link lost))", N,
-       kNetworkDeviceRemoved, NR, Severity::kFatal},
+       NETDEV_PREFIX R"((?:Adapter removed|PCIe link lost))",
+       N,
+       kNetworkDeviceRemoved,
+       NR,
+       Severity::kFatal},
+      {{kKwAdapterRemoved, kKwPcieLinkLost},
+       R"(^[\w.-]+ ([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): (?:Adapter removed|PCIe link lost))",
+       N,
+       kNetworkDeviceRemoved,
+       NR,
+       Severity::kFatal},
       // e1000e/igb/ixgbe/bnxt: "NIC Link is Down"; ena: "Link is down"; mlx5e: "Link down" - as
       // netdev messages; old e1000e printk: "e1000e: %s NIC Link is Down". PCIe hotplug's
       // "<bus id>: pciehp: Slot(%s): Link Down" has no interface and is deliberately not matched.
       {{kKwLinkIsDownUpper, kKwLinkIsDownLower, kKwLinkDown},
-       NETDEV_PREFIX R"((?:NIC Link is Down|Link is down|Link down))", N, kNetworkLinkDown, NR,
+       NETDEV_PREFIX R"((?:NIC Link is Down|Link is down|Link down))",
+       N,
+       kNetworkLinkDown,
+       NR,
        Severity::kWarn},
-      {{kKwLinkIsDownUpper}, R"(^[\w.-]+: ([^\s:]+) NIC Link is Down)", N, kNetworkLinkDown, NR,
+      {{kKwLinkIsDownUpper},
+       R"(^[\w.-]+: ([^\s:]+) NIC Link is Down)",
+       N,
+       kNetworkLinkDown,
+       NR,
        Severity::kWarn},
   };
   return p;
@@ -177,9 +263,8 @@ std::optional<KernelSignal> ParseKernel(std::string_view m, uint64_t kw) {
     if (!any) continue;
     const RE2& re = *compiled[i];
     std::string device;
-    const bool matched = re.NumberOfCapturingGroups() >= 1
-                             ? RE2::PartialMatch(m, re, &device)
-                             : RE2::PartialMatch(m, re);
+    const bool matched = re.NumberOfCapturingGroups() >= 1 ? RE2::PartialMatch(m, re, &device)
+                                                           : RE2::PartialMatch(m, re);
     if (!matched) continue;
     if (!device.empty()) device = std::string(p.device_prefix) + device;
     return KernelSignal{p.kind, p.reason, p.condition, p.severity, std::move(device)};

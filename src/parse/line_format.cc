@@ -47,9 +47,9 @@ bool ParseKmsg(std::string_view line, ParsedLine& out) {
 }
 
 constexpr std::array<std::string_view, 20> kFacilities{
-    "kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron",
-    "authpriv", "ftp", "local0", "local1", "local2", "local3", "local4", "local5", "local6",
-    "local7"};
+    "kern",   "user",   "mail",   "daemon",   "auth",   "syslog", "lpr",
+    "news",   "uucp",   "cron",   "authpriv", "ftp",    "local0", "local1",
+    "local2", "local3", "local4", "local5",   "local6", "local7"};
 
 std::string_view TrimLeft(std::string_view s) {
   while (!s.empty() && s.front() == ' ') s.remove_prefix(1);

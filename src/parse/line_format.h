@@ -24,7 +24,7 @@ struct ParsedLine {
   std::string_view message;
   // Syslog facility when the line carries it (kmsg PRI, dmesg -x/-r); nullopt when unknown.
   std::optional<int> facility;
-  int level = -1;  // syslog level 0-7 when known
+  int level = -1;                // syslog level 0-7 when known
   std::optional<uint64_t> seq;   // kmsg sequence number
   std::optional<uint64_t> usec;  // kmsg timestamp, microseconds since boot
   // False when the line says it was not written by the kernel (facility != 0 or a syslog

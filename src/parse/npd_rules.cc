@@ -13,8 +13,8 @@
 namespace gpuheal {
 namespace {
 
-constexpr std::string_view kKubeletConditions[] = {"Ready", "MemoryPressure", "DiskPressure", "PIDPressure",
-                                                   "NetworkUnavailable"};
+constexpr std::string_view kKubeletConditions[] = {"Ready", "MemoryPressure", "DiskPressure",
+                                                   "PIDPressure", "NetworkUnavailable"};
 
 Error Err(const std::string& source, const std::string& what) {
   return Error{fmt::format("{}: {}", source, what)};
@@ -29,7 +29,8 @@ Result<NpdConfig> ParseNpdConfig(std::string_view text, const std::string& sourc
   } catch (const nlohmann::json::parse_error& e) {
     return Err(source, fmt::format("not valid JSON (byte {}): {}", e.byte, e.what()));
   }
-  if (!j.is_object()) return Err(source, "expected a JSON object (an NPD system-log-monitor config)");
+  if (!j.is_object())
+    return Err(source, "expected a JSON object (an NPD system-log-monitor config)");
   NpdConfig cfg;
   cfg.source = source;
   // NPD (Go encoding/json) ignores fields it does not know, so gpuheal does too: an existing
@@ -43,9 +44,10 @@ Result<NpdConfig> ParseNpdConfig(std::string_view text, const std::string& sourc
   std::string plugin;
   if (auto s = str("plugin", plugin); !s) return s.error();
   if (!plugin.empty() && plugin != "kmsg") {
-    return Err(source, fmt::format("plugin \"{}\" is not supported: gpuheal reads the kernel log, so "
-                                   "only kernel-monitor configs (\"plugin\": \"kmsg\") apply",
-                                   plugin));
+    return Err(source,
+               fmt::format("plugin \"{}\" is not supported: gpuheal reads the kernel log, so "
+                           "only kernel-monitor configs (\"plugin\": \"kmsg\") apply",
+                           plugin));
   }
   if (auto s = str("source", cfg.npd_source); !s) return s.error();
   if (j.contains("bufferSize")) {
@@ -93,12 +95,14 @@ Result<NpdConfig> ParseNpdConfig(std::string_view text, const std::string& sourc
           return Err(source, fmt::format("{}: condition \"{}\" is not declared in \"conditions\"",
                                          named, rule.npd_condition));
         }
-        if (std::find(std::begin(kKubeletConditions), std::end(kKubeletConditions), rule.npd_condition) !=
-            std::end(kKubeletConditions)) {
-          return Err(source, fmt::format("{}: condition \"{}\" belongs to the kubelet, and gpuheal never writes "
-                                         "the kubelet's conditions; name a condition of your own (it is reported "
-                                         "as KernelReady=False with this rule's reason)",
-                                         named, rule.npd_condition));
+        if (std::find(std::begin(kKubeletConditions), std::end(kKubeletConditions),
+                      rule.npd_condition) != std::end(kKubeletConditions)) {
+          return Err(
+              source,
+              fmt::format("{}: condition \"{}\" belongs to the kubelet, and gpuheal never writes "
+                          "the kubelet's conditions; name a condition of your own (it is reported "
+                          "as KernelReady=False with this rule's reason)",
+                          named, rule.npd_condition));
         }
         // The agent writes only its five condition types (NPD's own would read True = problem,
         // the inverse of ours), so another condition becomes KernelReady with the rule's reason.
@@ -106,19 +110,22 @@ Result<NpdConfig> ParseNpdConfig(std::string_view text, const std::string& sourc
           rule.condition = rule.npd_condition;
         } else {
           rule.condition = std::string(ToString(Condition::kKernelReady));
-          cfg.notes.push_back(fmt::format("{}: {}: NPD condition \"{}\" is reported as KernelReady=False with "
-                                          "reason {}",
-                                          source, named, rule.npd_condition, rule.reason));
+          cfg.notes.push_back(
+              fmt::format("{}: {}: NPD condition \"{}\" is reported as KernelReady=False with "
+                          "reason {}",
+                          source, named, rule.npd_condition, rule.reason));
         }
       } else if (type != "temporary") {
-        return Err(source, fmt::format("{}: type must be \"temporary\" or \"permanent\", not \"{}\"",
-                                       named, type));
+        return Err(source,
+                   fmt::format("{}: type must be \"temporary\" or \"permanent\", not \"{}\"", named,
+                               type));
       }
       RE2 probe(rule.pattern + "\\z", RE2::Quiet);
       if (!probe.ok()) {
-        return Err(source, fmt::format("{}: pattern {} is not accepted by RE2 ({}); RE2 has no "
-                                       "backreferences or lookaround, rewrite the pattern without them",
-                                       named, nlohmann::json(rule.pattern).dump(), probe.error()));
+        return Err(source,
+                   fmt::format("{}: pattern {} is not accepted by RE2 ({}); RE2 has no "
+                               "backreferences or lookaround, rewrite the pattern without them",
+                               named, nlohmann::json(rule.pattern).dump(), probe.error()));
       }
       cfg.rules.push_back(std::move(rule));
     }
@@ -133,8 +140,8 @@ Result<NpdConfig> LoadNpdConfig(const std::string& path) {
 }
 
 bool NpdPatternMaySpanLines(const std::string& pattern) {
-  for (const char* token : {"\\n", "\\s", "\\D", "\\W", "\\x", "\\0", "\\p", "\\P",
-                            "\\C", "\\v", "[^", "(?s", "(?m", "[[:", "^"}) {
+  for (const char* token : {"\\n", "\\s", "\\D", "\\W", "\\x", "\\0", "\\p", "\\P", "\\C", "\\v",
+                            "[^", "(?s", "(?m", "[[:", "^"}) {
     if (pattern.find(token) != std::string::npos) return true;
   }
   return pattern.find('\n') != std::string::npos;
@@ -164,14 +171,16 @@ Result<std::unique_ptr<NpdMatcher>> NpdMatcher::Create(std::vector<NpdConfig> co
   }
   // All rules compile into one automaton, so past RE2's memory budget no single rule is at fault:
   // name every file that contributed.
-  for (auto [set, index, files] : {std::tuple{m->line_set_.get(), &m->line_index_, &line_files},
-                                   std::tuple{m->buffer_set_.get(), &m->buffer_index_, &buffer_files}}) {
+  for (auto [set, index, files] :
+       {std::tuple{m->line_set_.get(), &m->line_index_, &line_files},
+        std::tuple{m->buffer_set_.get(), &m->buffer_index_, &buffer_files}}) {
     if (!index->empty() && !set->Compile()) {
       std::string names;
       for (const std::string& f : *files) names += (names.empty() ? "" : ", ") + f;
-      return Error{fmt::format("{}: RE2 could not compile these {} NPD rules together: the set is larger than "
-                               "RE2's {} MiB budget; use fewer rules or shorter patterns",
-                               names, index->size(), opts.max_mem() >> 20)};
+      return Error{fmt::format(
+          "{}: RE2 could not compile these {} NPD rules together: the set is larger than "
+          "RE2's {} MiB budget; use fewer rules or shorter patterns",
+          names, index->size(), opts.max_mem() >> 20)};
     }
   }
   return m;

@@ -3,20 +3,20 @@
 // kmsg), compiled with RE2 (linear time). Matching follows NPD: each rule's pattern must match at
 // the end of the last `bufferSize` messages joined by '\n' (NPD compiles `pattern + "\z"`).
 
+#include <re2/set.h>
+
 #include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <re2/set.h>
-
 #include "core/result.h"
 
 namespace gpuheal {
 
 struct NpdRule {
-  bool permanent = false;  // "permanent" rules set a condition; "temporary" ones are events
+  bool permanent = false;     // "permanent" rules set a condition; "temporary" ones are events
   std::string npd_condition;  // permanent rules: the NPD condition type the file names
   // permanent rules: the condition gpuheal writes: npd_condition when it is one of gpuheal's
   // five, otherwise KernelReady (the rule's reason names the problem)
@@ -26,7 +26,7 @@ struct NpdRule {
 };
 
 struct NpdConfig {
-  std::string source;  // the file they came from
+  std::string source;      // the file they came from
   std::string npd_source;  // NPD's "source" field (e.g. "kernel-monitor")
   int buffer_size = 10;
   std::vector<NpdRule> rules;
@@ -55,7 +55,7 @@ class NpdMatcher {
   // that line alone; the rest run on the joined buffer, as in NPD. Same results, far less work.
   std::unique_ptr<RE2::Set> line_set_;
   std::unique_ptr<RE2::Set> buffer_set_;
-  std::vector<int> line_index_;    // set index -> rule index
+  std::vector<int> line_index_;  // set index -> rule index
   std::vector<int> buffer_index_;
   size_t buffer_size_ = 1;
   std::deque<std::string> buffer_;

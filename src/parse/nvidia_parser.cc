@@ -73,8 +73,10 @@ void ParseNvlink5(std::string_view text, NvidiaSignal& out) {
   if (sp == std::string_view::npos) return;
   out.unit = std::string(text.substr(0, sp));
   std::string_view rest = text.substr(sp + 1);
-  if (rest.starts_with("Fatal")) out.nvlink_fatal = true;
-  else if (rest.starts_with("Nonfatal") || rest.starts_with("Non-fatal")) out.nvlink_fatal = false;
+  if (rest.starts_with("Fatal"))
+    out.nvlink_fatal = true;
+  else if (rest.starts_with("Nonfatal") || rest.starts_with("Non-fatal"))
+    out.nvlink_fatal = false;
   const size_t reg = rest.find("(0x");
   if (reg == std::string_view::npos) return;
   std::string_view r = rest.substr(reg + 3);

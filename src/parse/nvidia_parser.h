@@ -11,13 +11,13 @@ namespace gpuheal {
 
 enum class NvidiaMessage {
   kNone,
-  kXid,            // NVRM: Xid (PCI:dddd:bb:dd[ GPU-I:nn[ GPU-CI:nn]]): N, [pid=.., name=.., ]text
-  kGpuAnnounce,    // NVRM: GPU at PCI:dddd:bb:dd: GPU-<uuid>
-  kFallenOffBus,   // NVRM: GPU dddd:bb:dd.f: GPU has fallen off the bus. / GPU at ... has fallen ...
-  kFallenStart,    // NVRM: The NVIDIA GPU dddd:bb:dd.f
-  kFallenMiddle,   // NVRM: (PCI ID: vvvv:dddd) installed in this system has
-  kFallenEnd,      // NVRM: fallen off the bus and is not responding to commands.
-  kSxid,           // nvidia-nvswitchN: SXid (PCI:dddd:bb:dd.f): N, Non-fatal|Fatal, ...
+  kXid,           // NVRM: Xid (PCI:dddd:bb:dd[ GPU-I:nn[ GPU-CI:nn]]): N, [pid=.., name=.., ]text
+  kGpuAnnounce,   // NVRM: GPU at PCI:dddd:bb:dd: GPU-<uuid>
+  kFallenOffBus,  // NVRM: GPU dddd:bb:dd.f: GPU has fallen off the bus. / GPU at ... has fallen ...
+  kFallenStart,   // NVRM: The NVIDIA GPU dddd:bb:dd.f
+  kFallenMiddle,  // NVRM: (PCI ID: vvvv:dddd) installed in this system has
+  kFallenEnd,     // NVRM: fallen off the bus and is not responding to commands.
+  kSxid,          // nvidia-nvswitchN: SXid (PCI:dddd:bb:dd.f): N, Non-fatal|Fatal, ...
 };
 
 struct NvidiaSignal {

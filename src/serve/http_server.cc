@@ -62,15 +62,20 @@ class BoundedStream : public httplib::Stream {
     return send(fd_, ptr, size, MSG_NOSIGNAL);
   }
 
-  void get_remote_ip_and_port(std::string& ip, int& port) const override { Address(getpeername, ip, port); }
-  void get_local_ip_and_port(std::string& ip, int& port) const override { Address(getsockname, ip, port); }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    Address(getpeername, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    Address(getsockname, ip, port);
+  }
   int socket() const override { return fd_; }
 
  private:
   // Waits for `events` until the deadline; false on timeout, error or shutdown.
   bool Wait(short events) const {
     for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
       if (left.count() <= 0) return false;
       std::array<pollfd, 2> p{pollfd{fd_, events, 0}, pollfd{stop_fd_, POLLIN, 0}};
       const int r = poll(p.data(), p.size(), static_cast<int>(left.count()));
@@ -85,8 +90,8 @@ class BoundedStream : public httplib::Stream {
     std::array<char, NI_MAXHOST> host{};
     std::array<char, NI_MAXSERV> serv{};
     if (get(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0 ||
-        getnameinfo(reinterpret_cast<sockaddr*>(&a), len, host.data(), host.size(), serv.data(), serv.size(),
-                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+        getnameinfo(reinterpret_cast<sockaddr*>(&a), len, host.data(), host.size(), serv.data(),
+                    serv.size(), NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
       return;
     }
     ip = host.data();
@@ -109,7 +114,8 @@ Result<int> Listen(const ListenAddress& a, int& port) {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* res = nullptr;
-  if (const int rc = getaddrinfo(a.host.c_str(), std::to_string(a.port).c_str(), &hints, &res); rc != 0) {
+  if (const int rc = getaddrinfo(a.host.c_str(), std::to_string(a.port).c_str(), &hints, &res);
+      rc != 0) {
     return Error{fmt::format("host \"{}\": {}", a.host, gai_strerror(rc))};
   }
   int fd = -1;
@@ -140,8 +146,8 @@ Result<int> Listen(const ListenAddress& a, int& port) {
 
 }  // namespace
 
-Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& listen, const Metrics& metrics,
-                                                      HealthFn health) {
+Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& listen,
+                                                      const Metrics& metrics, HealthFn health) {
   auto addr = ParseListenAddress(listen);
   if (!addr) return addr.error();
   std::unique_ptr<HttpServer> s(new HttpServer());

@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "serve/metrics.h"
 #include "core/result.h"
+#include "serve/metrics.h"
 
 namespace gpuheal {
 
@@ -32,8 +32,8 @@ class HttpServer {
   static constexpr size_t kMaxWaiting = 64;  // accepted connections queued for a worker
 
   // `listen` is "host:port"; port 0 picks a free port (see port()).
-  static Result<std::unique_ptr<HttpServer>> Start(const std::string& listen, const Metrics& metrics,
-                                                   HealthFn health);
+  static Result<std::unique_ptr<HttpServer>> Start(const std::string& listen,
+                                                   const Metrics& metrics, HealthFn health);
   ~HttpServer();
   int port() const { return port_; }
   const std::string& host() const { return host_; }

@@ -37,10 +37,13 @@ struct Metrics::Families {
   std::map<std::string, FamilyOf<Histogram, prometheus::Histogram>> histograms;
 };
 
-Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()), families_(std::make_unique<Families>()) {}
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      families_(std::make_unique<Families>()) {}
 Metrics::~Metrics() = default;
 
-Counter& Metrics::GetCounter(const std::string& name, const std::string& help, const Labels& labels) {
+Counter& Metrics::GetCounter(const std::string& name, const std::string& help,
+                             const Labels& labels) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& f = families_->counters[name];
   if (!f.family) f.family = &prometheus::BuildCounter().Name(name).Help(help).Register(*registry_);
@@ -62,10 +65,12 @@ Histogram& Metrics::GetHistogram(const std::string& name, const std::string& hel
                                  const std::vector<double>& bounds, const Labels& labels) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& f = families_->histograms[name];
-  if (!f.family) f.family = &prometheus::BuildHistogram().Name(name).Help(help).Register(*registry_);
+  if (!f.family)
+    f.family = &prometheus::BuildHistogram().Name(name).Help(help).Register(*registry_);
   auto& slot = f.handles[labels];
   if (!slot) {
-    slot = std::make_unique<Histogram>(f.family->Add(ToPrometheus(labels), prometheus::Histogram::BucketBoundaries(bounds)));
+    slot = std::make_unique<Histogram>(
+        f.family->Add(ToPrometheus(labels), prometheus::Histogram::BucketBoundaries(bounds)));
   }
   return *slot;
 }

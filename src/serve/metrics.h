@@ -65,7 +65,8 @@ class Metrics {
   Gauge& GetGauge(const std::string& name, const std::string& help, const Labels& labels = {});
   Histogram& GetHistogram(const std::string& name, const std::string& help,
                           const std::vector<double>& bounds, const Labels& labels = {});
-  // Text exposition format 0.0.4; label names within a series sorted, as prometheus-cpp writes them.
+  // Text exposition format 0.0.4; label names within a series sorted, as prometheus-cpp writes
+  // them.
   std::string Render() const;
 
  private:

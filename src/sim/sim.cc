@@ -1,8 +1,7 @@
 #include "sim/sim.h"
 
-#include <fmt/format.h>
-
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,7 +13,6 @@
 #include <random>
 
 #include "agent/standalone_agent.h"
-
 #include "core/keys.h"
 #include "core/log.h"
 #include "core/time.h"
@@ -32,13 +30,15 @@ std::string Now() { return kube::RfcTime(system_clock::now()); }
 json ReadyConditions() {
   const std::string now = Now();
   auto c = [&](const char* type, const char* status, const char* reason, const char* msg) {
-    return json{{"type", type}, {"status", status}, {"reason", reason}, {"message", msg},
-                {"lastHeartbeatTime", now}, {"lastTransitionTime", now}};
+    return json{{"type", type},   {"status", status},         {"reason", reason},
+                {"message", msg}, {"lastHeartbeatTime", now}, {"lastTransitionTime", now}};
   };
-  return json::array({c("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-                      c("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-                      c("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-                      c("Ready", "True", "KubeletReady", "kubelet is posting ready status (gpuheal sim)")});
+  return json::array(
+      {c("MemoryPressure", "False", "KubeletHasSufficientMemory",
+         "kubelet has sufficient memory available"),
+       c("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+       c("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+       c("Ready", "True", "KubeletReady", "kubelet is posting ready status (gpuheal sim)")});
 }
 
 }  // namespace
@@ -62,9 +62,11 @@ Status Sim::StartAgent(const SimNode& n) {
   if (ec) return Error{fmt::format("sim: cannot create {}: {}", dir, ec.message())};
   const std::string fifo = dir + "/kmsg";
   if (mkfifo(fifo.c_str(), 0600) != 0 && errno != EEXIST) {
-    return Error{fmt::format("sim: cannot create the kernel log FIFO {}: {}", fifo, std::strerror(errno))};
+    return Error{
+        fmt::format("sim: cannot create the kernel log FIFO {}: {}", fifo, std::strerror(errno))};
   }
-  if (opts_.external_agents.count(n.name)) return Status::Ok();  // its agent is a process of its own
+  if (opts_.external_agents.count(n.name))
+    return Status::Ok();  // its agent is a process of its own
   AgentConfig cfg;
   if (opts_.agent_quiet_period.count() > 0) cfg.quiet_period = opts_.agent_quiet_period;
 
@@ -76,20 +78,25 @@ Status Sim::StartAgent(const SimNode& n) {
   }
   cfg.state_dir = dir;
   cfg.listen = "";
-  cfg.nvidia.nvml = NvidiaConfig::Use::kOff;  // the simulated GPUs speak through the kernel log only
+  cfg.nvidia.nvml =
+      NvidiaConfig::Use::kOff;  // the simulated GPUs speak through the kernel log only
   cfg.own_signals = false;
   auto h = std::make_unique<HostedAgent>();
-  h->out_fd = open((dir + "/faults.jsonl").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (h->out_fd < 0) return Error{fmt::format("sim: cannot open {}/faults.jsonl: {}", dir, std::strerror(errno))};
+  h->out_fd =
+      open((dir + "/faults.jsonl").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (h->out_fd < 0)
+    return Error{fmt::format("sim: cannot open {}/faults.jsonl: {}", dir, std::strerror(errno))};
   kube::Config kc = opts_.agent_kube;
   kc.user_agent = "gpuheal-agent/" GPUHEAL_VERSION " (sim)";
   auto client = kube::Client::Create(kc);
   auto watch = kube::Client::Create(kc);
-  if (!client || !watch) return Error{"sim: " + (client ? watch.error().message : client.error().message)};
+  if (!client || !watch)
+    return Error{"sim: " + (client ? watch.error().message : client.error().message)};
   KubeReporterOptions ro;
   ro.node_name = n.name;
   ro.heartbeat = cfg.heartbeat_period;
-  auto agent = StandaloneAgent::Create(std::move(cfg), h->out_fd, std::move(*client), ro, std::move(*watch));
+  auto agent =
+      StandaloneAgent::Create(std::move(cfg), h->out_fd, std::move(*client), ro, std::move(*watch));
   if (!agent) return Error{fmt::format("sim: the agent of {}: {}", n.name, agent.error().message)};
   h->agent = std::move(*agent);
   h->thread = std::thread([a = h->agent.get()] { (void)a->Run(); });
@@ -98,12 +105,17 @@ Status Sim::StartAgent(const SimNode& n) {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<Sim>> Sim::Start(std::unique_ptr<kube::Client> client, std::unique_ptr<kube::Client> watch_client,
+Result<std::unique_ptr<Sim>> Sim::Start(std::unique_ptr<kube::Client> client,
+                                        std::unique_ptr<kube::Client> watch_client,
                                         SimOptions opts) {
-  if (opts.nodes < 0 || opts.pools < 1 || opts.standby_per_pool < 0 || opts.gpus_per_node < 0 || opts.api_threads < 1) {
-    return Error{"sim: --nodes, --standby and --gpus must be 0 or more, --pools and API threads 1 or more", ErrorCode::kUsage};
+  if (opts.nodes < 0 || opts.pools < 1 || opts.standby_per_pool < 0 || opts.gpus_per_node < 0 ||
+      opts.api_threads < 1) {
+    return Error{
+        "sim: --nodes, --standby and --gpus must be 0 or more, --pools and API threads 1 or more",
+        ErrorCode::kUsage};
   }
-  if (opts.prefix.empty() || opts.prefix.size() > 40) return Error{"sim: --prefix must be 1 to 40 characters", ErrorCode::kUsage};
+  if (opts.prefix.empty() || opts.prefix.size() > 40)
+    return Error{"sim: --prefix must be 1 to 40 characters", ErrorCode::kUsage};
   std::unique_ptr<Sim> s(new Sim());
   s->opts_ = std::move(opts);
   s->client_ = std::move(client);
@@ -111,20 +123,28 @@ Result<std::unique_ptr<Sim>> Sim::Start(std::unique_ptr<kube::Client> client, st
   const SimOptions& o = s->opts_;
   for (int p = 0; p < o.pools; ++p) {
     const std::string pool = fmt::format("{}-pool-{}", o.prefix, p);
-    for (int i = p; i < o.nodes; i += o.pools) s->nodes_.push_back({fmt::format("{}-{}-{}", o.prefix, p, i / o.pools), pool, false, ""});
+    for (int i = p; i < o.nodes; i += o.pools)
+      s->nodes_.push_back({fmt::format("{}-{}-{}", o.prefix, p, i / o.pools), pool, false, ""});
     for (int i = 0; i < o.standby_per_pool; ++i) {
       s->nodes_.push_back({fmt::format("{}-{}-standby-{}", o.prefix, p, i), pool, true, ""});
     }
   }
-  if (!o.real_kmsg_node.empty() && std::none_of(s->nodes_.begin(), s->nodes_.end(), [&](const SimNode& n) { return n.name == o.real_kmsg_node; })) {
-    return Error{fmt::format("sim: --real-kmsg {}: no such node (names are {}-<pool>-<i>, e.g. {}-0-0)", o.real_kmsg_node, o.prefix, o.prefix), ErrorCode::kUsage};
+  if (!o.real_kmsg_node.empty() &&
+      std::none_of(s->nodes_.begin(), s->nodes_.end(),
+                   [&](const SimNode& n) { return n.name == o.real_kmsg_node; })) {
+    return Error{
+        fmt::format("sim: --real-kmsg {}: no such node (names are {}-<pool>-<i>, e.g. {}-0-0)",
+                    o.real_kmsg_node, o.prefix, o.prefix),
+        ErrorCode::kUsage};
   }
-  if (!o.real_kmsg_node.empty() && !o.agents) return Error{"sim: --real-kmsg needs --agents", ErrorCode::kUsage};
+  if (!o.real_kmsg_node.empty() && !o.agents)
+    return Error{"sim: --real-kmsg needs --agents", ErrorCode::kUsage};
   for (size_t i = 0; i < s->nodes_.size(); ++i) {
     s->nodes_[i].ip = fmt::format("10.100.{}.{}", i / 250, i % 250 + 1);
     s->node_ip_[s->nodes_[i].name] = s->nodes_[i].ip;
   }
-  for (int i = 0; i < o.api_threads; ++i) s->threads_.emplace_back([p = s.get()] { p->ApiThread(); });
+  for (int i = 0; i < o.api_threads; ++i)
+    s->threads_.emplace_back([p = s.get()] { p->ApiThread(); });
 
   // Register every node (on the API threads), then keep each alive on its own schedule.
   std::atomic<int> pending{static_cast<int>(s->nodes_.size())};
@@ -150,16 +170,23 @@ Result<std::unique_ptr<Sim>> Sim::Start(std::unique_ptr<kube::Client> client, st
   std::mt19937 rng(std::random_device{}());
   for (const auto& n : s->nodes_) {
     // Spread the renewals over the period, as a fleet of kubelets started at different times.
-    const auto jitter = std::chrono::milliseconds(rng() % static_cast<uint64_t>(std::max<int64_t>(1, o.lease_period.count())));
-    s->At(Clock::now() + jitter, [p = s.get(), name = n.name] { p->RenewLease(name); }, Lane::kKeepAlive);
-    s->At(Clock::now() + o.status_period + jitter, [p = s.get(), name = n.name] { p->Heartbeat(name); }, Lane::kKeepAlive);
+    const auto jitter = std::chrono::milliseconds(
+        rng() % static_cast<uint64_t>(std::max<int64_t>(1, o.lease_period.count())));
+    s->At(
+        Clock::now() + jitter, [p = s.get(), name = n.name] { p->RenewLease(name); },
+        Lane::kKeepAlive);
+    s->At(
+        Clock::now() + o.status_period + jitter,
+        [p = s.get(), name = n.name] { p->Heartbeat(name); }, Lane::kKeepAlive);
   }
 
-  s->pods_ = std::make_unique<kube::Informer<kube::Pod>>(*s->watch_client_, "/api/v1/pods", kube::DecodePodList, kube::DecodePod);
+  s->pods_ = std::make_unique<kube::Informer<kube::Pod>>(*s->watch_client_, "/api/v1/pods",
+                                                         kube::DecodePodList, kube::DecodePod);
   auto on = [p = s.get()](const kube::Pod& pod) { p->OnPod(pod); };
   s->pods_->SetHandlers({on, [on](const kube::Pod&, const kube::Pod& pod) { on(pod); }, nullptr});
   s->pods_->Start();
-  if (!s->pods_->WaitForSynced(std::chrono::seconds(60))) return Error{"sim: the pod informer did not sync within 60 s"};
+  if (!s->pods_->WaitForSynced(std::chrono::seconds(60)))
+    return Error{"sim: the pod informer did not sync within 60 s"};
   return s;
 }
 
@@ -179,7 +206,8 @@ Sim::~Sim() {
     std::vector<std::thread> deleters;
     for (int t = 0; t < opts_.api_threads; ++t) {
       deleters.emplace_back([this, &next] {
-        for (size_t i; (i = next++) < nodes_.size();) (void)client_->Delete(kube::NodePath(nodes_[i].name));
+        for (size_t i; (i = next++) < nodes_.size();)
+          (void)client_->Delete(kube::NodePath(nodes_[i].name));
       });
     }
     for (auto& t : deleters) t.join();
@@ -243,72 +271,96 @@ bool Sim::Ok(const Result<kube::Response>& r) {
     n = ++stats_.api_errors;
   }
   if (n <= 20 || n % 1000 == 0) {  // enough to see what is wrong, not a flood
-    Log("warn", "sim: API write failed", {{"error", r ? r->Describe() : r.error().message}, {"errors_so_far", n}});
+    Log("warn", "sim: API write failed",
+        {{"error", r ? r->Describe() : r.error().message}, {"errors_so_far", n}});
   }
   return false;
 }
 
 Status Sim::RegisterNode(const SimNode& n) {
-  json node = {{"apiVersion", "v1"},
-               {"kind", "Node"},
-               {"metadata",
-                {{"name", n.name},
-                 {"labels",
-                  {{"kubernetes.io/hostname", n.name},
-                   {"kubernetes.io/os", "linux"},
-                   {"kubernetes.io/arch", "amd64"},
-                   {"node.kubernetes.io/instance-type", fmt::format("sim.{}gpu", opts_.gpus_per_node)},
-                   {std::string(keys::kDefaultPoolLabel), n.pool},
-                   {"nvidia.com/gpu.present", "true"},
-                   {"gpuheal.io/sim", "true"}}}}},
-               {"spec", {{"providerID", "sim://" + n.name}}}};
+  json node = {
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata",
+       {{"name", n.name},
+        {"labels",
+         {{"kubernetes.io/hostname", n.name},
+          {"kubernetes.io/os", "linux"},
+          {"kubernetes.io/arch", "amd64"},
+          {"node.kubernetes.io/instance-type", fmt::format("sim.{}gpu", opts_.gpus_per_node)},
+          {std::string(keys::kDefaultPoolLabel), n.pool},
+          {"nvidia.com/gpu.present", "true"},
+          {"gpuheal.io/sim", "true"}}}}},
+      {"spec", {{"providerID", "sim://" + n.name}}}};
   if (n.standby) {
-    node["spec"]["taints"] = json::array({{{"key", std::string(keys::kStandbyTaint)}, {"value", "true"}, {"effect", "NoSchedule"}}});
+    node["spec"]["taints"] = json::array(
+        {{{"key", std::string(keys::kStandbyTaint)}, {"value", "true"}, {"effect", "NoSchedule"}}});
   }
   auto created = client_->Create(kube::NodePath(), node);
   if (!created || (!created->ok() && created->status != 409)) {
-    return Error{fmt::format("sim: cannot register node {}: {}", n.name, created ? created->Describe() : created.error().message)};
+    return Error{fmt::format("sim: cannot register node {}: {}", n.name,
+                             created ? created->Describe() : created.error().message)};
   }
   std::string uid;
   if (created->ok()) {
     uid = json::parse(created->body, nullptr, false)["metadata"].value("uid", "");
   } else if (auto got = client_->Get(kube::NodePath(n.name)); got && got->ok()) {
-    uid = json::parse(got->body, nullptr, false)["metadata"].value("uid", "");  // adopted after a restart
+    uid = json::parse(got->body, nullptr, false)["metadata"].value("uid",
+                                                                   "");  // adopted after a restart
   }
   const std::string gpus = std::to_string(opts_.gpus_per_node);
-  const json resources = {{"cpu", "96"}, {"memory", "1056Gi"}, {"pods", "110"}, {"ephemeral-storage", "3500Gi"},
+  const json resources = {{"cpu", "96"},
+                          {"memory", "1056Gi"},
+                          {"pods", "110"},
+                          {"ephemeral-storage", "3500Gi"},
                           {"nvidia.com/gpu", gpus}};
   json status = {{"status",
                   {{"capacity", resources},
                    {"allocatable", resources},
-                   {"addresses", {{{"type", "InternalIP"}, {"address", n.ip}}, {{"type", "Hostname"}, {"address", n.name}}}},
+                   {"addresses",
+                    {{{"type", "InternalIP"}, {"address", n.ip}},
+                     {{"type", "Hostname"}, {"address", n.name}}}},
                    {"nodeInfo",
-                    {{"machineID", n.name}, {"systemUUID", n.name}, {"bootID", "sim-boot-1"},
-                     {"kernelVersion", "6.1.0-sim"}, {"osImage", "gpuheal sim"}, {"containerRuntimeVersion", "sim://1.0"},
-                     {"kubeletVersion", "v1.31.0-sim"}, {"kubeProxyVersion", ""}, {"operatingSystem", "linux"},
+                    {{"machineID", n.name},
+                     {"systemUUID", n.name},
+                     {"bootID", "sim-boot-1"},
+                     {"kernelVersion", "6.1.0-sim"},
+                     {"osImage", "gpuheal sim"},
+                     {"containerRuntimeVersion", "sim://1.0"},
+                     {"kubeletVersion", "v1.31.0-sim"},
+                     {"kubeProxyVersion", ""},
+                     {"operatingSystem", "linux"},
                      {"architecture", "amd64"}}},
                    {"conditions", ReadyConditions()}}}};
-  auto st = client_->Patch(kube::NodePath(n.name) + "/status", kube::PatchType::kStrategicMerge, status);
+  auto st =
+      client_->Patch(kube::NodePath(n.name) + "/status", kube::PatchType::kStrategicMerge, status);
   if (!st || !st->ok()) {
-    return Error{fmt::format("sim: cannot set the status of node {}: {}", n.name, st ? st->Describe() : st.error().message)};
+    return Error{fmt::format("sim: cannot set the status of node {}: {}", n.name,
+                             st ? st->Describe() : st.error().message)};
   }
   json lease = {{"apiVersion", "coordination.k8s.io/v1"},
                 {"kind", "Lease"},
                 {"metadata", {{"name", n.name}, {"namespace", kLeaseNamespace}}},
-                {"spec", {{"holderIdentity", n.name}, {"leaseDurationSeconds", 40}, {"renewTime", kube::MicroTime(system_clock::now())}}}};
+                {"spec",
+                 {{"holderIdentity", n.name},
+                  {"leaseDurationSeconds", 40},
+                  {"renewTime", kube::MicroTime(system_clock::now())}}}};
   if (!uid.empty()) {
-    lease["metadata"]["ownerReferences"] = json::array({{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", n.name}, {"uid", uid}}});
+    lease["metadata"]["ownerReferences"] =
+        json::array({{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", n.name}, {"uid", uid}}});
   }
   auto l = client_->Create(kube::LeasePath(kLeaseNamespace), lease);
   if (!l || (!l->ok() && l->status != 409)) {
-    return Error{fmt::format("sim: cannot create the node Lease of {}: {}", n.name, l ? l->Describe() : l.error().message)};
+    return Error{fmt::format("sim: cannot create the node Lease of {}: {}", n.name,
+                             l ? l->Describe() : l.error().message)};
   }
   return Status::Ok();
 }
 
 void Sim::RenewLease(const std::string& node) {
-  auto r = client_->Patch(kube::LeasePath(kLeaseNamespace, node), kube::PatchType::kMerge,
-                          {{"spec", {{"holderIdentity", node}, {"renewTime", kube::MicroTime(system_clock::now())}}}});
+  auto r = client_->Patch(
+      kube::LeasePath(kLeaseNamespace, node), kube::PatchType::kMerge,
+      {{"spec", {{"holderIdentity", node}, {"renewTime", kube::MicroTime(system_clock::now())}}}});
   if (r && r->status == 404) {
     // The Node was deleted (a repair replaced it, or someone removed it): this kubelet is gone.
     Log("info", "sim: node gone, no longer renewing its lease", {{"node", node}});
@@ -318,17 +370,23 @@ void Sim::RenewLease(const std::string& node) {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.lease_renewals;
   }
-  At(Clock::now() + opts_.lease_period, [this, node] { RenewLease(node); }, Lane::kKeepAlive);
+  At(
+      Clock::now() + opts_.lease_period, [this, node] { RenewLease(node); }, Lane::kKeepAlive);
 }
 
 void Sim::Heartbeat(const std::string& node) {
   const std::string now = Now();
   auto r = client_->Patch(kube::NodePath(node) + "/status", kube::PatchType::kStrategicMerge,
-                          {{"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"},
-                                                        {"lastHeartbeatTime", now}}}}}}});
+                          {{"status",
+                            {{"conditions",
+                              {{{"type", "Ready"},
+                                {"status", "True"},
+                                {"reason", "KubeletReady"},
+                                {"lastHeartbeatTime", now}}}}}}});
   if (r && r->status == 404) return;
   (void)Ok(r);
-  At(Clock::now() + opts_.status_period, [this, node] { Heartbeat(node); }, Lane::kKeepAlive);
+  At(
+      Clock::now() + opts_.status_period, [this, node] { Heartbeat(node); }, Lane::kKeepAlive);
 }
 
 void Sim::OnPod(const kube::Pod& p) {
@@ -342,30 +400,35 @@ void Sim::OnPod(const kube::Pod& p) {
     if (!once("delete")) return;
     // The containers get the grace period to stop (capped), then the pod object goes.
     const int64_t grace = p.meta.deletion_grace_seconds >= 0 ? p.meta.deletion_grace_seconds : 30;
-    const auto wait = std::min<std::chrono::milliseconds>(std::chrono::seconds(grace), opts_.max_termination);
-    At(Clock::now() + wait, [this, ns = p.meta.namespace_, name = p.meta.name, uid = p.meta.uid, id] {
-      auto r = client_->Delete(kube::PodPath(ns, name), uid, "", 0);
-      if (r && (r->ok() || r->status == 404 || r->status == 409)) {
-        std::lock_guard<std::mutex> lock(mu_);
-        ++stats_.pods_deleted;
-        for (const char* k : {"start/", "delete/", "checkpoint/"}) handled_.erase(k + id);
-      } else {
-        (void)Ok(r);
-      }
-    });
+    const auto wait =
+        std::min<std::chrono::milliseconds>(std::chrono::seconds(grace), opts_.max_termination);
+    At(Clock::now() + wait,
+       [this, ns = p.meta.namespace_, name = p.meta.name, uid = p.meta.uid, id] {
+         auto r = client_->Delete(kube::PodPath(ns, name), uid, "", 0);
+         if (r && (r->ok() || r->status == 404 || r->status == 409)) {
+           std::lock_guard<std::mutex> lock(mu_);
+           ++stats_.pods_deleted;
+           for (const char* k : {"start/", "delete/", "checkpoint/"}) handled_.erase(k + id);
+         } else {
+           (void)Ok(r);
+         }
+       });
     return;
   }
   if (p.phase == "Succeeded" || p.phase == "Failed") return;
   if (p.phase != "Running" && once("start")) {
-    At(Clock::now(), [this, ns = p.meta.namespace_, name = p.meta.name, node = p.node_name] { StartPod(ns, name, node); });
+    At(Clock::now(), [this, ns = p.meta.namespace_, name = p.meta.name, node = p.node_name] {
+      StartPod(ns, name, node);
+    });
   }
   const auto& ann = p.meta.annotations;
   if (opts_.checkpoint_delay.count() >= 0 && ann.count(std::string(keys::kCheckpointRequested)) &&
       !ann.count(std::string(keys::kCheckpointDone)) && once("checkpoint")) {
     // The workload saves its state and says so.
     At(Clock::now() + opts_.checkpoint_delay, [this, ns = p.meta.namespace_, name = p.meta.name] {
-      auto r = client_->Patch(kube::PodPath(ns, name), kube::PatchType::kMerge,
-                              {{"metadata", {{"annotations", {{std::string(keys::kCheckpointDone), Now()}}}}}});
+      auto r = client_->Patch(
+          kube::PodPath(ns, name), kube::PatchType::kMerge,
+          {{"metadata", {{"annotations", {{std::string(keys::kCheckpointDone), Now()}}}}}});
       if (Ok(r)) {
         std::lock_guard<std::mutex> lock(mu_);
         ++stats_.checkpoints;
@@ -385,31 +448,38 @@ void Sim::StartPod(const std::string& ns, const std::string& name, const std::st
     std::lock_guard<std::mutex> lock(mu_);
     n = ++stats_.pods_started;
   }
-  const std::string ip = fmt::format("10.{}.{}.{}", 200 + (n >> 16) % 50, (n >> 8) & 0xff, n & 0xff);
+  const std::string ip =
+      fmt::format("10.{}.{}.{}", 200 + (n >> 16) % 50, (n >> 8) & 0xff, n & 0xff);
   json statuses = json::array();
   const json spec = pod.value("spec", json::object());
   for (const auto& c : spec.value("containers", json::array())) {
     const std::string cname = c.value("name", "");
-    statuses.push_back({{"name", cname},
-                        {"image", c.value("image", "")},
-                        {"imageID", "sim://" + c.value("image", "")},
-                        {"containerID", fmt::format("sim://{}-{}", pod["metadata"].value("uid", ""), cname)},
-                        {"ready", true},
-                        {"started", true},
-                        {"restartCount", 0},
-                        {"state", {{"running", {{"startedAt", now}}}}}});
+    statuses.push_back(
+        {{"name", cname},
+         {"image", c.value("image", "")},
+         {"imageID", "sim://" + c.value("image", "")},
+         {"containerID", fmt::format("sim://{}-{}", pod["metadata"].value("uid", ""), cname)},
+         {"ready", true},
+         {"started", true},
+         {"restartCount", 0},
+         {"state", {{"running", {{"startedAt", now}}}}}});
   }
-  auto cond = [&](const char* type) { return json{{"type", type}, {"status", "True"}, {"lastTransitionTime", now}}; };
-  json status = {{"status",
-                  {{"phase", "Running"},
-                   {"startTime", now},
-                   {"podIP", ip},
-                   {"podIPs", {{{"ip", ip}}}},
-                   {"hostIP", node_ip_.at(node)},
-                   {"hostIPs", {{{"ip", node_ip_.at(node)}}}},
-                   {"conditions", {cond("PodScheduled"), cond("Initialized"), cond("ContainersReady"), cond("Ready")}},
-                   {"containerStatuses", statuses}}}};
-  (void)Ok(client_->Patch(kube::PodPath(ns, name) + "/status", kube::PatchType::kStrategicMerge, status));
+  auto cond = [&](const char* type) {
+    return json{{"type", type}, {"status", "True"}, {"lastTransitionTime", now}};
+  };
+  json status = {
+      {"status",
+       {{"phase", "Running"},
+        {"startTime", now},
+        {"podIP", ip},
+        {"podIPs", {{{"ip", ip}}}},
+        {"hostIP", node_ip_.at(node)},
+        {"hostIPs", {{{"ip", node_ip_.at(node)}}}},
+        {"conditions",
+         {cond("PodScheduled"), cond("Initialized"), cond("ContainersReady"), cond("Ready")}},
+        {"containerStatuses", statuses}}}};
+  (void)Ok(client_->Patch(kube::PodPath(ns, name) + "/status", kube::PatchType::kStrategicMerge,
+                          status));
 }
 
 }  // namespace gpuheal::sim

@@ -30,16 +30,17 @@
 namespace gpuheal::sim {
 
 struct SimOptions {
-  int nodes = 16;              // GPU nodes in service, spread over the pools
+  int nodes = 16;  // GPU nodes in service, spread over the pools
   int pools = 2;
-  int standby_per_pool = 1;    // extra nodes per pool carrying gpuheal.io/standby
+  int standby_per_pool = 1;  // extra nodes per pool carrying gpuheal.io/standby
   int gpus_per_node = 8;
-  std::string prefix = "sim";  // node names: <prefix>-<pool>-<index>, standby <prefix>-<pool>-standby-<i>
-  std::chrono::milliseconds lease_period{10000};        // kubelet: renew every 10 s (40 s lease)
-  std::chrono::milliseconds status_period{60000};       // Ready condition heartbeat
-  std::chrono::milliseconds checkpoint_delay{500};      // negative: workloads never say done
-  std::chrono::milliseconds max_termination{2000};      // cap on a deleted pod's grace period
-  bool keep_nodes = false;     // leave the Nodes registered on exit
+  std::string prefix =
+      "sim";  // node names: <prefix>-<pool>-<index>, standby <prefix>-<pool>-standby-<i>
+  std::chrono::milliseconds lease_period{10000};    // kubelet: renew every 10 s (40 s lease)
+  std::chrono::milliseconds status_period{60000};   // Ready condition heartbeat
+  std::chrono::milliseconds checkpoint_delay{500};  // negative: workloads never say done
+  std::chrono::milliseconds max_termination{2000};  // cap on a deleted pod's grace period
+  bool keep_nodes = false;                          // leave the Nodes registered on exit
   int api_threads = 4;
   // A gpuheal agent per node, in this process, reading the node's simulated kernel log: the FIFO
   // <state_dir>/<node>/kmsg, where `gpuheal inject --node` writes kernel records (the sim plays
@@ -71,12 +72,14 @@ class Sim {
  public:
   // `client` for writes (shared by the API threads), `watch_client` for the pod informer.
   static Result<std::unique_ptr<Sim>> Start(std::unique_ptr<kube::Client> client,
-                                            std::unique_ptr<kube::Client> watch_client, SimOptions opts);
+                                            std::unique_ptr<kube::Client> watch_client,
+                                            SimOptions opts);
   ~Sim();  // stops; deletes the Nodes unless keep_nodes
 
   const std::vector<SimNode>& nodes() const { return nodes_; }
   struct Stats {
-    uint64_t pods_started = 0, pods_deleted = 0, checkpoints = 0, lease_renewals = 0, api_errors = 0;
+    uint64_t pods_started = 0, pods_deleted = 0, checkpoints = 0, lease_renewals = 0,
+             api_errors = 0;
   };
   Stats stats() const;
 
@@ -88,7 +91,8 @@ class Sim {
   // and heartbeats that fall due, which have seconds of slack: behind 1,500 nodes' renewals on a
   // busy API server, a replacement pod waited 600 ms to be reported Running.
   enum class Lane { kPods, kKeepAlive };
-  void At(Clock::time_point when, std::function<void()> fn, Lane lane = Lane::kPods);  // runs fn on an API thread at `when`
+  void At(Clock::time_point when, std::function<void()> fn,
+          Lane lane = Lane::kPods);  // runs fn on an API thread at `when`
   void ApiThread();
   Status RegisterNode(const SimNode& n);
   void RenewLease(const std::string& node);
@@ -111,7 +115,8 @@ class Sim {
   std::multimap<Clock::time_point, std::function<void()>> timers_[2];  // by Lane
   bool stop_ = false;
   std::vector<std::thread> threads_;
-  std::set<std::string> handled_;  // "<kind>/<ns>/<pod>/<uid>" already scheduled: started, deleted, checkpointed
+  std::set<std::string>
+      handled_;  // "<kind>/<ns>/<pod>/<uid>" already scheduled: started, deleted, checkpointed
   Stats stats_;
 };
 

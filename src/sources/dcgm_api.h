@@ -48,13 +48,37 @@ typedef struct {
   dcgmPolicyConditionParams_t parms[GPUHEAL_DCGM_POLICY_COND_MAX];
 } dcgmPolicy_t;
 
-typedef struct { long long timestamp; int location; unsigned int numerrors; } dcgmPolicyConditionDbe_t;
-typedef struct { long long timestamp; unsigned int counter; } dcgmPolicyConditionPci_t;
-typedef struct { long long timestamp; unsigned int sbepages; unsigned int dbepages; } dcgmPolicyConditionMpr_t;
-typedef struct { long long timestamp; unsigned int thermalViolation; } dcgmPolicyConditionThermal_t;
-typedef struct { long long timestamp; unsigned int powerViolation; } dcgmPolicyConditionPower_t;
-typedef struct { long long timestamp; unsigned short fieldId; unsigned int counter; } dcgmPolicyConditionNvlink_t;
-typedef struct { long long timestamp; unsigned int errnum; } dcgmPolicyConditionXID_t;
+typedef struct {
+  long long timestamp;
+  int location;
+  unsigned int numerrors;
+} dcgmPolicyConditionDbe_t;
+typedef struct {
+  long long timestamp;
+  unsigned int counter;
+} dcgmPolicyConditionPci_t;
+typedef struct {
+  long long timestamp;
+  unsigned int sbepages;
+  unsigned int dbepages;
+} dcgmPolicyConditionMpr_t;
+typedef struct {
+  long long timestamp;
+  unsigned int thermalViolation;
+} dcgmPolicyConditionThermal_t;
+typedef struct {
+  long long timestamp;
+  unsigned int powerViolation;
+} dcgmPolicyConditionPower_t;
+typedef struct {
+  long long timestamp;
+  unsigned short fieldId;
+  unsigned int counter;
+} dcgmPolicyConditionNvlink_t;
+typedef struct {
+  long long timestamp;
+  unsigned int errnum;
+} dcgmPolicyConditionXID_t;
 
 typedef struct {
   unsigned int version;
@@ -103,18 +127,23 @@ dcgmReturn_t dcgmStartEmbedded(dcgmOperationMode_t opMode, dcgmHandle_t* pDcgmHa
 dcgmReturn_t dcgmStopEmbedded(dcgmHandle_t pDcgmHandle);
 dcgmReturn_t dcgmConnect(const char* ipAddress, dcgmHandle_t* pDcgmHandle);
 dcgmReturn_t dcgmDisconnect(dcgmHandle_t pDcgmHandle);
-dcgmReturn_t dcgmGetAllSupportedDevices(dcgmHandle_t pDcgmHandle, unsigned int gpuIdList[32], int* count);
+dcgmReturn_t dcgmGetAllSupportedDevices(dcgmHandle_t pDcgmHandle, unsigned int gpuIdList[32],
+                                        int* count);
 dcgmReturn_t dcgmGroupCreate(dcgmHandle_t pDcgmHandle, dcgmGroupType_t type, const char* groupName,
                              dcgmGpuGrp_t* pDcgmGrpId);
 dcgmReturn_t dcgmGroupAddDevice(dcgmHandle_t pDcgmHandle, dcgmGpuGrp_t groupId, unsigned int gpuId);
 dcgmReturn_t dcgmGroupDestroy(dcgmHandle_t pDcgmHandle, dcgmGpuGrp_t groupId);
 dcgmReturn_t dcgmPolicySet(dcgmHandle_t pDcgmHandle, dcgmGpuGrp_t groupId, dcgmPolicy_t* policy,
                            dcgmStatus_t statusHandle);
-dcgmReturn_t dcgmPolicyRegister_v2(dcgmHandle_t pDcgmHandle, dcgmGpuGrp_t groupId, dcgmPolicyCondition_t condition,
-                                   fpRecvUpdates callback, uint64_t userData);
-dcgmReturn_t dcgmPolicyUnregister(dcgmHandle_t pDcgmHandle, dcgmGpuGrp_t groupId, dcgmPolicyCondition_t condition);
-dcgmReturn_t dcgmHealthSet(dcgmHandle_t pDcgmHandle, dcgmGpuGrp_t groupId, dcgmHealthSystems_t systems);
-dcgmReturn_t dcgmHealthCheck(dcgmHandle_t pDcgmHandle, dcgmGpuGrp_t groupId, dcgmHealthResponse_t* results);
+dcgmReturn_t dcgmPolicyRegister_v2(dcgmHandle_t pDcgmHandle, dcgmGpuGrp_t groupId,
+                                   dcgmPolicyCondition_t condition, fpRecvUpdates callback,
+                                   uint64_t userData);
+dcgmReturn_t dcgmPolicyUnregister(dcgmHandle_t pDcgmHandle, dcgmGpuGrp_t groupId,
+                                  dcgmPolicyCondition_t condition);
+dcgmReturn_t dcgmHealthSet(dcgmHandle_t pDcgmHandle, dcgmGpuGrp_t groupId,
+                           dcgmHealthSystems_t systems);
+dcgmReturn_t dcgmHealthCheck(dcgmHandle_t pDcgmHandle, dcgmGpuGrp_t groupId,
+                             dcgmHealthResponse_t* results);
 const char* errorString(dcgmReturn_t result);
 
 }  // extern "C"

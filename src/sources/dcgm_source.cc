@@ -36,8 +36,8 @@ std::string DcgmSource::Describe(dcgmReturn_t r) const {
   return words ? fmt::format("DCGM error {} ({})", r, words) : fmt::format("DCGM error {}", r);
 }
 
-Result<std::unique_ptr<DcgmSource>> DcgmSource::Open(const DcgmOptions& options,
-                                                     std::function<void(DcgmViolation)> on_violation) {
+Result<std::unique_ptr<DcgmSource>> DcgmSource::Open(
+    const DcgmOptions& options, std::function<void(DcgmViolation)> on_violation) {
   std::unique_ptr<DcgmSource> s(new DcgmSource());
   s->options_ = options;
   s->on_violation_ = std::move(on_violation);
@@ -54,7 +54,9 @@ Result<std::unique_ptr<DcgmSource>> DcgmSource::Open(const DcgmOptions& options,
     errors += fmt::format("{}{}", errors.empty() ? "" : "; ", e ? e : lib);
   }
   if (!s->handle_) {
-    return Error{fmt::format("cannot load DCGM ({}): install datacenter-gpu-manager or set nvidia.dcgm.library", errors)};
+    return Error{fmt::format(
+        "cannot load DCGM ({}): install datacenter-gpu-manager or set nvidia.dcgm.library",
+        errors)};
   }
   s->fn_ = std::make_unique<Fns>();
   Fns& f = *s->fn_;
@@ -82,10 +84,12 @@ Result<std::unique_ptr<DcgmSource>> DcgmSource::Open(const DcgmOptions& options,
 #undef GPUHEAL_SYM
   f.errorString = reinterpret_cast<decltype(f.errorString)>(dlsym(s->handle_, "errorString"));
   if (!missing.empty()) {
-    return Error{fmt::format("{} is not a usable DCGM library: it lacks {} (DCGM 3.0 or newer is needed)", s->library_,
-                             missing)};
+    return Error{
+        fmt::format("{} is not a usable DCGM library: it lacks {} (DCGM 3.0 or newer is needed)",
+                    s->library_, missing)};
   }
-  if (dcgmReturn_t r = f.dcgmInit(); r != DCGM_ST_OK) return Error{"dcgmInit failed: " + s->Describe(r)};
+  if (dcgmReturn_t r = f.dcgmInit(); r != DCGM_ST_OK)
+    return Error{"dcgmInit failed: " + s->Describe(r)};
   s->initialised_ = true;
   if (Status c = s->Connect(); !c) return c.error();
   return s;
@@ -96,10 +100,12 @@ Status DcgmSource::Connect() {
   dcgmReturn_t r = options_.address.empty() ? f.dcgmStartEmbedded(dcgm::kOperationModeAuto, &dcgm_)
                                             : f.dcgmConnect(options_.address.c_str(), &dcgm_);
   if (r != DCGM_ST_OK) {
-    return Error{options_.address.empty()
-                     ? "cannot start an embedded DCGM host engine: " + Describe(r)
-                     : fmt::format("cannot connect to the DCGM host engine at {}: {} (is nv-hostengine running?)",
-                                   options_.address, Describe(r))};
+    return Error{
+        options_.address.empty()
+            ? "cannot start an embedded DCGM host engine: " + Describe(r)
+            : fmt::format(
+                  "cannot connect to the DCGM host engine at {}: {} (is nv-hostengine running?)",
+                  options_.address, Describe(r))};
   }
   connected_ = true;
   unsigned ids[32] = {};
@@ -111,7 +117,8 @@ Status DcgmSource::Connect() {
   // One group per GPU, so that a violation names its GPU (the callback's response does not).
   for (unsigned gpu : gpu_ids_) {
     dcgmGpuGrp_t g = 0;
-    if ((r = f.dcgmGroupCreate(dcgm_, dcgm::kGroupEmpty, fmt::format("gpuheal-gpu{}", gpu).c_str(), &g)) != DCGM_ST_OK ||
+    if ((r = f.dcgmGroupCreate(dcgm_, dcgm::kGroupEmpty, fmt::format("gpuheal-gpu{}", gpu).c_str(),
+                               &g)) != DCGM_ST_OK ||
         (r = f.dcgmGroupAddDevice(dcgm_, g, gpu)) != DCGM_ST_OK) {
       return Error{fmt::format("DCGM group for GPU {}: {}", gpu, Describe(r))};
     }
@@ -119,21 +126,28 @@ Status DcgmSource::Connect() {
     dcgmPolicy_t p{};
     p.version = dcgm::Version<dcgmPolicy_t>(1);
     p.condition = dcgm::kAllConditions;
-    auto boolean = [&](int idx) { p.parms[idx].tag = 0; p.parms[idx].val.boolean = 1; };
-    auto number = [&](int idx, unsigned long long v) { p.parms[idx].tag = 1; p.parms[idx].val.llval = v; };
-    boolean(0);                               // DBE
-    boolean(1);                               // PCI
-    number(2, options_.max_retired_pages);    // max pages retired
-    number(3, options_.thermal_limit);        // thermal
-    number(4, options_.power_limit);          // power
-    boolean(5);                               // NVLink
-    boolean(6);                               // Xid
+    auto boolean = [&](int idx) {
+      p.parms[idx].tag = 0;
+      p.parms[idx].val.boolean = 1;
+    };
+    auto number = [&](int idx, unsigned long long v) {
+      p.parms[idx].tag = 1;
+      p.parms[idx].val.llval = v;
+    };
+    boolean(0);                             // DBE
+    boolean(1);                             // PCI
+    number(2, options_.max_retired_pages);  // max pages retired
+    number(3, options_.thermal_limit);      // thermal
+    number(4, options_.power_limit);        // power
+    boolean(5);                             // NVLink
+    boolean(6);                             // Xid
     if ((r = f.dcgmPolicySet(dcgm_, g, &p, 0)) != DCGM_ST_OK) {
       return Error{fmt::format("dcgmPolicySet for GPU {}: {}", gpu, Describe(r))};
     }
     contexts_.push_back(std::make_unique<Ctx>(Ctx{this, gpu}));
     if ((r = f.dcgmPolicyRegister_v2(dcgm_, g, dcgm::kAllConditions, &DcgmSource::OnPolicy,
-                                     reinterpret_cast<uint64_t>(contexts_.back().get()))) != DCGM_ST_OK) {
+                                     reinterpret_cast<uint64_t>(contexts_.back().get()))) !=
+        DCGM_ST_OK) {
       return Error{fmt::format("dcgmPolicyRegister_v2 for GPU {}: {}", gpu, Describe(r))};
     }
   }
@@ -151,8 +165,10 @@ void DcgmSource::Disconnect() {
     f.dcgmGroupDestroy(dcgm_, g);
   }
   groups_.clear();
-  if (options_.address.empty()) f.dcgmStopEmbedded(dcgm_);
-  else f.dcgmDisconnect(dcgm_);
+  if (options_.address.empty())
+    f.dcgmStopEmbedded(dcgm_);
+  else
+    f.dcgmDisconnect(dcgm_);
   connected_ = false;
   // contexts_ stay: a callback already queued by DCGM may still reach one.
 }
@@ -173,14 +189,29 @@ int DcgmSource::OnPolicy(dcgmPolicyCallbackResponse_t* r, uint64_t user) {
   v.condition = r->condition;
   v.received_usec = MonotonicUsec();
   switch (r->condition) {
-    case dcgm::kCondDbe: v.value = r->val.dbe.numerrors; break;
-    case dcgm::kCondPci: v.value = r->val.pci.counter; break;
-    case dcgm::kCondMaxPagesRetired: v.value = r->val.mpr.sbepages + r->val.mpr.dbepages; break;
-    case dcgm::kCondThermal: v.value = r->val.thermal.thermalViolation; break;
-    case dcgm::kCondPower: v.value = r->val.power.powerViolation; break;
-    case dcgm::kCondNvlink: v.value = r->val.nvlink.counter; break;
-    case dcgm::kCondXid: v.value = r->val.xid.errnum; break;
-    default: return 0;
+    case dcgm::kCondDbe:
+      v.value = r->val.dbe.numerrors;
+      break;
+    case dcgm::kCondPci:
+      v.value = r->val.pci.counter;
+      break;
+    case dcgm::kCondMaxPagesRetired:
+      v.value = r->val.mpr.sbepages + r->val.mpr.dbepages;
+      break;
+    case dcgm::kCondThermal:
+      v.value = r->val.thermal.thermalViolation;
+      break;
+    case dcgm::kCondPower:
+      v.value = r->val.power.powerViolation;
+      break;
+    case dcgm::kCondNvlink:
+      v.value = r->val.nvlink.counter;
+      break;
+    case dcgm::kCondXid:
+      v.value = r->val.xid.errnum;
+      break;
+    default:
+      return 0;
   }
   ctx->self->on_violation_(v);
   return 0;
@@ -192,7 +223,8 @@ Result<std::vector<DcgmIncident>> DcgmSource::HealthCheck() {
   auto resp = std::make_unique<dcgmHealthResponse_t>();
   std::memset(resp.get(), 0, sizeof *resp);
   resp->version = dcgm::Version<dcgmHealthResponse_t>(4);
-  if (dcgmReturn_t r = fn_->dcgmHealthCheck(dcgm_, dcgm::kGroupAllGpus, resp.get()); r != DCGM_ST_OK) {
+  if (dcgmReturn_t r = fn_->dcgmHealthCheck(dcgm_, dcgm::kGroupAllGpus, resp.get());
+      r != DCGM_ST_OK) {
     return Error{"dcgmHealthCheck failed: " + Describe(r)};
   }
   std::vector<DcgmIncident> out;

@@ -16,8 +16,8 @@
 namespace gpuheal {
 
 struct DcgmViolation {
-  unsigned gpu_id = 0;  // DCGM's GPU id (the NVML index on the same node)
-  int condition = 0;    // dcgm::kCond*
+  unsigned gpu_id = 0;           // DCGM's GPU id (the NVML index on the same node)
+  int condition = 0;             // dcgm::kCond*
   unsigned long long value = 0;  // Xid, error count, temperature, watts, replay count, pages
   int64_t received_usec = 0;
 };

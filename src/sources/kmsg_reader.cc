@@ -36,9 +36,10 @@ Result<std::unique_ptr<KmsgReader>> KmsgReader::Open(const std::string& path) {
   const bool device = S_ISCHR(st.st_mode);
   if (!device && !S_ISFIFO(st.st_mode)) {
     close(fd);
-    return Error{fmt::format("{}: must be /dev/kmsg (a character device) or a FIFO carrying kmsg "
-                             "records; use `gpuheal classify` for log files",
-                             path)};
+    return Error{
+        fmt::format("{}: must be /dev/kmsg (a character device) or a FIFO carrying kmsg "
+                    "records; use `gpuheal classify` for log files",
+                    path)};
   }
   if (!device) {
     // Hold the FIFO open for writing too, so it never reports end-of-file (and epoll never
@@ -95,7 +96,8 @@ KmsgReader::Status KmsgReader::Next(std::string_view& record) {
     const ssize_t n = read(fd_, tmp, sizeof tmp);
     if (n > 0) {
       buf_.append(tmp, static_cast<size_t>(n));
-      if (buf_.size() - consumed_ > 4 * kRecordMax && buf_.find('\n', consumed_) == std::string::npos) {
+      if (buf_.size() - consumed_ > 4 * kRecordMax &&
+          buf_.find('\n', consumed_) == std::string::npos) {
         buf_.clear();  // a writer that never ends its line: drop it rather than grow without bound
         consumed_ = 0;
       }

@@ -42,8 +42,8 @@ class KmsgReader {
   std::string path_;
   bool device_;
   int errno_ = 0;
-  std::string buf_;     // device: one record; FIFO: bytes not yet split into lines
-  size_t consumed_ = 0; // FIFO: bytes of buf_ already returned
+  std::string buf_;      // device: one record; FIFO: bytes not yet split into lines
+  size_t consumed_ = 0;  // FIFO: bytes of buf_ already returned
 };
 
 }  // namespace gpuheal

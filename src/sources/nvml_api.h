@@ -1,9 +1,9 @@
 #pragma once
 // The part of NVIDIA's NVML C API that gpuheal uses, declared here with the layouts and values of
 // the public nvml.h so that nothing NVIDIA ships is needed to build. The agent never links these
-// symbols: it dlopen()s libnvidia-ml.so.1 at run time and looks each one up (sources/nvml_library.h).
-// The NVML test double (test/nvml_double) defines them against these same declarations, so the
-// compiler checks that both sides agree on every signature.
+// symbols: it dlopen()s libnvidia-ml.so.1 at run time and looks each one up
+// (sources/nvml_library.h). The NVML test double (test/nvml_double) defines them against these same
+// declarations, so the compiler checks that both sides agree on every signature.
 
 #include <cstdint>
 
@@ -31,12 +31,12 @@ enum : nvmlReturn_t {
 typedef struct nvmlDevice_st* nvmlDevice_t;
 typedef struct nvmlEventSet_st* nvmlEventSet_t;
 
-typedef int nvmlEnableState_t;  // NVML_FEATURE_DISABLED 0, NVML_FEATURE_ENABLED 1
-typedef int nvmlMemoryErrorType_t;  // NVML_MEMORY_ERROR_TYPE_CORRECTED 0, _UNCORRECTED 1
-typedef int nvmlEccCounterType_t;   // NVML_VOLATILE_ECC 0, NVML_AGGREGATE_ECC 1
+typedef int nvmlEnableState_t;            // NVML_FEATURE_DISABLED 0, NVML_FEATURE_ENABLED 1
+typedef int nvmlMemoryErrorType_t;        // NVML_MEMORY_ERROR_TYPE_CORRECTED 0, _UNCORRECTED 1
+typedef int nvmlEccCounterType_t;         // NVML_VOLATILE_ECC 0, NVML_AGGREGATE_ECC 1
 typedef int nvmlTemperatureSensors_t;     // NVML_TEMPERATURE_GPU 0
 typedef int nvmlTemperatureThresholds_t;  // NVML_TEMPERATURE_THRESHOLD_SLOWDOWN 1
-typedef int nvmlNvLinkErrorCounter_t;     // DL_REPLAY 0, DL_RECOVERY 1, DL_CRC_FLIT 2, DL_CRC_DATA 3
+typedef int nvmlNvLinkErrorCounter_t;  // DL_REPLAY 0, DL_RECOVERY 1, DL_CRC_FLIT 2, DL_CRC_DATA 3
 typedef int nvmlValueType_t;
 
 // nvmlPciInfo_t (v3): busIdLegacy[16], domain, bus, device, pciDeviceId, pciSubSystemId, busId[32].
@@ -98,28 +98,39 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int len
 
 nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set);
 nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long* eventTypes);
-nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set);
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes,
+                                      nvmlEventSet_t set);
 nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data, unsigned int timeoutms);
 nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set);
 
 nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
-                                         nvmlEccCounterType_t counterType, unsigned long long* eccCounts);
-nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int* corrRows, unsigned int* uncRows,
-                                       unsigned int* isPending, unsigned int* failureOccurred);
-nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device, nvmlEnableState_t* isPending);
-nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, nvmlEnableState_t* isActive);
+                                         nvmlEccCounterType_t counterType,
+                                         unsigned long long* eccCounts);
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int* corrRows,
+                                       unsigned int* uncRows, unsigned int* isPending,
+                                       unsigned int* failureOccurred);
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device,
+                                                    nvmlEnableState_t* isPending);
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                      nvmlEnableState_t* isActive);
 nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link,
-                                             nvmlNvLinkErrorCounter_t counter, unsigned long long* counterValue);
-nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long long* reasons);
-nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device, unsigned long long* reasons);
+                                             nvmlNvLinkErrorCounter_t counter,
+                                             unsigned long long* counterValue);
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
+                                                    unsigned long long* reasons);
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
+                                                       unsigned long long* reasons);
 nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int* currLinkGen);
 nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int* currLinkWidth);
 nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device, unsigned int* maxLinkGen);
 nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device, unsigned int* maxLinkWidth);
-nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType, unsigned int* temp);
-nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, nvmlTemperatureThresholds_t thresholdType,
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
+                                      unsigned int* temp);
+nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device,
+                                               nvmlTemperatureThresholds_t thresholdType,
                                                unsigned int* temp);
-nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t* values);
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
+                                      nvmlFieldValue_t* values);
 nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t* mode);
 
 nvmlReturn_t nvmlDeviceModifyDrainState(nvmlPciInfo_t* pciInfo, nvmlEnableState_t newState);
@@ -140,8 +151,8 @@ inline constexpr unsigned long long kEventGpuUnavailableError = 0x4000;
 inline constexpr unsigned long long kEventGpuRecoveryAction = 0x8000;
 // What the agent registers for (each only where nvmlDeviceGetSupportedEventTypes offers it).
 inline constexpr unsigned long long kWantedEvents =
-    kEventSingleBitEccError | kEventDoubleBitEccError | kEventXidCriticalError | kEventSingleBitEccErrorStorm |
-    kEventGpuUnavailableError | kEventGpuRecoveryAction;
+    kEventSingleBitEccError | kEventDoubleBitEccError | kEventXidCriticalError |
+    kEventSingleBitEccErrorStorm | kEventGpuUnavailableError | kEventGpuRecoveryAction;
 
 // nvmlClocksEventReasons bits that mean the hardware slowed the GPU down.
 inline constexpr unsigned long long kClocksEventHwSlowdown = 0x8;

@@ -7,21 +7,36 @@ namespace gpuheal {
 
 std::string_view NvmlReturnName(nvmlReturn_t r) {
   switch (r) {
-    case NVML_SUCCESS: return "NVML_SUCCESS";
-    case NVML_ERROR_UNINITIALIZED: return "NVML_ERROR_UNINITIALIZED";
-    case NVML_ERROR_INVALID_ARGUMENT: return "NVML_ERROR_INVALID_ARGUMENT";
-    case NVML_ERROR_NOT_SUPPORTED: return "NVML_ERROR_NOT_SUPPORTED";
-    case NVML_ERROR_NO_PERMISSION: return "NVML_ERROR_NO_PERMISSION";
-    case NVML_ERROR_NOT_FOUND: return "NVML_ERROR_NOT_FOUND";
-    case NVML_ERROR_INSUFFICIENT_SIZE: return "NVML_ERROR_INSUFFICIENT_SIZE";
-    case NVML_ERROR_DRIVER_NOT_LOADED: return "NVML_ERROR_DRIVER_NOT_LOADED";
-    case NVML_ERROR_TIMEOUT: return "NVML_ERROR_TIMEOUT";
-    case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML_ERROR_LIBRARY_NOT_FOUND";
-    case NVML_ERROR_FUNCTION_NOT_FOUND: return "NVML_ERROR_FUNCTION_NOT_FOUND";
-    case NVML_ERROR_GPU_IS_LOST: return "NVML_ERROR_GPU_IS_LOST";
-    case NVML_ERROR_RESET_REQUIRED: return "NVML_ERROR_RESET_REQUIRED";
-    case NVML_ERROR_IN_USE: return "NVML_ERROR_IN_USE";
-    default: return "NVML_ERROR_UNKNOWN";
+    case NVML_SUCCESS:
+      return "NVML_SUCCESS";
+    case NVML_ERROR_UNINITIALIZED:
+      return "NVML_ERROR_UNINITIALIZED";
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return "NVML_ERROR_INVALID_ARGUMENT";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "NVML_ERROR_NOT_SUPPORTED";
+    case NVML_ERROR_NO_PERMISSION:
+      return "NVML_ERROR_NO_PERMISSION";
+    case NVML_ERROR_NOT_FOUND:
+      return "NVML_ERROR_NOT_FOUND";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+      return "NVML_ERROR_INSUFFICIENT_SIZE";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "NVML_ERROR_DRIVER_NOT_LOADED";
+    case NVML_ERROR_TIMEOUT:
+      return "NVML_ERROR_TIMEOUT";
+    case NVML_ERROR_LIBRARY_NOT_FOUND:
+      return "NVML_ERROR_LIBRARY_NOT_FOUND";
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+      return "NVML_ERROR_FUNCTION_NOT_FOUND";
+    case NVML_ERROR_GPU_IS_LOST:
+      return "NVML_ERROR_GPU_IS_LOST";
+    case NVML_ERROR_RESET_REQUIRED:
+      return "NVML_ERROR_RESET_REQUIRED";
+    case NVML_ERROR_IN_USE:
+      return "NVML_ERROR_IN_USE";
+    default:
+      return "NVML_ERROR_UNKNOWN";
   }
 }
 
@@ -37,10 +52,11 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& path) 
   lib->handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib->handle_) {
     const char* e = dlerror();
-    return Error{fmt::format("cannot load NVML from {}: {} (no NVIDIA driver on this host, or its libraries "
-                             "are not mounted into the container; set nvidia.nvml_library or --nvml-library "
-                             "to the library's path)",
-                             path, e ? e : "unknown error")};
+    return Error{
+        fmt::format("cannot load NVML from {}: {} (no NVIDIA driver on this host, or its libraries "
+                    "are not mounted into the container; set nvidia.nvml_library or --nvml-library "
+                    "to the library's path)",
+                    path, e ? e : "unknown error")};
   }
   auto& f = lib->fn;
   std::string missing;
@@ -83,15 +99,17 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& path) 
   GPUHEAL_SYM(nvmlDeviceGetComputeRunningProcesses_v3, false);
 #undef GPUHEAL_SYM
   if (!missing.empty()) {
-    return Error{fmt::format("{} is not a usable NVML library: it lacks {} (driver too old: NVML from driver "
-                             "R450 or newer is needed)",
-                             path, missing)};
+    return Error{fmt::format(
+        "{} is not a usable NVML library: it lacks {} (driver too old: NVML from driver "
+        "R450 or newer is needed)",
+        path, missing)};
   }
   if (nvmlReturn_t r = f.nvmlInit_v2(); r != NVML_SUCCESS) {
-    return Error{fmt::format("nvmlInit_v2 failed: {}{}", lib->Describe(r),
-                             r == NVML_ERROR_DRIVER_NOT_LOADED ? " (the nvidia kernel module is not loaded)"
-                             : r == NVML_ERROR_NO_PERMISSION  ? " (the agent may not open /dev/nvidia*)"
-                                                              : "")};
+    return Error{
+        fmt::format("nvmlInit_v2 failed: {}{}", lib->Describe(r),
+                    r == NVML_ERROR_DRIVER_NOT_LOADED ? " (the nvidia kernel module is not loaded)"
+                    : r == NVML_ERROR_NO_PERMISSION   ? " (the agent may not open /dev/nvidia*)"
+                                                      : "")};
   }
   lib->initialised_ = true;
   if (f.nvmlSystemGetDriverVersion) {

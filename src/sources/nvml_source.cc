@@ -5,9 +5,9 @@
 
 #include <cctype>
 #include <cstring>
-#include <mutex>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 
 #include "core/clock.h"
 #include "core/pci.h"
@@ -23,7 +23,8 @@ int64_t ThreadCpuUsec() {
 
 bool Quiet(nvmlReturn_t r) {
   // Results that mean "this GPU or driver does not offer it": said once, then skipped.
-  return r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_NO_PERMISSION || r == NVML_ERROR_FUNCTION_NOT_FOUND;
+  return r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_NO_PERMISSION ||
+         r == NVML_ERROR_FUNCTION_NOT_FOUND;
 }
 
 }  // namespace
@@ -40,15 +41,19 @@ Result<std::unique_ptr<NvmlSource>> NvmlSource::Open(const std::string& library)
   for (unsigned i = 0; i < count; ++i) {
     NvmlGpu g;
     g.index = i;
-    if (f.nvmlDeviceGetHandleByIndex_v2(i, &g.handle) != NVML_SUCCESS) continue;  // seen as a count mismatch
+    if (f.nvmlDeviceGetHandleByIndex_v2(i, &g.handle) != NVML_SUCCESS)
+      continue;  // seen as a count mismatch
     if (f.nvmlDeviceGetPciInfo_v3(g.handle, &g.pci_info) != NVML_SUCCESS) continue;
     g.bus_id.assign(g.pci_info.busId, strnlen(g.pci_info.busId, sizeof g.pci_info.busId));
     g.pci = NormalisePci(g.bus_id).value_or(g.bus_id);
     char buf[96] = {};
-    if (f.nvmlDeviceGetUUID && f.nvmlDeviceGetUUID(g.handle, buf, sizeof buf) == NVML_SUCCESS) g.uuid = buf;
+    if (f.nvmlDeviceGetUUID && f.nvmlDeviceGetUUID(g.handle, buf, sizeof buf) == NVML_SUCCESS)
+      g.uuid = buf;
     buf[0] = 0;
-    if (f.nvmlDeviceGetName && f.nvmlDeviceGetName(g.handle, buf, sizeof buf) == NVML_SUCCESS) g.name = buf;
-    if (f.nvmlDeviceGetSupportedEventTypes) f.nvmlDeviceGetSupportedEventTypes(g.handle, &g.supported_events);
+    if (f.nvmlDeviceGetName && f.nvmlDeviceGetName(g.handle, buf, sizeof buf) == NVML_SUCCESS)
+      g.name = buf;
+    if (f.nvmlDeviceGetSupportedEventTypes)
+      f.nvmlDeviceGetSupportedEventTypes(g.handle, &g.supported_events);
     s->gpus_.push_back(std::move(g));
   }
   return s;
@@ -67,12 +72,15 @@ std::vector<std::string> NvmlSource::StartEvents(std::function<void(NvmlEvent)> 
                                                  std::chrono::milliseconds wait) {
   std::vector<std::string> notices;
   auto& f = lib_->fn;
-  if (!f.nvmlEventSetCreate || !f.nvmlDeviceRegisterEvents || !f.nvmlEventSetWait_v2 || !f.nvmlEventSetFree) {
-    notices.push_back("this NVML has no event API (nvmlEventSetWait_v2): driver events off, polls only");
+  if (!f.nvmlEventSetCreate || !f.nvmlDeviceRegisterEvents || !f.nvmlEventSetWait_v2 ||
+      !f.nvmlEventSetFree) {
+    notices.push_back(
+        "this NVML has no event API (nvmlEventSetWait_v2): driver events off, polls only");
     return notices;
   }
   if (nvmlReturn_t r = f.nvmlEventSetCreate(&set_); r != NVML_SUCCESS) {
-    notices.push_back(fmt::format("nvmlEventSetCreate failed: {}: driver events off, polls only", lib_->Describe(r)));
+    notices.push_back(fmt::format("nvmlEventSetCreate failed: {}: driver events off, polls only",
+                                  lib_->Describe(r)));
     set_ = nullptr;
     return notices;
   }
@@ -80,11 +88,13 @@ std::vector<std::string> NvmlSource::StartEvents(std::function<void(NvmlEvent)> 
   for (NvmlGpu& g : gpus_) {
     const unsigned long long mask = g.supported_events & nvml::kWantedEvents;
     if (mask == 0) {
-      notices.push_back(fmt::format("GPU {}: supports none of the driver events gpuheal uses", g.pci));
+      notices.push_back(
+          fmt::format("GPU {}: supports none of the driver events gpuheal uses", g.pci));
       continue;
     }
     if (nvmlReturn_t r = f.nvmlDeviceRegisterEvents(g.handle, mask, set_); r != NVML_SUCCESS) {
-      notices.push_back(fmt::format("GPU {}: nvmlDeviceRegisterEvents failed: {}", g.pci, lib_->Describe(r)));
+      notices.push_back(
+          fmt::format("GPU {}: nvmlDeviceRegisterEvents failed: {}", g.pci, lib_->Describe(r)));
       continue;
     }
     g.registered_events = mask;
@@ -103,7 +113,8 @@ void NvmlSource::StopEvents() {
   set_ = nullptr;
 }
 
-void NvmlSource::EventLoop(std::function<void(NvmlEvent)> on_event, std::chrono::milliseconds wait) {
+void NvmlSource::EventLoop(std::function<void(NvmlEvent)> on_event,
+                           std::chrono::milliseconds wait) {
   auto& f = lib_->fn;
   int consecutive_errors = 0;
   while (!stop_) {
@@ -131,7 +142,8 @@ void NvmlSource::EventLoop(std::function<void(NvmlEvent)> on_event, std::chrono:
       }
     }
     if (d.gpuInstanceId != nvml::kNoInstance) e.gpu_instance = static_cast<int>(d.gpuInstanceId);
-    if (d.computeInstanceId != nvml::kNoInstance) e.compute_instance = static_cast<int>(d.computeInstanceId);
+    if (d.computeInstanceId != nvml::kNoInstance)
+      e.compute_instance = static_cast<int>(d.computeInstanceId);
     on_event(std::move(e));
   }
 }
@@ -140,12 +152,13 @@ bool NvmlSource::Skip(const NvmlGpu& g, const char* call) const {
   return skipped_.count(g.pci + "/" + call) > 0;
 }
 
-void NvmlSource::NoteOnce(const NvmlGpu& g, const char* call, nvmlReturn_t r, std::vector<std::string>* notices) {
+void NvmlSource::NoteOnce(const NvmlGpu& g, const char* call, nvmlReturn_t r,
+                          std::vector<std::string>* notices) {
   if (!Quiet(r)) return;
   if (!skipped_.insert(g.pci + "/" + call).second) return;
   if (notices) {
-    notices->push_back(fmt::format("GPU {}: {} answered {}: that check is off for this GPU", g.pci, call,
-                                   lib_->Describe(r)));
+    notices->push_back(fmt::format("GPU {}: {} answered {}: that check is off for this GPU", g.pci,
+                                   call, lib_->Describe(r)));
   }
 }
 
@@ -164,21 +177,25 @@ GpuSnapshot NvmlSource::PollGpu(const NvmlGpu& g, std::vector<std::string>* noti
     return false;
   };
   unsigned long long ull = 0;
-  if (call("nvmlDeviceGetTotalEccErrors(uncorrected,volatile)", f.nvmlDeviceGetTotalEccErrors, g.handle, 1, 0, &ull)) {
+  if (call("nvmlDeviceGetTotalEccErrors(uncorrected,volatile)", f.nvmlDeviceGetTotalEccErrors,
+           g.handle, 1, 0, &ull)) {
     s.ecc_volatile_uncorrected = ull;
   }
   if (s.lost) return s;  // the rest would only say the same thing, slowly
-  if (call("nvmlDeviceGetTotalEccErrors(corrected,volatile)", f.nvmlDeviceGetTotalEccErrors, g.handle, 0, 0, &ull)) {
+  if (call("nvmlDeviceGetTotalEccErrors(corrected,volatile)", f.nvmlDeviceGetTotalEccErrors,
+           g.handle, 0, 0, &ull)) {
     s.ecc_volatile_corrected = ull;
   }
   unsigned corr = 0, unc = 0, pending = 0, failure = 0;
-  if (call("nvmlDeviceGetRemappedRows", f.nvmlDeviceGetRemappedRows, g.handle, &corr, &unc, &pending, &failure)) {
+  if (call("nvmlDeviceGetRemappedRows", f.nvmlDeviceGetRemappedRows, g.handle, &corr, &unc,
+           &pending, &failure)) {
     s.remap_uncorrectable = unc;
     s.remap_pending = pending;
     s.remap_failure = failure;
   }
   nvmlEnableState_t st = 0;
-  if (call("nvmlDeviceGetRetiredPagesPendingStatus", f.nvmlDeviceGetRetiredPagesPendingStatus, g.handle, &st)) {
+  if (call("nvmlDeviceGetRetiredPagesPendingStatus", f.nvmlDeviceGetRetiredPagesPendingStatus,
+           g.handle, &st)) {
     s.retired_pages_pending = st != 0;
   }
   if (f.nvmlDeviceGetNvLinkState && !Skip(g, "nvmlDeviceGetNvLinkState")) {
@@ -188,7 +205,8 @@ GpuSnapshot NvmlSource::PollGpu(const NvmlGpu& g, std::vector<std::string>* noti
       nvmlEnableState_t active = 0;
       const nvmlReturn_t r = f.nvmlDeviceGetNvLinkState(g.handle, link, &active);
       if (r == NVML_ERROR_GPU_IS_LOST) s.lost = true;
-      if (r != NVML_SUCCESS) continue;  // links this GPU does not have answer NOT_SUPPORTED / INVALID_ARGUMENT
+      if (r != NVML_SUCCESS)
+        continue;  // links this GPU does not have answer NOT_SUPPORTED / INVALID_ARGUMENT
       (active ? s.nvlinks_up : s.nvlinks_down).push_back(link);
       if (!f.nvmlDeviceGetNvLinkErrorCounter) continue;
       for (nvmlNvLinkErrorCounter_t c : {0, 1, 2, 3}) {
@@ -205,20 +223,29 @@ GpuSnapshot NvmlSource::PollGpu(const NvmlGpu& g, std::vector<std::string>* noti
     if (any_counter) s.nvlink_errors = errors;
   }
   if (f.nvmlDeviceGetCurrentClocksEventReasons) {
-    if (call("nvmlDeviceGetCurrentClocksEventReasons", f.nvmlDeviceGetCurrentClocksEventReasons, g.handle, &ull)) {
+    if (call("nvmlDeviceGetCurrentClocksEventReasons", f.nvmlDeviceGetCurrentClocksEventReasons,
+             g.handle, &ull)) {
       s.clock_event_reasons = ull;
     }
-  } else if (call("nvmlDeviceGetCurrentClocksThrottleReasons", f.nvmlDeviceGetCurrentClocksThrottleReasons, g.handle,
-                  &ull)) {
+  } else if (call("nvmlDeviceGetCurrentClocksThrottleReasons",
+                  f.nvmlDeviceGetCurrentClocksThrottleReasons, g.handle, &ull)) {
     s.clock_event_reasons = ull;
   }
   unsigned v = 0;
-  if (call("nvmlDeviceGetCurrPcieLinkGeneration", f.nvmlDeviceGetCurrPcieLinkGeneration, g.handle, &v)) s.pcie_gen = v;
-  if (call("nvmlDeviceGetMaxPcieLinkGeneration", f.nvmlDeviceGetMaxPcieLinkGeneration, g.handle, &v)) s.pcie_gen_max = v;
-  if (call("nvmlDeviceGetCurrPcieLinkWidth", f.nvmlDeviceGetCurrPcieLinkWidth, g.handle, &v)) s.pcie_width = v;
-  if (call("nvmlDeviceGetMaxPcieLinkWidth", f.nvmlDeviceGetMaxPcieLinkWidth, g.handle, &v)) s.pcie_width_max = v;
-  if (call("nvmlDeviceGetTemperature", f.nvmlDeviceGetTemperature, g.handle, 0, &v)) s.temperature = v;
-  if (call("nvmlDeviceGetTemperatureThreshold(slowdown)", f.nvmlDeviceGetTemperatureThreshold, g.handle, 1, &v)) {
+  if (call("nvmlDeviceGetCurrPcieLinkGeneration", f.nvmlDeviceGetCurrPcieLinkGeneration, g.handle,
+           &v))
+    s.pcie_gen = v;
+  if (call("nvmlDeviceGetMaxPcieLinkGeneration", f.nvmlDeviceGetMaxPcieLinkGeneration, g.handle,
+           &v))
+    s.pcie_gen_max = v;
+  if (call("nvmlDeviceGetCurrPcieLinkWidth", f.nvmlDeviceGetCurrPcieLinkWidth, g.handle, &v))
+    s.pcie_width = v;
+  if (call("nvmlDeviceGetMaxPcieLinkWidth", f.nvmlDeviceGetMaxPcieLinkWidth, g.handle, &v))
+    s.pcie_width_max = v;
+  if (call("nvmlDeviceGetTemperature", f.nvmlDeviceGetTemperature, g.handle, 0, &v))
+    s.temperature = v;
+  if (call("nvmlDeviceGetTemperatureThreshold(slowdown)", f.nvmlDeviceGetTemperatureThreshold,
+           g.handle, 1, &v)) {
     s.temperature_slowdown = v;
   }
   if (f.nvmlDeviceGetFieldValues && !Skip(g, "nvmlDeviceGetFieldValues(recovery action)")) {
@@ -233,12 +260,15 @@ GpuSnapshot NvmlSource::PollGpu(const NvmlGpu& g, std::vector<std::string>* noti
       NoteOnce(g, "nvmlDeviceGetFieldValues(recovery action)", fr, notices);
     }
   }
-  if (call("nvmlDeviceGetPersistenceMode", f.nvmlDeviceGetPersistenceMode, g.handle, &st)) s.persistence_mode = st != 0;
+  if (call("nvmlDeviceGetPersistenceMode", f.nvmlDeviceGetPersistenceMode, g.handle, &st))
+    s.persistence_mode = st != 0;
   if (f.nvmlDeviceQueryDrainState && !Skip(g, "nvmlDeviceQueryDrainState")) {
     nvmlPciInfo_t pi = g.pci_info;
     const nvmlReturn_t r = f.nvmlDeviceQueryDrainState(&pi, &st);
-    if (r == NVML_SUCCESS) s.drained = st != 0;
-    else NoteOnce(g, "nvmlDeviceQueryDrainState", r, notices);
+    if (r == NVML_SUCCESS)
+      s.drained = st != 0;
+    else
+      NoteOnce(g, "nvmlDeviceQueryDrainState", r, notices);
   }
   return s;
 }
@@ -269,7 +299,8 @@ GpuSnapshot NvmlSource::PollOne(const std::string& pci) {
 Result<bool> NvmlSource::QueryDrain(const std::string& pci) {
   const NvmlGpu* g = Find(pci);
   if (!g) return Error{fmt::format("no GPU {} in NVML's device list", pci)};
-  if (!lib_->fn.nvmlDeviceQueryDrainState) return Error{"this NVML has no nvmlDeviceQueryDrainState"};
+  if (!lib_->fn.nvmlDeviceQueryDrainState)
+    return Error{"this NVML has no nvmlDeviceQueryDrainState"};
   nvmlPciInfo_t pi = g->pci_info;
   nvmlEnableState_t st = 0;
   if (nvmlReturn_t r = lib_->fn.nvmlDeviceQueryDrainState(&pi, &st); r != NVML_SUCCESS) {
@@ -281,12 +312,14 @@ Result<bool> NvmlSource::QueryDrain(const std::string& pci) {
 Status NvmlSource::SetDrain(const std::string& pci, bool drain) {
   const NvmlGpu* g = Find(pci);
   if (!g) return Error{fmt::format("no GPU {} in NVML's device list", pci)};
-  if (!lib_->fn.nvmlDeviceModifyDrainState) return Error{"this NVML has no nvmlDeviceModifyDrainState"};
+  if (!lib_->fn.nvmlDeviceModifyDrainState)
+    return Error{"this NVML has no nvmlDeviceModifyDrainState"};
   nvmlPciInfo_t pi = g->pci_info;
   if (nvmlReturn_t r = lib_->fn.nvmlDeviceModifyDrainState(&pi, drain ? 1 : 0); r != NVML_SUCCESS) {
-    return Error{fmt::format("nvmlDeviceModifyDrainState({}, {}): {}{}", g->bus_id, drain ? "enable" : "disable",
-                             lib_->Describe(r),
-                             r == NVML_ERROR_NO_PERMISSION ? " (needs root; persistence mode must be off)" : "")};
+    return Error{fmt::format(
+        "nvmlDeviceModifyDrainState({}, {}): {}{}", g->bus_id, drain ? "enable" : "disable",
+        lib_->Describe(r),
+        r == NVML_ERROR_NO_PERMISSION ? " (needs root; persistence mode must be off)" : "")};
   }
   return Status::Ok();
 }
@@ -305,7 +338,8 @@ Result<std::vector<unsigned>> NvmlSource::ComputeProcesses(const std::string& pc
       continue;
     }
     if (r != NVML_SUCCESS) {
-      return Error{fmt::format("nvmlDeviceGetComputeRunningProcesses_v3({}): {}", g->bus_id, lib_->Describe(r))};
+      return Error{fmt::format("nvmlDeviceGetComputeRunningProcesses_v3({}): {}", g->bus_id,
+                               lib_->Describe(r))};
     }
     std::vector<unsigned> pids;
     for (unsigned i = 0; i < n && i < infos.size(); ++i) pids.push_back(infos[i].pid);

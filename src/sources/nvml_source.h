@@ -71,8 +71,9 @@ class NvmlSource {
 
   // Registers for the wanted events each GPU supports and starts the waiting thread, which
   // calls `on_event` for each event. Returns notices (e.g. "events not supported").
-  std::vector<std::string> StartEvents(std::function<void(NvmlEvent)> on_event,
-                                       std::chrono::milliseconds wait = std::chrono::milliseconds(500));
+  std::vector<std::string> StartEvents(
+      std::function<void(NvmlEvent)> on_event,
+      std::chrono::milliseconds wait = std::chrono::milliseconds(500));
   void StopEvents();
 
   NvmlPoll Poll();
@@ -91,7 +92,8 @@ class NvmlSource {
  private:
   explicit NvmlSource(std::unique_ptr<NvmlLibrary> lib) : lib_(std::move(lib)) {}
   // Says `what` once per GPU and call, for results other than success.
-  void NoteOnce(const NvmlGpu& g, const char* call, nvmlReturn_t r, std::vector<std::string>* notices);
+  void NoteOnce(const NvmlGpu& g, const char* call, nvmlReturn_t r,
+                std::vector<std::string>* notices);
   bool Skip(const NvmlGpu& g, const char* call) const;
   GpuSnapshot PollGpu(const NvmlGpu& g, std::vector<std::string>* notices);
   void EventLoop(std::function<void(NvmlEvent)> on_event, std::chrono::milliseconds wait);

@@ -1,9 +1,8 @@
 // The DCGM backend against the DCGM test double (real ABI, JSON scenario): in-process, and the
 // unchanged agent binary with DCGM enabled next to the NVML double.
 
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <condition_variable>
 #include <filesystem>
@@ -75,7 +74,8 @@ TEST(DcgmSource, PolicyViolationsArriveWithTheirGpuAndValue) {
 
 TEST(DcgmSource, HealthIncidentsLostHostEngineAndReconnect) {
   DcgmScenario sc;
-  sc.Write({{"gpus", {0}}, {"incidents", {{{"gpu", 0}, {"system", 16}, {"health", 20}, {"msg", "DBE in HBM"}}}}});
+  sc.Write({{"gpus", {0}},
+            {"incidents", {{{"gpu", 0}, {"system", 16}, {"health", 20}, {"msg", "DBE in HBM"}}}}});
   DcgmOptions o;
   o.library = DCGM_DOUBLE;
   o.address = "127.0.0.1:5555";
@@ -90,10 +90,12 @@ TEST(DcgmSource, HealthIncidentsLostHostEngineAndReconnect) {
   sc.Write({{"gpus", {0}}, {"health_error", -21}, {"connect_error", -21}});
   auto lost = (*s)->HealthCheck();
   ASSERT_FALSE(lost);
-  EXPECT_NE(lost.error().message.find("not valid any longer"), std::string::npos) << lost.error().message;
+  EXPECT_NE(lost.error().message.find("not valid any longer"), std::string::npos)
+      << lost.error().message;
   Status again = (*s)->Reconnect();
   ASSERT_FALSE(again);
-  EXPECT_NE(again.error().message.find("is nv-hostengine running?"), std::string::npos) << again.error().message;
+  EXPECT_NE(again.error().message.find("is nv-hostengine running?"), std::string::npos)
+      << again.error().message;
   sc.Write({{"gpus", {0}}});
   ASSERT_TRUE((*s)->Reconnect());
   EXPECT_TRUE((*s)->HealthCheck());
@@ -131,13 +133,15 @@ class DcgmAgentTest : public ::testing::Test {
   AgentProcess& Start(const std::string& library = DCGM_DOUBLE, bool with_nvml = true,
                       std::vector<std::string> env_prefix = {}) {
     std::ofstream(dir_ + "/config.yaml") << fmt::format(
-        "kmsg_start: end\nnvidia:\n  nvml: {}\n  poll_period: 1h\n  sysfs_pci_devices: {}/sysfs\n  dcgm:\n    enabled: true\n"
+        "kmsg_start: end\nnvidia:\n  nvml: {}\n  poll_period: 1h\n  sysfs_pci_devices: {}/sysfs\n  "
+        "dcgm:\n    enabled: true\n"
         "    library: {}\n    health_period: 200ms\n",
         with_nvml ? "true" : "false", dir_, library);
     std::vector<std::string> args = env_prefix;
-    for (const std::string& a : {std::string(GPUHEAL_BIN), std::string("agent"), std::string("--standalone"),
-                                 std::string("--state-dir"), dir_ + "/state", std::string("--listen"),
-                                 std::string("127.0.0.1:0"), std::string("--config"), dir_ + "/config.yaml"}) {
+    for (const std::string& a :
+         {std::string(GPUHEAL_BIN), std::string("agent"), std::string("--standalone"),
+          std::string("--state-dir"), dir_ + "/state", std::string("--listen"),
+          std::string("127.0.0.1:0"), std::string("--config"), dir_ + "/config.yaml"}) {
       args.push_back(a);
     }
     if (with_nvml) {
@@ -145,7 +149,8 @@ class DcgmAgentTest : public ::testing::Test {
       args.push_back(NVML_DOUBLE);
     }
     agent_ = std::make_unique<AgentProcess>(args);
-    EXPECT_TRUE(agent_->WaitLog([](const json& j) { return j.value("msg", "") == "agent started"; }, 10s));
+    EXPECT_TRUE(
+        agent_->WaitLog([](const json& j) { return j.value("msg", "") == "agent started"; }, 10s));
     return *agent_;
   }
   template <typename Pred>
@@ -170,19 +175,29 @@ TEST_F(DcgmAgentTest, ViolationsAreFaultsOnTheNvmlNamedGpuAndMergeWithNvml) {
   dcgm_.Write({{"gpus", {0}}});
   auto& a = Start();
   ASSERT_TRUE(Logged(Msg("DCGM connected"), 5s));
-  dcgm_.Write({{"gpus", {0}}, {"violations", {{{"id", "p"}, {"gpu", 0}, {"condition", "MAX_PAGES_RETIRED"}, {"value", 64}}}}});
-  auto pages = a.WaitEvent([](const json& j) { return j.value("reason", "") == "NvidiaRetiredPagesLimit"; }, 5s);
+  dcgm_.Write({{"gpus", {0}},
+               {"violations",
+                {{{"id", "p"}, {"gpu", 0}, {"condition", "MAX_PAGES_RETIRED"}, {"value", 64}}}}});
+  auto pages = a.WaitEvent(
+      [](const json& j) { return j.value("reason", "") == "NvidiaRetiredPagesLimit"; }, 5s);
   ASSERT_TRUE(pages);
   EXPECT_EQ((*pages)["pci"], gpu_.pci) << "DCGM's GPU 0 is NVML's index 0";
   EXPECT_EQ((*pages)["uuid"], gpu_.uuid);
   EXPECT_EQ((*pages)["source"], "dcgm");
   EXPECT_EQ((*pages)["severity"], "fatal");
   // The same Xid through NVML and DCGM: one fault.
-  nvml_.Write({{"devices", {testing::HealthyDevice(gpu_)}}, {"events", {{{"id", "x"}, {"type", "XidCriticalError"}, {"data", 95}}}}});
-  auto x = a.WaitEvent([&](const json& j) { return j.value("xid", json()) == 95 && j.value("pci", json()) == gpu_.pci; }, 5s);
+  nvml_.Write({{"devices", {testing::HealthyDevice(gpu_)}},
+               {"events", {{{"id", "x"}, {"type", "XidCriticalError"}, {"data", 95}}}}});
+  auto x = a.WaitEvent(
+      [&](const json& j) {
+        return j.value("xid", json()) == 95 && j.value("pci", json()) == gpu_.pci;
+      },
+      5s);
   ASSERT_TRUE(x);
-  dcgm_.Write({{"gpus", {0}}, {"violations", {{{"id", "p"}, {"gpu", 0}, {"condition", "MAX_PAGES_RETIRED"}, {"value", 64}},
-                                              {{"id", "x"}, {"gpu", 0}, {"condition", "XID"}, {"value", 95}}}}});
+  dcgm_.Write({{"gpus", {0}},
+               {"violations",
+                {{{"id", "p"}, {"gpu", 0}, {"condition", "MAX_PAGES_RETIRED"}, {"value", 64}},
+                 {{"id", "x"}, {"gpu", 0}, {"condition", "XID"}, {"value", 95}}}}});
   auto merged = a.WaitLog(Msg("fault also reported by another source"), 5s);
   ASSERT_TRUE(merged);
   EXPECT_EQ((*merged)["also"], "dcgm");
@@ -193,13 +208,16 @@ TEST_F(DcgmAgentTest, HealthIncidentsAreFaultsWhenTheyAppear) {
   auto& a = Start();
   ASSERT_TRUE(Logged(Msg("DCGM connected"), 5s));
   dcgm_.Write({{"gpus", {0}},
-               {"incidents", {{{"gpu", 0}, {"system", 16}, {"health", 20}, {"msg", "Volatile DBE detected"}},
-                              {{"gpu", 0}, {"system", 128}, {"health", 10}, {"msg", "Thermal violations"}}}}});
-  auto fail = a.WaitEvent([](const json& j) { return j.value("reason", "") == "NvidiaDCGMHealthFailure"; }, 5s);
+               {"incidents",
+                {{{"gpu", 0}, {"system", 16}, {"health", 20}, {"msg", "Volatile DBE detected"}},
+                 {{"gpu", 0}, {"system", 128}, {"health", 10}, {"msg", "Thermal violations"}}}}});
+  auto fail = a.WaitEvent(
+      [](const json& j) { return j.value("reason", "") == "NvidiaDCGMHealthFailure"; }, 5s);
   ASSERT_TRUE(fail);
   EXPECT_EQ((*fail)["severity"], "fatal");
   EXPECT_EQ((*fail)["message"], "DCGM health (memory): Volatile DBE detected");
-  auto warn = a.WaitEvent([](const json& j) { return j.value("reason", "") == "NvidiaDCGMHealthWarning"; }, 5s);
+  auto warn = a.WaitEvent(
+      [](const json& j) { return j.value("reason", "") == "NvidiaDCGMHealthWarning"; }, 5s);
   ASSERT_TRUE(warn);
   EXPECT_EQ((*warn)["severity"], "warn");
   std::this_thread::sleep_for(800ms);  // four more checks with the same incidents
@@ -220,7 +238,8 @@ TEST_F(DcgmAgentTest, ALostHostEngineIsAWarningNeverAFault) {
   std::this_thread::sleep_for(800ms);
   a.WaitLog([](const json&) { return false; }, 100ms);
   int said = 0;
-  for (const json& j : a.logs()) said += j.value("msg", "").find("not reachable") != std::string::npos;
+  for (const json& j : a.logs())
+    said += j.value("msg", "").find("not reachable") != std::string::npos;
   EXPECT_EQ(said, 1) << "said once while it lasts";
   for (const json& e : a.events()) ADD_FAILURE() << "no fault for a lost host engine: " << e.dump();
   const std::string listen = (*Logged(Msg("agent started"), 1s))["listen"];
@@ -239,8 +258,10 @@ TEST_F(DcgmAgentTest, FallsBackToLibdcgm3AndNamesGpusWithoutNvml) {
   auto c = Logged(Msg("DCGM connected"), 5s);
   ASSERT_TRUE(c);
   EXPECT_EQ((*c)["library"], "libdcgm.so.3");
-  dcgm_.Write({{"gpus", {2}}, {"violations", {{{"id", "d"}, {"gpu", 2}, {"condition", "DBE"}, {"value", 1}}}}});
-  auto e = a.WaitEvent([](const json& j) { return j.value("reason", "") == "NvidiaDoubleBitError"; }, 5s);
+  dcgm_.Write({{"gpus", {2}},
+               {"violations", {{{"id", "d"}, {"gpu", 2}, {"condition", "DBE"}, {"value", 1}}}}});
+  auto e = a.WaitEvent(
+      [](const json& j) { return j.value("reason", "") == "NvidiaDoubleBitError"; }, 5s);
   ASSERT_TRUE(e);
   EXPECT_EQ((*e)["device"], "dcgm-gpu2");
   EXPECT_TRUE((*e)["pci"].is_null());
@@ -251,8 +272,10 @@ TEST_F(DcgmAgentTest, WithoutTheLibraryTheAgentKeepsRunning) {
   auto lost = Logged(Msg("DCGM host engine not reachable"), 5s);
   ASSERT_TRUE(lost);
   EXPECT_NE((*lost)["error"].get<std::string>().find("cannot load DCGM"), std::string::npos);
-  nvml_.Write({{"devices", {testing::HealthyDevice(gpu_)}}, {"events", {{{"id", "x"}, {"type", "DoubleBitEccError"}}}}});
-  EXPECT_TRUE(a.WaitEvent([](const json& j) { return j.value("reason", "") == "NvidiaDoubleBitError"; }, 5s))
+  nvml_.Write({{"devices", {testing::HealthyDevice(gpu_)}},
+               {"events", {{{"id", "x"}, {"type", "DoubleBitEccError"}}}}});
+  EXPECT_TRUE(a.WaitEvent(
+      [](const json& j) { return j.value("reason", "") == "NvidiaDoubleBitError"; }, 5s))
       << "NVML and the kernel log go on";
 }
 

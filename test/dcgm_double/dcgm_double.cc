@@ -15,11 +15,10 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "../doubles/scenario_file.h"
 #include "sources/dcgm_api.h"
@@ -50,8 +49,9 @@ void MaybeReload() { g_file.MaybeReload(g_scenario); }
 
 int Condition(const json& c) {
   if (c.is_number()) return c.get<int>();
-  static const std::map<std::string, int> m = {{"DBE", 0x1},     {"PCI", 0x2},   {"MAX_PAGES_RETIRED", 0x4},
-                                               {"THERMAL", 0x8}, {"POWER", 0x10}, {"NVLINK", 0x20}, {"XID", 0x40}};
+  static const std::map<std::string, int> m = {
+      {"DBE", 0x1},     {"PCI", 0x2}, {"MAX_PAGES_RETIRED", 0x4}, {"THERMAL", 0x8}, {"POWER", 0x10},
+      {"NVLINK", 0x20}, {"XID", 0x40}};
   auto it = m.find(c.get<std::string>());
   return it == m.end() ? 0 : it->second;
 }
@@ -78,13 +78,27 @@ void Deliver() {
           r.condition = cond;
           const long long ts = 1'700'000'000'000'000LL;
           switch (cond) {
-            case 0x1: r.val.dbe = {ts, 2, value}; break;
-            case 0x2: r.val.pci = {ts, value}; break;
-            case 0x4: r.val.mpr = {ts, value, 0}; break;
-            case 0x8: r.val.thermal = {ts, value}; break;
-            case 0x10: r.val.power = {ts, value}; break;
-            case 0x20: r.val.nvlink = {ts, 0, value}; break;
-            default: r.val.xid = {ts, value}; break;
+            case 0x1:
+              r.val.dbe = {ts, 2, value};
+              break;
+            case 0x2:
+              r.val.pci = {ts, value};
+              break;
+            case 0x4:
+              r.val.mpr = {ts, value, 0};
+              break;
+            case 0x8:
+              r.val.thermal = {ts, value};
+              break;
+            case 0x10:
+              r.val.power = {ts, value};
+              break;
+            case 0x20:
+              r.val.nvlink = {ts, 0, value};
+              break;
+            default:
+              r.val.xid = {ts, value};
+              break;
           }
           calls.emplace_back(g, r);
         }
@@ -166,7 +180,8 @@ dcgmReturn_t dcgmGetAllSupportedDevices(dcgmHandle_t, unsigned int ids[32], int*
   return DCGM_ST_OK;
 }
 
-dcgmReturn_t dcgmGroupCreate(dcgmHandle_t, dcgmGroupType_t type, const char* name, dcgmGpuGrp_t* id) {
+dcgmReturn_t dcgmGroupCreate(dcgmHandle_t, dcgmGroupType_t type, const char* name,
+                             dcgmGpuGrp_t* id) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (!g_connected) return DCGM_ST_CONNECTION_NOT_VALID;
   if (type != 1 || !name) return DCGM_ST_BADPARAM;
@@ -204,8 +219,8 @@ dcgmReturn_t dcgmPolicySet(dcgmHandle_t, dcgmGpuGrp_t id, dcgmPolicy_t* p, dcgmS
   return DCGM_ST_OK;
 }
 
-dcgmReturn_t dcgmPolicyRegister_v2(dcgmHandle_t, dcgmGpuGrp_t id, dcgmPolicyCondition_t cond, fpRecvUpdates cb,
-                                   uint64_t user) {
+dcgmReturn_t dcgmPolicyRegister_v2(dcgmHandle_t, dcgmGpuGrp_t id, dcgmPolicyCondition_t cond,
+                                   fpRecvUpdates cb, uint64_t user) {
   std::lock_guard<std::mutex> lock(g_mu);
   auto it = g_groups.find(id);
   if (it == g_groups.end() || !cb) return DCGM_ST_BADPARAM;
@@ -249,10 +264,14 @@ dcgmReturn_t dcgmHealthCheck(dcgmHandle_t, dcgmGpuGrp_t, dcgmHealthResponse_t* r
 
 const char* errorString(dcgmReturn_t r) {
   switch (r) {
-    case DCGM_ST_OK: return "Success";
-    case DCGM_ST_CONNECTION_NOT_VALID: return "The connection to the host engine is not valid any longer";
-    case DCGM_ST_INIT_ERROR: return "DCGM initialization error";
-    default: return "Unknown error";
+    case DCGM_ST_OK:
+      return "Success";
+    case DCGM_ST_CONNECTION_NOT_VALID:
+      return "The connection to the host engine is not valid any longer";
+    case DCGM_ST_INIT_ERROR:
+      return "DCGM initialization error";
+    default:
+      return "Unknown error";
   }
 }
 

@@ -5,9 +5,9 @@
 #include <string_view>
 #include <vector>
 
-#include "parse/classifier.h"
 #include "core/fault_json.h"
 #include "core/pci.h"
+#include "parse/classifier.h"
 #include "parse/line_format.h"
 #include "parse/nvidia_parser.h"
 

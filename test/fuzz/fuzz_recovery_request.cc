@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "core/recovery_request.h"
 #include "core/pci.h"
+#include "core/recovery_request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -21,7 +21,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto st = gpuheal::ParseRecoveryStatus(text);
   if (st.ok()) {
-    if (st->state != "running" && st->state != "succeeded" && st->state != "failed" && st->state != "rejected") __builtin_trap();
+    if (st->state != "running" && st->state != "succeeded" && st->state != "failed" &&
+        st->state != "rejected")
+      __builtin_trap();
     if (st->id.size() > 253 || st->detail.size() > 1024) __builtin_trap();
   } else if (st.error().message.find("gpuheal.io/gpu-recovery-status") == std::string::npos) {
     __builtin_trap();

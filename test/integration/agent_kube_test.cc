@@ -2,17 +2,17 @@
 // /dev/kmsg (--accept-injected). Each test uses its own Node and a PCI bus id no other test uses;
 // the agent's cursor is primed to the end of the kernel buffer so earlier records stay unread.
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <fmt/format.h>
 
 #include <filesystem>
 #include <fstream>
 #include <random>
 
+#include "agent/config.h"
 #include "agent_process.h"
 #include "apply_manifest.h"
-#include "agent/config.h"
 #include "drill/inject.h"
 #include "kube_test_util.h"
 #include "nvml_scenario.h"
@@ -40,10 +40,13 @@ class AgentKube : public ::testing::Test {
     char tmpl[] = "/tmp/gpuheal-agent-it-XXXXXX";
     state_dir_ = mkdtemp(tmpl);
     // Prime the cursor: a standalone agent reads this boot's buffer to its end and saves it.
-    AgentProcess prime({GPUHEAL_BIN, "agent", "--standalone", "--state-dir", state_dir_, "--listen", ""});
-    ASSERT_TRUE(prime.WaitLog([](const auto& j) { return j.value("msg", "") == "agent started"; }, 10s));
+    AgentProcess prime(
+        {GPUHEAL_BIN, "agent", "--standalone", "--state-dir", state_dir_, "--listen", ""});
+    ASSERT_TRUE(
+        prime.WaitLog([](const auto& j) { return j.value("msg", "") == "agent started"; }, 10s));
     ASSERT_EQ(prime.Kill(SIGTERM), 0);
-    std::filesystem::remove(state_dir_ + "/active-faults.json");  // real faults of this machine, if any
+    std::filesystem::remove(state_dir_ +
+                            "/active-faults.json");  // real faults of this machine, if any
   }
   void TearDown() override {
     controller_.reset();
@@ -52,19 +55,25 @@ class AgentKube : public ::testing::Test {
   }
 
   void StartAgent(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {GPUHEAL_BIN,   "agent",       "--node-name", node_,        "--kubeconfig",
-                                     ControlPlaneEnv::kubeconfig(), "--state-dir", state_dir_, "--listen",
-                                     "127.0.0.1:0", "--accept-injected"};
+    std::vector<std::string> args = {GPUHEAL_BIN,        "agent",
+                                     "--node-name",      node_,
+                                     "--kubeconfig",     ControlPlaneEnv::kubeconfig(),
+                                     "--state-dir",      state_dir_,
+                                     "--listen",         "127.0.0.1:0",
+                                     "--accept-injected"};
     args.insert(args.end(), extra.begin(), extra.end());
     agent_ = std::make_unique<AgentProcess>(args);
-    auto started = agent_->WaitLog([](const auto& j) { return j.value("msg", "") == "agent started"; }, 10s);
+    auto started =
+        agent_->WaitLog([](const auto& j) { return j.value("msg", "") == "agent started"; }, 10s);
     ASSERT_TRUE(started) << "agent did not start";
     listen_ = started->value("listen", "");
   }
 
   // The agent with NVML (the double: one healthy GPU at pci_, resets by nvml_double_ctl), no
-  // polling, and the reset policy left to the controller's requests. Config in state_dir_/nvml.yaml.
-  gpuheal::testing::TestGpu StartAgentWithOneGpu(gpuheal::testing::Scenario& sc, const std::string& uuid) {
+  // polling, and the reset policy left to the controller's requests. Config in
+  // state_dir_/nvml.yaml.
+  gpuheal::testing::TestGpu StartAgentWithOneGpu(gpuheal::testing::Scenario& sc,
+                                                 const std::string& uuid) {
     gpuheal::testing::TestGpu gpu;
     gpu.pci = pci_;
     gpu.bus_id = "0000" + pci_ + ".0";
@@ -97,14 +106,17 @@ class AgentKube : public ::testing::Test {
   }
   bool WaitCondition(const std::string& type, const std::string& status, const std::string& reason,
                      std::chrono::milliseconds timeout = 10s) {
-    return Eventually([&] {
-      auto c = Condition(type);
-      return c && c->status == status && c->reason == reason;
-    }, timeout);
+    return Eventually(
+        [&] {
+          auto c = Condition(type);
+          return c && c->status == status && c->reason == reason;
+        },
+        timeout);
   }
   // Sum of the counts of this node's Events with `reason`.
   int EventCount(const std::string& reason) {
-    auto r = client_->Get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D" + node_);
+    auto r = client_->Get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D" +
+                          node_);
     int n = 0;
     const nlohmann::json list = nlohmann::json::parse(r->body);
     for (const auto& ev : list["items"]) {
@@ -117,14 +129,21 @@ class AgentKube : public ::testing::Test {
   // (other tests' nodes stay unhealthy). Stopped at TearDown if the test did not.
   AgentProcess& StartController(const std::string& lease) {
     static bool crd = false;  // once per control plane: a second create is a 409
-    if (!crd) gpuheal::testing::ApplyManifest(*client_, std::string(GPUHEAL_SOURCE_DIR) + "/deploy/crds/noderepairs.yaml");
+    if (!crd)
+      gpuheal::testing::ApplyManifest(
+          *client_, std::string(GPUHEAL_SOURCE_DIR) + "/deploy/crds/noderepairs.yaml");
     crd = true;
-    EXPECT_TRUE(Eventually([&] { auto r = client_->Get("/apis/gpuheal.io/v1alpha1/noderepairs"); return r && r->status == 200; }, 30s));
+    EXPECT_TRUE(Eventually(
+        [&] {
+          auto r = client_->Get("/apis/gpuheal.io/v1alpha1/noderepairs");
+          return r && r->status == 200;
+        },
+        30s));
     const std::string policy = state_dir_ + "/policy.yaml";
     std::ofstream(policy) << "breaker:\n  share_percent: 100\n";
     controller_ = std::make_unique<AgentProcess>(std::vector<std::string>{
-        GPUHEAL_BIN, "controller", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--policy", policy, "--listen", "",
-        "--lease-namespace", "default", "--lease-name", lease});
+        GPUHEAL_BIN, "controller", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--policy",
+        policy, "--listen", "", "--lease-namespace", "default", "--lease-name", lease});
     return *controller_;
   }
 
@@ -135,22 +154,33 @@ class AgentKube : public ::testing::Test {
 
 TEST_F(AgentKube, Xid79SetsItsDomainFalseAndLeavesOtherWritersAlone) {
   // kubelet's Ready and another agent's condition, written before ours.
-  const nlohmann::json others = {{"status",
-                                  {{"conditions",
-                                    {{{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"}},
-                                     {{"type", "VendorHealthy"}, {"status", "False"}, {"reason", "VendorSaysSo"}}}}}}};
-  ASSERT_TRUE(client_->Patch(kube::NodePath(node_) + "/status", kube::PatchType::kStrategicMerge, others)->ok());
+  const nlohmann::json others = {
+      {"status",
+       {{"conditions",
+         {{{"type", "Ready"}, {"status", "True"}, {"reason", "KubeletReady"}},
+          {{"type", "VendorHealthy"}, {"status", "False"}, {"reason", "VendorSaysSo"}}}}}}};
+  ASSERT_TRUE(
+      client_->Patch(kube::NodePath(node_) + "/status", kube::PatchType::kStrategicMerge, others)
+          ->ok());
   StartAgent();
-  for (const char* t : {"AcceleratedHardwareReady", "KernelReady", "NetworkingReady", "StorageReady",
-                        "ContainerRuntimeReady"}) {
-    ASSERT_TRUE(Eventually([&] { auto c = Condition(t); return c && c->status == "True"; }, 10s)) << t;
+  for (const char* t : {"AcceleratedHardwareReady", "KernelReady", "NetworkingReady",
+                        "StorageReady", "ContainerRuntimeReady"}) {
+    ASSERT_TRUE(Eventually(
+        [&] {
+          auto c = Condition(t);
+          return c && c->status == "True";
+        },
+        10s))
+        << t;
   }
   EXPECT_EQ(Condition("AcceleratedHardwareReady")->reason, "NvidiaGPUIsReady");
 
   Inject(79, pci_);
   ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "False", "NvidiaXID79Error"));
   const auto c = *Condition("AcceleratedHardwareReady");
-  EXPECT_NE(c.message.find("GPU " + pci_ + ": Xid 79 (GPU has fallen off the bus)"), std::string::npos) << c.message;
+  EXPECT_NE(c.message.find("GPU " + pci_ + ": Xid 79 (GPU has fallen off the bus)"),
+            std::string::npos)
+      << c.message;
   EXPECT_NE(c.message.find("seen 1 time"), std::string::npos) << c.message;
   EXPECT_EQ(Condition("KernelReady")->status, "True");
   EXPECT_EQ(Condition("Ready")->reason, "KubeletReady");
@@ -168,12 +198,15 @@ TEST_F(AgentKube, WarningIsAnEventAndDistinctWorkloadsEscalateToTheCondition) {
   ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "True", "NvidiaGPUIsReady"));
   for (int i = 0; i < 5; ++i) Inject(13, pci_);
   ASSERT_TRUE(Eventually([&] { return EventCount("NvidiaXID13Warning") >= 1; }, 10s));
-  ASSERT_TRUE(agent_->WaitEvent([&](const auto& j) { return j.value("pci", "") == pci_ && j.contains("repeat_of"); }, 5s));
-  EXPECT_EQ(Condition("AcceleratedHardwareReady")->status, "True") << "repeats of one program never flip the condition";
+  ASSERT_TRUE(agent_->WaitEvent(
+      [&](const auto& j) { return j.value("pci", "") == pci_ && j.contains("repeat_of"); }, 5s));
+  EXPECT_EQ(Condition("AcceleratedHardwareReady")->status, "True")
+      << "repeats of one program never flip the condition";
   Inject(13, pci_, "evaluator");
   Inject(13, pci_, "profiler");
   ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "False", "NvidiaXID13Error"));
-  EXPECT_NE(Condition("AcceleratedHardwareReady")->message.find("escalated: distinct_workloads"), std::string::npos)
+  EXPECT_NE(Condition("AcceleratedHardwareReady")->message.find("escalated: distinct_workloads"),
+            std::string::npos)
       << Condition("AcceleratedHardwareReady")->message;
 }
 
@@ -184,12 +217,15 @@ TEST_F(AgentKube, TransitionTimeStaysAtTheFirstTransitionWhileUnhealthy) {
   const std::string first = Condition("AcceleratedHardwareReady")->last_transition_time;
   std::this_thread::sleep_for(1100ms);  // transition times have one-second resolution
   Inject(48, other_pci_);
-  ASSERT_TRUE(Eventually([&] {
-    return Condition("AcceleratedHardwareReady")->message.find(other_pci_) != std::string::npos;
-  }, 10s));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return Condition("AcceleratedHardwareReady")->message.find(other_pci_) != std::string::npos;
+      },
+      10s));
   const auto c = *Condition("AcceleratedHardwareReady");
   EXPECT_EQ(c.reason, "NvidiaXID79Error") << "the worst fault decides";
-  EXPECT_NE(c.message.find("; also: GPU " + other_pci_ + ": Xid 48"), std::string::npos) << c.message;
+  EXPECT_NE(c.message.find("; also: GPU " + other_pci_ + ": Xid 48"), std::string::npos)
+      << c.message;
   EXPECT_EQ(c.last_transition_time, first);
 }
 
@@ -201,9 +237,13 @@ TEST_F(AgentKube, RestartReassertsTheFaultWithoutRepeatingOldEvents) {
   ASSERT_TRUE(Eventually([&] { return EventCount("NvidiaXID13Warning") == 1; }, 10s));
   agent_->Kill(SIGKILL);
   // Meanwhile somebody (wrongly) marks the domain healthy.
-  ASSERT_TRUE(client_->Patch(kube::NodePath(node_) + "/status", kube::PatchType::kStrategicMerge,
-                             {{"status", {{"conditions", {{{"type", "AcceleratedHardwareReady"}, {"status", "True"},
-                                                           {"reason", "SomebodyElse"}}}}}}})
+  ASSERT_TRUE(client_
+                  ->Patch(kube::NodePath(node_) + "/status", kube::PatchType::kStrategicMerge,
+                          {{"status",
+                            {{"conditions",
+                              {{{"type", "AcceleratedHardwareReady"},
+                                {"status", "True"},
+                                {"reason", "SomebodyElse"}}}}}}})
                   ->ok());
   StartAgent();
   ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "False", "NvidiaXID79Error"));
@@ -215,15 +255,22 @@ TEST_F(AgentKube, AnApiOutageDelaysTheConditionButDoesNotLoseIt) {
   StartAgent();
   ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "True", "NvidiaGPUIsReady"));
   const std::string script = std::string(GPUHEAL_SOURCE_DIR) + "/scripts/control-plane.sh";
-  ASSERT_EQ(std::system(("bash " + script + " stop-apiserver --dir " + ControlPlaneEnv::dir()).c_str()), 0);
+  ASSERT_EQ(
+      std::system(("bash " + script + " stop-apiserver --dir " + ControlPlaneEnv::dir()).c_str()),
+      0);
   Inject(79, pci_);
   ASSERT_TRUE(agent_->WaitEvent([&](const auto& j) { return j.value("pci", "") == pci_; }, 5s));
   // The agent noticed it cannot write: /healthz says so.
-  EXPECT_TRUE(Eventually([&] {
-    return gpuheal::testing::HttpGet(listen_, "/healthz").find("Kubernetes API not reachable") != std::string::npos;
-  }, 10s));
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return gpuheal::testing::HttpGet(listen_, "/healthz")
+                   .find("Kubernetes API not reachable") != std::string::npos;
+      },
+      10s));
   std::this_thread::sleep_for(8s);  // about 10 s of outage in all
-  ASSERT_EQ(std::system(("bash " + script + " start-apiserver --dir " + ControlPlaneEnv::dir()).c_str()), 0);
+  ASSERT_EQ(
+      std::system(("bash " + script + " start-apiserver --dir " + ControlPlaneEnv::dir()).c_str()),
+      0);
   ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "False", "NvidiaXID79Error", 45s));
   const std::string metrics = gpuheal::testing::HttpGet(listen_, "/metrics");
   // Initial conditions + the fault: two successful writes, whatever the number of retries.
@@ -252,18 +299,28 @@ TEST_F(AgentKube, AHangingWriteMakesHealthFailAfterItsDeadline) {
   const auto frozen = std::chrono::steady_clock::now();
   Inject(79, pci_);
   ASSERT_TRUE(agent_->WaitEvent([&](const auto& j) { return j.value("pci", "") == pci_; }, 5s));
-  ASSERT_TRUE(Eventually([&] {
-    return gpuheal::testing::HttpGet(listen_, "/healthz").find("had no answer") != std::string::npos;
-  }, 15s)) << gpuheal::testing::HttpGet(listen_, "/healthz");
-  EXPECT_LT(std::chrono::steady_clock::now() - frozen, 12s) << "the 5 s write deadline, not the 30 s request timeout";
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return gpuheal::testing::HttpGet(listen_, "/healthz").find("had no answer") !=
+               std::string::npos;
+      },
+      15s))
+      << gpuheal::testing::HttpGet(listen_, "/healthz");
+  EXPECT_LT(std::chrono::steady_clock::now() - frozen, 12s)
+      << "the 5 s write deadline, not the 30 s request timeout";
   kill(etcd, SIGCONT);
   ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "False", "NvidiaXID79Error", 60s));
-  EXPECT_TRUE(Eventually([&] { return gpuheal::testing::HttpGet(listen_, "/healthz").find("200 OK") != std::string::npos; }, 30s));
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return gpuheal::testing::HttpGet(listen_, "/healthz").find("200 OK") != std::string::npos;
+      },
+      30s));
 }
 
 TEST_F(AgentKube, ATransientFaultClearsAfterItsQuietPeriod) {
   const std::string cfg = state_dir_ + "/agent.yaml";
-  std::ofstream(cfg) << "kmsg_start: end\nescalation: {distinct_workloads: 2}\nrecovery: {quiet_period: 2s}\n";
+  std::ofstream(cfg)
+      << "kmsg_start: end\nescalation: {distinct_workloads: 2}\nrecovery: {quiet_period: 2s}\n";
   StartAgent({"--config", cfg});
   Inject(13, pci_);
   Inject(13, pci_, "evaluator");  // escalated: fatal, transient
@@ -272,7 +329,6 @@ TEST_F(AgentKube, ATransientFaultClearsAfterItsQuietPeriod) {
   ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "True", "NvidiaGPUIsReady", 10s));
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 1s);
 }
-
 
 // Reboot recovery through the binary: active faults saved in an earlier boot clear when the GPU is
 // back on the PCI bus, and stay when it is still missing. (The boot is simulated by the boot id
@@ -285,11 +341,19 @@ TEST_F(AgentKube, AfterARebootOnlyTheGpusStillMissingKeepTheirFault) {
   }
   ASSERT_FALSE(present.empty());
   auto fault = [](const std::string& pci) {
-    return nlohmann::json{{"key", "xid/79/" + pci}, {"kind", "xid"}, {"severity", "catastrophic"},
-                          {"condition", "AcceleratedHardwareReady"}, {"reason", "NvidiaXID79Error"},
-                          {"message", "NVRM: Xid (PCI:" + pci + "): 79, GPU has fallen off the bus."},
-                          {"count", 1}, {"first_seen_unix", 1796000000}, {"last_seen_unix", 1796000000},
-                          {"boot_id", "an-earlier-boot"}, {"xid", 79}, {"pci", pci}};
+    return nlohmann::json{
+        {"key", "xid/79/" + pci},
+        {"kind", "xid"},
+        {"severity", "catastrophic"},
+        {"condition", "AcceleratedHardwareReady"},
+        {"reason", "NvidiaXID79Error"},
+        {"message", "NVRM: Xid (PCI:" + pci + "): 79, GPU has fallen off the bus."},
+        {"count", 1},
+        {"first_seen_unix", 1796000000},
+        {"last_seen_unix", 1796000000},
+        {"boot_id", "an-earlier-boot"},
+        {"xid", 79},
+        {"pci", pci}};
   };
   std::ofstream(state_dir_ + "/active-faults.json")
       << nlohmann::json{{"version", 1}, {"active_faults", {fault(present), fault(pci_)}}}.dump();
@@ -297,10 +361,12 @@ TEST_F(AgentKube, AfterARebootOnlyTheGpusStillMissingKeepTheirFault) {
   ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "False", "NvidiaXID79Error"));
   const auto c = *Condition("AcceleratedHardwareReady");
   EXPECT_NE(c.message.find("GPU " + pci_), std::string::npos) << c.message;
-  EXPECT_EQ(c.message.find("GPU " + present), std::string::npos) << "present again: cleared\n" << c.message;
+  EXPECT_EQ(c.message.find("GPU " + present), std::string::npos) << "present again: cleared\n"
+                                                                 << c.message;
   bool logged = false;
   for (const auto& j : agent_->logs()) {
-    logged |= j.value("msg", "") == "fault cleared by reboot" && j.value("key", "") == "xid/79/" + present &&
+    logged |= j.value("msg", "") == "fault cleared by reboot" &&
+              j.value("key", "") == "xid/79/" + present &&
               j.value("rule", "") == "reboot-with-gpu-present";
   }
   EXPECT_TRUE(logged) << "the clearing is logged";
@@ -323,7 +389,8 @@ TEST_F(AgentKube, AVerifiedGpuResetReturnsTheConditionToTrue) {
   const std::string cfg = state_dir_ + "/nvml.yaml";
   std::filesystem::create_directories(state_dir_ + "/sysfs");
   std::ofstream(cfg) << fmt::format(
-      "nvidia:\n  poll_period: 200ms\n  sysfs_pci_devices: {}/sysfs\n  reset:\n    on_critical: true\n"
+      "nvidia:\n  poll_period: 200ms\n  sysfs_pci_devices: {}/sysfs\n  reset:\n    on_critical: "
+      "true\n"
       "    drain_timeout: 30s\n    command: [\"{}\", \"reset\", \"{}\", \"{{bus_id}}\"]\n",
       state_dir_, NVML_DOUBLE_CTL, sc.path());
   StartAgent({"--config", cfg, "--nvml-library", NVML_DOUBLE});
@@ -332,13 +399,21 @@ TEST_F(AgentKube, AVerifiedGpuResetReturnsTheConditionToTrue) {
   ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "False", "NvidiaDoubleBitError"));
   EXPECT_NE(Condition("AcceleratedHardwareReady")->message.find(gpu.uuid), std::string::npos);
 
-  sc.Write({{"devices", {dev}}, {"events", {{{"id", "dbe"}, {"type", "DoubleBitEccError"}},
-                                            {{"id", "gsp"}, {"type", "XidCriticalError"}, {"data", 119}}}}});
-  ASSERT_TRUE(Eventually([&] {
-    auto c = Condition("AcceleratedHardwareReady");
-    return c && c->message.find("GPU " + pci_ + " (" + gpu.uuid + ") [drained]") != std::string::npos;
-  }, 10s)) << "the drain state is visible on the Node: " << Condition("AcceleratedHardwareReady")->message;
-  EXPECT_EQ(Condition("AcceleratedHardwareReady")->status, "False") << "still faulty until the reset";
+  sc.Write({{"devices", {dev}},
+            {"events",
+             {{{"id", "dbe"}, {"type", "DoubleBitEccError"}},
+              {{"id", "gsp"}, {"type", "XidCriticalError"}, {"data", 119}}}}});
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto c = Condition("AcceleratedHardwareReady");
+        return c && c->message.find("GPU " + pci_ + " (" + gpu.uuid + ") [drained]") !=
+                        std::string::npos;
+      },
+      10s))
+      << "the drain state is visible on the Node: "
+      << Condition("AcceleratedHardwareReady")->message;
+  EXPECT_EQ(Condition("AcceleratedHardwareReady")->status, "False")
+      << "still faulty until the reset";
 
   auto s = sc.Read();
   s["devices"][0]["processes"] = nlohmann::json::array();  // the workload finished
@@ -361,8 +436,11 @@ TEST_F(AgentKube, TheControllersRecoveryRequestIsActedOnOnceAndAnswered) {
   const std::string cfg = state_dir_ + "/nvml.yaml";
   ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "True", "NvidiaGPUIsReady"));
   auto annotate = [&](const std::string& value) {
-    ASSERT_TRUE(client_->Patch(kube::NodePath(node_), kube::PatchType::kMerge,
-                               {{"metadata", {{"annotations", {{"gpuheal.io/gpu-recovery-request", value}}}}}})->ok());
+    ASSERT_TRUE(
+        client_
+            ->Patch(kube::NodePath(node_), kube::PatchType::kMerge,
+                    {{"metadata", {{"annotations", {{"gpuheal.io/gpu-recovery-request", value}}}}}})
+            ->ok());
   };
   auto status = [&]() -> nlohmann::json {
     auto r = client_->Get(kube::NodePath(node_));
@@ -373,7 +451,12 @@ TEST_F(AgentKube, TheControllersRecoveryRequestIsActedOnOnceAndAnswered) {
     return nlohmann::json::parse(a["gpuheal.io/gpu-recovery-status"].get<std::string>());
   };
   annotate(nlohmann::json({{"id", "nr-1"}, {"gpus", {gpu.bus_id}}}).dump());
-  ASSERT_TRUE(Eventually([&] { auto s = status(); return s.is_object() && s["id"] == "nr-1" && s["state"] == "succeeded"; }, 20s))
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto s = status();
+        return s.is_object() && s["id"] == "nr-1" && s["state"] == "succeeded";
+      },
+      20s))
       << status().dump();
   EXPECT_EQ(status()["gpus"][pci_]["step"], "done");
   EXPECT_EQ(status()["gpus"][pci_]["ok"], true);
@@ -387,12 +470,26 @@ TEST_F(AgentKube, TheControllersRecoveryRequestIsActedOnOnceAndAnswered) {
   EXPECT_EQ(sc.Read()["devices"][0]["resets"], 1) << "at most once per request id";
 
   annotate(R"({"id": "nr-2", "gpus": ["not-a-gpu"]})");
-  ASSERT_TRUE(Eventually([&] { auto s = status(); return s.is_object() && s["state"] == "rejected"; }, 10s)) << status().dump();
-  EXPECT_NE(status()["error"].get<std::string>().find("\"not-a-gpu\" is not a PCI bus id"), std::string::npos);
-  annotate(nlohmann::json({{"id", "nr-3"}, {"gpus", {"0000:ee:00"}}}).dump());
-  ASSERT_TRUE(Eventually([&] { auto s = status(); return s.is_object() && s["id"] == "nr-3" && s["state"] == "failed"; }, 10s))
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto s = status();
+        return s.is_object() && s["state"] == "rejected";
+      },
+      10s))
       << status().dump();
-  EXPECT_NE(status()["gpus"]["0000:ee:00"]["message"].get<std::string>().find("NVML lists no such GPU"), std::string::npos);
+  EXPECT_NE(status()["error"].get<std::string>().find("\"not-a-gpu\" is not a PCI bus id"),
+            std::string::npos);
+  annotate(nlohmann::json({{"id", "nr-3"}, {"gpus", {"0000:ee:00"}}}).dump());
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto s = status();
+        return s.is_object() && s["id"] == "nr-3" && s["state"] == "failed";
+      },
+      10s))
+      << status().dump();
+  EXPECT_NE(
+      status()["gpus"]["0000:ee:00"]["message"].get<std::string>().find("NVML lists no such GPU"),
+      std::string::npos);
   EXPECT_GE(EventCount("GPURecoveryFailed"), 1);
 }
 
@@ -412,14 +509,16 @@ TEST_F(AgentKube, CriticalXidIsRecoveredThroughTheControllersRequest) {
     const auto a = n["metadata"].value("annotations", nlohmann::json::object());
     return a.contains(key) ? nlohmann::json::parse(a[key].get<std::string>()) : nlohmann::json();
   };
-  EXPECT_EQ(annotation("gpuheal.io/gpu-faults"), nlohmann::json::object()) << "published, empty, from the start";
+  EXPECT_EQ(annotation("gpuheal.io/gpu-faults"), nlohmann::json::object())
+      << "published, empty, from the start";
   Inject(45, pci_);
   ASSERT_TRUE(Eventually([&] { return annotation("gpuheal.io/gpu-faults").contains(pci_); }, 10s));
   const auto entry = annotation("gpuheal.io/gpu-faults")[pci_];
   EXPECT_EQ(entry["severity"], "critical");
   EXPECT_EQ(entry["reason"], "NvidiaXID45Warning");
   EXPECT_EQ(entry["xid"], 45);
-  EXPECT_EQ(Condition("AcceleratedHardwareReady")->status, "True") << "a critical fault flips no condition";
+  EXPECT_EQ(Condition("AcceleratedHardwareReady")->status, "True")
+      << "a critical fault flips no condition";
 
   auto& controller = StartController("critical-" + node_);
   auto records = [&]() {
@@ -431,14 +530,19 @@ TEST_F(AgentKube, CriticalXidIsRecoveredThroughTheControllersRequest) {
     }
     return out;
   };
-  ASSERT_TRUE(Eventually([&] {
-    auto rs = records();
-    return rs.size() == 1 && rs[0].value("status", nlohmann::json::object()).value("phase", "") == "Recovered";
-  }, 30s)) << (records().empty() ? "no record" : records()[0].dump());
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto rs = records();
+        return rs.size() == 1 &&
+               rs[0].value("status", nlohmann::json::object()).value("phase", "") == "Recovered";
+      },
+      30s))
+      << (records().empty() ? "no record" : records()[0].dump());
   EXPECT_EQ(sc.Read()["devices"][0]["resets"], 1);
   EXPECT_EQ(annotation("gpuheal.io/gpu-recovery-status")["state"], "succeeded");
   EXPECT_EQ(annotation("gpuheal.io/gpu-recovery-status")["id"], records()[0]["metadata"]["name"]);
-  ASSERT_TRUE(Eventually([&] { return annotation("gpuheal.io/gpu-faults") == nlohmann::json::object(); }, 10s))
+  ASSERT_TRUE(Eventually(
+      [&] { return annotation("gpuheal.io/gpu-faults") == nlohmann::json::object(); }, 10s))
       << "the verified reset cleared the GPU's fault";
   auto n = kube::DecodeNode(client_->Get(kube::NodePath(node_))->body);
   ASSERT_TRUE(n.ok());
@@ -457,8 +561,10 @@ TEST_F(AgentKube, AnXidOverriddenInTheAgentIsActedOnAsTheAgentDecided) {
   const std::string cfg = state_dir_ + "/xids.yaml";
   std::ofstream(cfg) << "xids:\n  48: {severity: catastrophic}\n";
   // A pool of its own: other tests' nodes stay unhealthy, and the pool gate would hold the repair.
-  ASSERT_TRUE(client_->Patch(kube::NodePath(node_), kube::PatchType::kMerge,
-                             {{"metadata", {{"labels", {{"gpuheal.io/pool", node_}}}}}})->ok());
+  ASSERT_TRUE(client_
+                  ->Patch(kube::NodePath(node_), kube::PatchType::kMerge,
+                          {{"metadata", {{"labels", {{"gpuheal.io/pool", node_}}}}}})
+                  ->ok());
   StartAgent({"--config", cfg});
   ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "True", "NvidiaGPUIsReady"));
   Inject(48, pci_);
@@ -473,7 +579,8 @@ TEST_F(AgentKube, AnXidOverriddenInTheAgentIsActedOnAsTheAgentDecided) {
     }
     return {};
   };
-  ASSERT_TRUE(Eventually([&] { return taint().effect == "NoExecute"; }, 20s)) << taint().value << ":" << taint().effect;
+  ASSERT_TRUE(Eventually([&] { return taint().effect == "NoExecute"; }, 20s))
+      << taint().value << ":" << taint().effect;
   EXPECT_EQ(taint().value, "catastrophic");
   controller.Kill(SIGTERM);
 }
@@ -483,8 +590,9 @@ TEST_F(AgentKube, StatusShowsTheFaultAndTheGpu) {
   StartAgent();
   Inject(79, pci_);
   ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "False", "NvidiaXID79Error"));
-  const auto json_run = gpuheal::testing::RunGpuheal("status -o json --kubeconfig " + ControlPlaneEnv::kubeconfig(),
-                                                     /*with_stderr=*/false);
+  const auto json_run =
+      gpuheal::testing::RunGpuheal("status -o json --kubeconfig " + ControlPlaneEnv::kubeconfig(),
+                                   /*with_stderr=*/false);
   ASSERT_EQ(json_run.code, 0);
   const std::string& out = json_run.out;
   auto j = nlohmann::json::parse(out);
@@ -498,7 +606,8 @@ TEST_F(AgentKube, StatusShowsTheFaultAndTheGpu) {
   }
   EXPECT_TRUE(found) << out;
   // The table names the same.
-  const auto table = gpuheal::testing::RunGpuheal("status --kubeconfig " + ControlPlaneEnv::kubeconfig());
+  const auto table =
+      gpuheal::testing::RunGpuheal("status --kubeconfig " + ControlPlaneEnv::kubeconfig());
   ASSERT_EQ(table.code, 0) << table.out;
   const size_t row = table.out.find(node_);
   ASSERT_NE(row, std::string::npos) << table.out;
@@ -518,7 +627,8 @@ TEST_F(AgentKube, ShippedManifestsGiveTheAgentItsOwnNodeOnly) {
   // The ConfigMap's config is one the agent accepts.
   for (const auto& o : objs) {
     if (o["kind"] == "ConfigMap") {
-      auto cfg = ParseAgentConfig(o["data"]["agent.yaml"].get<std::string>(), "configmap agent.yaml");
+      auto cfg =
+          ParseAgentConfig(o["data"]["agent.yaml"].get<std::string>(), "configmap agent.yaml");
       EXPECT_TRUE(cfg.ok()) << cfg.error().message;
     }
   }
@@ -529,12 +639,14 @@ TEST_F(AgentKube, ShippedManifestsGiveTheAgentItsOwnNodeOnly) {
   auto created = client_->Create(kube::PodPath("gpuheal-system"), pod);
   ASSERT_EQ(created->status, 201) << created->Describe();
   const std::string pod_uid = nlohmann::json::parse(created->body)["metadata"]["uid"];
-  auto tr = client_->Create("/api/v1/namespaces/gpuheal-system/serviceaccounts/gpuheal-agent/token",
-                            {{"apiVersion", "authentication.k8s.io/v1"},
-                             {"kind", "TokenRequest"},
-                             {"spec",
-                              {{"expirationSeconds", 3600},
-                               {"boundObjectRef", {{"kind", "Pod"}, {"apiVersion", "v1"}, {"name", "agent-on-a"}, {"uid", pod_uid}}}}}});
+  auto tr = client_->Create(
+      "/api/v1/namespaces/gpuheal-system/serviceaccounts/gpuheal-agent/token",
+      {{"apiVersion", "authentication.k8s.io/v1"},
+       {"kind", "TokenRequest"},
+       {"spec",
+        {{"expirationSeconds", 3600},
+         {"boundObjectRef",
+          {{"kind", "Pod"}, {"apiVersion", "v1"}, {"name", "agent-on-a"}, {"uid", pod_uid}}}}}});
   ASSERT_EQ(tr->status, 201) << tr->Describe();
   const std::string token = nlohmann::json::parse(tr->body)["status"]["token"];
 
@@ -548,45 +660,64 @@ TEST_F(AgentKube, ShippedManifestsGiveTheAgentItsOwnNodeOnly) {
 
   // The agent itself, for A, with that token: its writes land.
   agent_ = std::make_unique<AgentProcess>(std::vector<std::string>{
-      GPUHEAL_BIN, "agent", "--node-name", node_, "--kubeconfig", kc, "--state-dir", state_dir_, "--listen", "127.0.0.1:0",
-      "--accept-injected"});
+      GPUHEAL_BIN, "agent", "--node-name", node_, "--kubeconfig", kc, "--state-dir", state_dir_,
+      "--listen", "127.0.0.1:0", "--accept-injected"});
   ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "True", "NvidiaGPUIsReady", 20s));
   Inject(13, pci_);
-  ASSERT_TRUE(Eventually([&] { return EventCount("NvidiaXID13Warning") >= 1; }, 10s)) << "Events about A are allowed";
+  ASSERT_TRUE(Eventually([&] { return EventCount("NvidiaXID13Warning") >= 1; }, 10s))
+      << "Events about A are allowed";
 
   // Writing B is denied by the policy. A new policy takes a moment to be in force: probe with a
   // harmless condition until the denial comes, then the real attempt must be refused at once.
   auto patch_b = [&](const std::string& type, const std::string& reason) {
-    return (*as_agent)->Patch(kube::NodePath(node_b) + "/status", kube::PatchType::kStrategicMerge,
-                              {{"status", {{"conditions", {{{"type", type}, {"status", "False"}, {"reason", reason}}}}}}});
+    return (*as_agent)->Patch(
+        kube::NodePath(node_b) + "/status", kube::PatchType::kStrategicMerge,
+        {{"status",
+          {{"conditions", {{{"type", type}, {"status", "False"}, {"reason", reason}}}}}}});
   };
-  ASSERT_TRUE(Eventually([&] { auto r = patch_b("GpuhealPolicyProbe", "Probe"); return r.ok() && !r->ok(); }, 10s));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto r = patch_b("GpuhealPolicyProbe", "Probe");
+        return r.ok() && !r->ok();
+      },
+      10s));
   auto spoof = patch_b("AcceleratedHardwareReady", "Spoofed");
   ASSERT_TRUE(spoof.ok());
   EXPECT_FALSE(spoof->ok());
-  EXPECT_NE(spoof->Describe().find("gpuheal-agent may write only its own node (" + node_ + ")"), std::string::npos)
+  EXPECT_NE(spoof->Describe().find("gpuheal-agent may write only its own node (" + node_ + ")"),
+            std::string::npos)
       << spoof->Describe();
   auto b = kube::DecodeNode(client_->Get(kube::NodePath(node_b))->body);
   for (const auto& c : b->conditions) EXPECT_NE(c.reason, "Spoofed");
   // ... and so is an Event about B.
-  auto ev = (*as_agent)->Create("/api/v1/namespaces/default/events",
-                                {{"apiVersion", "v1"}, {"kind", "Event"},
-                                 {"metadata", {{"name", node_b + ".spoof"}, {"namespace", "default"}}},
-                                 {"involvedObject", {{"kind", "Node"}, {"name", node_b}}},
-                                 {"reason", "Spoofed"}, {"message", "x"}, {"type", "Warning"}});
+  auto ev =
+      (*as_agent)->Create("/api/v1/namespaces/default/events",
+                          {{"apiVersion", "v1"},
+                           {"kind", "Event"},
+                           {"metadata", {{"name", node_b + ".spoof"}, {"namespace", "default"}}},
+                           {"involvedObject", {{"kind", "Node"}, {"name", node_b}}},
+                           {"reason", "Spoofed"},
+                           {"message", "x"},
+                           {"type", "Warning"}});
   ASSERT_TRUE(ev.ok());
   EXPECT_FALSE(ev->ok()) << ev->Describe();
   // Its own node, the same way: allowed (an Event about it, and a status write).
-  auto own_ev = (*as_agent)->Create("/api/v1/namespaces/default/events",
-                                    {{"apiVersion", "v1"}, {"kind", "Event"},
-                                     {"metadata", {{"name", node_ + ".probe"}, {"namespace", "default"}}},
-                                     {"involvedObject", {{"kind", "Node"}, {"name", node_}}},
-                                     {"reason", "Probe"}, {"message", "x"}, {"type", "Normal"}});
+  auto own_ev =
+      (*as_agent)->Create("/api/v1/namespaces/default/events",
+                          {{"apiVersion", "v1"},
+                           {"kind", "Event"},
+                           {"metadata", {{"name", node_ + ".probe"}, {"namespace", "default"}}},
+                           {"involvedObject", {{"kind", "Node"}, {"name", node_}}},
+                           {"reason", "Probe"},
+                           {"message", "x"},
+                           {"type", "Normal"}});
   ASSERT_TRUE(own_ev.ok());
   EXPECT_EQ(own_ev->status, 201) << own_ev->Describe();
-  auto own = (*as_agent)->Patch(kube::NodePath(node_) + "/status", kube::PatchType::kStrategicMerge,
-                                {{"status", {{"conditions", {{{"type", "KernelReady"}, {"status", "True"},
-                                                              {"reason", "KernelIsReady"}}}}}}});
+  auto own = (*as_agent)->Patch(
+      kube::NodePath(node_) + "/status", kube::PatchType::kStrategicMerge,
+      {{"status",
+        {{"conditions",
+          {{{"type", "KernelReady"}, {"status", "True"}, {"reason", "KernelIsReady"}}}}}}});
   ASSERT_TRUE(own.ok());
   EXPECT_TRUE(own->ok()) << own->Describe();
 
@@ -596,19 +727,27 @@ TEST_F(AgentKube, ShippedManifestsGiveTheAgentItsOwnNodeOnly) {
   // API owner (which made the controller delete an unrelated Machine), inflating capacity, and
   // writing the kubelet's Ready condition.
   auto as_agent_status = [&](const nlohmann::json& body) {
-    auto r = (*as_agent)->Patch(kube::NodePath(node_) + "/status", kube::PatchType::kStrategicMerge, body);
+    auto r = (*as_agent)->Patch(kube::NodePath(node_) + "/status", kube::PatchType::kStrategicMerge,
+                                body);
     return r.ok() ? r->status : -1;
   };
   const std::vector<std::pair<std::string, nlohmann::json>> refused = {
       {"label gpuheal.io/managed", {{"metadata", {{"labels", {{"gpuheal.io/managed", "false"}}}}}}},
       {"label gpuheal.io/paused", {{"metadata", {{"labels", {{"gpuheal.io/paused", "true"}}}}}}},
       {"label gpuheal.io/pool", {{"metadata", {{"labels", {{"gpuheal.io/pool", "elsewhere"}}}}}}},
-      {"annotation gpuheal.io/gpu-recovery-request", {{"metadata", {{"annotations", {{"gpuheal.io/gpu-recovery-request", "{\"id\":\"x\"}"}}}}}}},
-      {"annotation cluster.x-k8s.io/machine", {{"metadata", {{"annotations", {{"cluster.x-k8s.io/machine", "someone-elses"}}}}}}},
+      {"annotation gpuheal.io/gpu-recovery-request",
+       {{"metadata", {{"annotations", {{"gpuheal.io/gpu-recovery-request", "{\"id\":\"x\"}"}}}}}}},
+      {"annotation cluster.x-k8s.io/machine",
+       {{"metadata", {{"annotations", {{"cluster.x-k8s.io/machine", "someone-elses"}}}}}}},
       {"capacity nvidia.com/gpu", {{"status", {{"capacity", {{"nvidia.com/gpu", "1000"}}}}}}},
       {"allocatable nvidia.com/gpu", {{"status", {{"allocatable", {{"nvidia.com/gpu", "1000"}}}}}}},
-      {"kubelet's Ready condition", {{"status", {{"conditions", {{{"type", "Ready"}, {"status", "False"}, {"reason", "Spoofed"}}}}}}}},
-      {"another tool's condition", {{"status", {{"conditions", {{{"type", "VendorHealthy"}, {"status", "True"}, {"reason", "Spoofed"}}}}}}}},
+      {"kubelet's Ready condition",
+       {{"status",
+         {{"conditions", {{{"type", "Ready"}, {"status", "False"}, {"reason", "Spoofed"}}}}}}}},
+      {"another tool's condition",
+       {{"status",
+         {{"conditions",
+           {{{"type", "VendorHealthy"}, {"status", "True"}, {"reason", "Spoofed"}}}}}}}},
   };
   for (const auto& [what, body] : refused) {
     const int code = as_agent_status(body);
@@ -621,14 +760,20 @@ TEST_F(AgentKube, ShippedManifestsGiveTheAgentItsOwnNodeOnly) {
   EXPECT_FALSE(after->meta.annotations.contains("cluster.x-k8s.io/machine"));
   for (const auto& c : after->conditions) EXPECT_NE(c.reason, "Spoofed") << c.type;
   // Its own annotations still go through.
-  EXPECT_EQ(as_agent_status({{"metadata", {{"annotations", {{"gpuheal.io/gpu-faults", "{}"}, {"gpuheal.io/gpu-recovery-status", "{}"}}}}}}), 200);
+  EXPECT_EQ(
+      as_agent_status(
+          {{"metadata",
+            {{"annotations",
+              {{"gpuheal.io/gpu-faults", "{}"}, {"gpuheal.io/gpu-recovery-status", "{}"}}}}}}),
+      200);
   // The Node itself (not its status) is out of reach (RBAC).
-  auto spec = (*as_agent)->Patch(kube::NodePath(node_), kube::PatchType::kStrategicMerge, {{"spec", {{"unschedulable", true}}}});
+  auto spec = (*as_agent)->Patch(kube::NodePath(node_), kube::PatchType::kStrategicMerge,
+                                 {{"spec", {{"unschedulable", true}}}});
   ASSERT_TRUE(spec.ok());
   EXPECT_EQ(spec->status, 403);
   // Events: create only. Changing any Event, even one about its own node, is refused (RBAC).
-  auto touch = (*as_agent)->Patch("/api/v1/namespaces/default/events/" + node_ + ".probe", kube::PatchType::kMerge,
-                                  {{"message", "rewritten"}});
+  auto touch = (*as_agent)->Patch("/api/v1/namespaces/default/events/" + node_ + ".probe",
+                                  kube::PatchType::kMerge, {{"message", "rewritten"}});
   ASSERT_TRUE(touch.ok());
   EXPECT_EQ(touch->status, 403) << touch->Describe();
   // Secrets are out of reach (RBAC).

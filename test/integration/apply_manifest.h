@@ -4,10 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kube/client.h"
 #include "kube/manifest.h"
@@ -25,7 +24,8 @@ inline std::vector<nlohmann::json> ApplyManifest(kube::Client& c, const std::str
     if (!path) continue;
     auto r = c.Create(*path, obj);
     EXPECT_TRUE(r.ok() && r->status == 201)
-        << file << ": " << obj["kind"] << " " << obj["metadata"]["name"] << ": " << (r ? r->Describe() : r.error().message);
+        << file << ": " << obj["kind"] << " " << obj["metadata"]["name"] << ": "
+        << (r ? r->Describe() : r.error().message);
   }
   return *objs;
 }

@@ -1,7 +1,8 @@
 // The Kubernetes client against a real local control plane (etcd + kube-apiserver).
 
-#include <gtest/gtest.h>
+#include "kube/client.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -12,7 +13,6 @@
 #include "agent_process.h"
 #include "kube/events.h"
 #include "kube_test_util.h"
-#include "kube/client.h"
 
 namespace gpuheal::kube {
 namespace {
@@ -35,14 +35,20 @@ TEST(KubeClient, NodeCrudThroughEveryPatchType) {
   ASSERT_TRUE(node.ok());
 
   // Strategic merge on the status subresource, keyed by condition type.
-  nlohmann::json cond = {{"status", {{"conditions", {{{"type", "AcceleratedHardwareReady"}, {"status", "False"},
-                                                      {"reason", "NvidiaXID79Error"}, {"message", "GPU 0000:3b:00"}}}}}}};
+  nlohmann::json cond = {{"status",
+                          {{"conditions",
+                            {{{"type", "AcceleratedHardwareReady"},
+                              {"status", "False"},
+                              {"reason", "NvidiaXID79Error"},
+                              {"message", "GPU 0000:3b:00"}}}}}}};
   auto p1 = c->Patch(NodePath("crud-1") + "/status", PatchType::kStrategicMerge, cond);
   ASSERT_TRUE(p1.ok() && p1->ok()) << (p1 ? p1->Describe() : p1.error().message);
-  auto p2 = c->Patch(NodePath("crud-1"), PatchType::kMerge, {{"metadata", {{"labels", {{"a", "b"}}}}}});
+  auto p2 =
+      c->Patch(NodePath("crud-1"), PatchType::kMerge, {{"metadata", {{"labels", {{"a", "b"}}}}}});
   ASSERT_TRUE(p2.ok() && p2->ok());
-  auto p3 = c->Patch(NodePath("crud-1"), PatchType::kJson,
-                     nlohmann::json::array({{{"op", "add"}, {"path", "/spec/unschedulable"}, {"value", true}}}));
+  auto p3 = c->Patch(
+      NodePath("crud-1"), PatchType::kJson,
+      nlohmann::json::array({{{"op", "add"}, {"path", "/spec/unschedulable"}, {"value", true}}}));
   ASSERT_TRUE(p3.ok() && p3->ok()) << p3->Describe();
 
   auto got = c->Get(NodePath("crud-1"));
@@ -72,13 +78,15 @@ TEST(KubeClient, ConcurrentWriterForcesA409AndBothIntentsSurvive) {
   auto r = c->Update(NodePath("conflict-1"), [&](nlohmann::json& obj) {
     if (++attempts == 1) {
       // Another writer gets in between our read and our write.
-      auto other = c->Patch(NodePath("conflict-1"), PatchType::kMerge,
-                            {{"spec", {{"taints", {{{"key", "other.io/t"}, {"effect", "NoSchedule"}}}}}}});
+      auto other =
+          c->Patch(NodePath("conflict-1"), PatchType::kMerge,
+                   {{"spec", {{"taints", {{{"key", "other.io/t"}, {"effect", "NoSchedule"}}}}}}});
       EXPECT_TRUE(other.ok() && other->ok());
     }
     auto& taints = obj["spec"]["taints"];
     if (!taints.is_array()) taints = nlohmann::json::array();
-    taints.push_back({{"key", "gpuheal.io/gpu-fault"}, {"value", "fatal"}, {"effect", "NoSchedule"}});
+    taints.push_back(
+        {{"key", "gpuheal.io/gpu-fault"}, {"value", "fatal"}, {"effect", "NoSchedule"}});
     return true;
   });
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -106,7 +114,8 @@ TEST(KubeClient, ListsManyNodesAcrossPages) {
   for (auto& t : workers) t.join();
   ASSERT_EQ(failures, 0);
   int pages = 0;
-  auto all = c->ListAll<Node>(NodePath() + "?labelSelector=gpuheal.io%2Fpool%3Dtest", DecodeNodeList, 500, &pages);
+  auto all = c->ListAll<Node>(NodePath() + "?labelSelector=gpuheal.io%2Fpool%3Dtest",
+                              DecodeNodeList, 500, &pages);
   ASSERT_TRUE(all.ok()) << all.error().message;
   int ours = 0;
   for (const Node& n : all->items) ours += n.meta.name.starts_with("page-");
@@ -120,16 +129,18 @@ TEST(KubeClient, WatchResumesFromAResourceVersion) {
   ASSERT_TRUE(list.ok());
   ASSERT_EQ(c->Create(NodePath(), NodeObject("watch-1"))->status, 201);
   std::vector<std::string> seen;
-  auto w = c->Watch(NodePath(), list->resource_version, [&](const WatchEventRaw& ev) {
-    if (ev.type == "BOOKMARK") return true;
-    auto n = DecodeNode(ev.object);
-    if (n.ok()) seen.push_back(ev.type + " " + n->meta.name);
-    return !(n.ok() && n->meta.name == "watch-1");
-  }, std::chrono::seconds(10));
+  auto w = c->Watch(
+      NodePath(), list->resource_version,
+      [&](const WatchEventRaw& ev) {
+        if (ev.type == "BOOKMARK") return true;
+        auto n = DecodeNode(ev.object);
+        if (n.ok()) seen.push_back(ev.type + " " + n->meta.name);
+        return !(n.ok() && n->meta.name == "watch-1");
+      },
+      std::chrono::seconds(10));
   ASSERT_TRUE(w.ok()) << w.error().message;
   ASSERT_FALSE(seen.empty());
   EXPECT_EQ(seen.back(), "ADDED watch-1");
-
 }
 
 TEST(KubeClient, EventsAreDeduplicatedIntoOneObjectWithACount) {
@@ -140,10 +151,12 @@ TEST(KubeClient, EventsAreDeduplicatedIntoOneObjectWithACount) {
   EventRecorder rec(*c, opts);
   const ObjectReference node{"Node", "v1", "", "ev-node", "ev-node"};
   for (int i = 0; i < 1000; ++i) {
-    auto r = rec.Record(node, "Warning", "NvidiaXID13Error", "GPU 0000:3b:00.0: Xid 13 (graphics engine exception)");
+    auto r = rec.Record(node, "Warning", "NvidiaXID13Error",
+                        "GPU 0000:3b:00.0: Xid 13 (graphics engine exception)");
     ASSERT_TRUE(r.ok()) << r.error().message;
   }
-  ASSERT_TRUE(rec.Record(node, "Warning", "NvidiaXID31Error", "GPU 0000:3b:00.0: Xid 31 (MMU fault)").ok());
+  ASSERT_TRUE(
+      rec.Record(node, "Warning", "NvidiaXID31Error", "GPU 0000:3b:00.0: Xid 31 (MMU fault)").ok());
   EXPECT_EQ(rec.stats().created, 2u);
   EXPECT_EQ(rec.stats().patched, 0u);
   EXPECT_EQ(rec.stats().suppressed, 999u);
@@ -152,7 +165,8 @@ TEST(KubeClient, EventsAreDeduplicatedIntoOneObjectWithACount) {
   rec.Flush(true);  // nothing new: nothing written
   EXPECT_EQ(rec.stats().patched, 1u);
 
-  auto list = c->Get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dev-node");
+  auto list =
+      c->Get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dev-node");
   ASSERT_TRUE(list.ok() && list->ok());
   auto j = nlohmann::json::parse(list->body);
   ASSERT_EQ(j["items"].size(), 2u);
@@ -176,12 +190,14 @@ TEST(KubeClient, CreateOnlyEventsNeverUpdateAnEvent) {
   opts.patch_interval = std::chrono::seconds(30);
   EventRecorder rec(*c, opts);
   const ObjectReference node{"Node", "v1", "", "ev-create-only", "ev-create-only"};
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(rec.Record(node, "Warning", "NvidiaXID13Warning", "m").ok());
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(rec.Record(node, "Warning", "NvidiaXID13Warning", "m").ok());
   rec.Flush(true);
   rec.Flush(true);  // nothing new: nothing written
   EXPECT_EQ(rec.stats().created, 2u);
   EXPECT_EQ(rec.stats().patched, 0u);
-  auto list = c->Get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dev-create-only");
+  auto list = c->Get(
+      "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dev-create-only");
   ASSERT_TRUE(list.ok() && list->ok());
   const nlohmann::json events = nlohmann::json::parse(list->body);
   int total = 0;
@@ -198,12 +214,14 @@ TEST(KubeClient, EventRecreatedWhenItsObjectIsGone) {
   const ObjectReference node{"Node", "v1", "", "ev-gone", ""};
   ASSERT_TRUE(rec.Record(node, "Warning", "R", "m").ok());
   auto list = [&] {
-    auto r = c->Get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dev-gone");
+    auto r =
+        c->Get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dev-gone");
     return nlohmann::json::parse(r->body)["items"];
   };
   ASSERT_EQ(list().size(), 1u);
   const std::string name = list()[0]["metadata"]["name"];
-  ASSERT_EQ(c->Delete("/api/v1/namespaces/default/events/" + name)->status, 200);  // as its TTL would
+  ASSERT_EQ(c->Delete("/api/v1/namespaces/default/events/" + name)->status,
+            200);  // as its TTL would
   ASSERT_TRUE(rec.Record(node, "Warning", "R", "m").ok());
   auto items = list();
   ASSERT_EQ(items.size(), 1u);
@@ -216,8 +234,9 @@ TEST(KubeClient, EventRecreatedWhenItsObjectIsGone) {
 TEST(KubeClient, InClusterTokenRotationTakesEffectOnTheNextRequest) {
   auto admin = NewClient();
   auto token_for = [&](const std::string& sa) {
-    auto r = admin->Create("/api/v1/namespaces/default/serviceaccounts",
-                           {{"apiVersion", "v1"}, {"kind", "ServiceAccount"}, {"metadata", {{"name", sa}}}});
+    auto r = admin->Create(
+        "/api/v1/namespaces/default/serviceaccounts",
+        {{"apiVersion", "v1"}, {"kind", "ServiceAccount"}, {"metadata", {{"name", sa}}}});
     EXPECT_TRUE(r.ok() && r->status == 201);
     auto t = admin->Create("/api/v1/namespaces/default/serviceaccounts/" + sa + "/token",
                            {{"apiVersion", "authentication.k8s.io/v1"},
@@ -243,8 +262,9 @@ TEST(KubeClient, InClusterTokenRotationTakesEffectOnTheNextRequest) {
   auto c = Client::Create(std::move(*cfg));
   ASSERT_TRUE(c.ok()) << c.error().message;
   auto whoami = [&] {
-    auto r = (*c)->Create("/apis/authentication.k8s.io/v1/selfsubjectreviews",
-                          {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "SelfSubjectReview"}});
+    auto r =
+        (*c)->Create("/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                     {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "SelfSubjectReview"}});
     EXPECT_TRUE(r.ok() && r->status == 201) << (r ? r->Describe() : r.error().message);
     return nlohmann::json::parse(r->body)["status"]["userInfo"]["username"].get<std::string>();
   };
@@ -263,12 +283,17 @@ TEST(KubeClient, WrongCaIsAClearErrorNotACrash) {
   ASSERT_TRUE(cfg.ok());
   // A valid CA that did not sign the server's certificate.
   const std::string other = ControlPlaneEnv::dir() + "/other-ca";
-  ASSERT_EQ(std::system(("openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 "
-                         "-keyout " + other + ".key -out " + other + ".crt -subj /CN=other 2>/dev/null").c_str()),
-            0);
+  ASSERT_EQ(
+      std::system(
+          ("openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 "
+           "-keyout " +
+           other + ".key -out " + other + ".crt -subj /CN=other 2>/dev/null")
+              .c_str()),
+      0);
   std::ifstream in(other + ".crt");
   cfg->ca_pem.assign(std::istreambuf_iterator<char>(in), {});
-  auto c = Client::Create(std::move(*cfg), RetryPolicy{2, std::chrono::milliseconds(10), std::chrono::milliseconds(20)});
+  auto c = Client::Create(std::move(*cfg), RetryPolicy{2, std::chrono::milliseconds(10),
+                                                       std::chrono::milliseconds(20)});
   ASSERT_TRUE(c.ok());
   auto r = (*c)->Get(NodePath());
   ASSERT_FALSE(r.ok());
@@ -286,7 +311,9 @@ TEST(KubeClient, LeaderElectionBetweenTwoProcesses) {
         GPUHEAL_BINARY_DIR "/leader_candidate", ControlPlaneEnv::kubeconfig(), id, "it-leader",
         std::to_string(kLeaseMs), std::to_string(kRenewMs), std::to_string(kRetryMs)});
   };
-  auto is = [](const char* ev) { return [ev](const nlohmann::json& j) { return j.value("event", "") == ev; }; };
+  auto is = [](const char* ev) {
+    return [ev](const nlohmann::json& j) { return j.value("event", "") == ev; };
+  };
   auto holder = [&] {
     auto l = DecodeLease(c->Get(LeasePath("default", "it-leader"))->body);
     return l.ok() ? l->holder : std::string("?");
@@ -304,7 +331,8 @@ TEST(KubeClient, LeaderElectionBetweenTwoProcesses) {
   a->Kill(SIGKILL);
   auto led = b->WaitEvent(is("leading"), std::chrono::milliseconds(kLeaseMs * 3));
   ASSERT_TRUE(led);
-  const auto handover = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed);
+  const auto handover = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - killed);
   EXPECT_LE(handover.count(), kLeaseMs + 1500) << "handover took " << handover.count() << " ms";
   EXPECT_GE(handover.count(), kLeaseMs - kRenewMs) << "took over a lease that had not expired";
   EXPECT_EQ(holder(), "cand-b");

@@ -3,8 +3,8 @@
 // conditions as the agent would and pod status as a kubelet would. Each test uses its own nodes
 // in its own pool; windows are made short through the policy rather than slept.
 
-#include <gtest/gtest.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
@@ -14,12 +14,12 @@
 #include <set>
 #include <thread>
 
-#include "serve/metrics.h"
 #include "agent_process.h"
 #include "apply_manifest.h"
 #include "controller/repair.h"
 #include "core/time.h"
 #include "kube_test_util.h"
+#include "serve/metrics.h"
 
 namespace gpuheal {
 namespace {
@@ -38,10 +38,19 @@ class ControllerTest : public ::testing::Test {
     client_ = gpuheal::testing::AdminClient();
     static bool crd = false;
     if (!crd) {
-      gpuheal::testing::ApplyManifest(*client_, std::string(GPUHEAL_SOURCE_DIR) + "/deploy/crds/noderepairs.yaml");
-      gpuheal::testing::ApplyManifest(*client_, std::string(GPUHEAL_SOURCE_DIR) + "/test/fixtures/crds/owners.yaml");
-      ASSERT_TRUE(Eventually([&] { auto r = client_->Get(kRepairs); return r && r->status == 200; }, 30s));
-      (void)client_->Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "work"}}}});
+      gpuheal::testing::ApplyManifest(
+          *client_, std::string(GPUHEAL_SOURCE_DIR) + "/deploy/crds/noderepairs.yaml");
+      gpuheal::testing::ApplyManifest(
+          *client_, std::string(GPUHEAL_SOURCE_DIR) + "/test/fixtures/crds/owners.yaml");
+      ASSERT_TRUE(Eventually(
+          [&] {
+            auto r = client_->Get(kRepairs);
+            return r && r->status == 200;
+          },
+          30s));
+      (void)client_->Create(
+          "/api/v1/namespaces",
+          {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "work"}}}});
       crd = true;
     }
     std::random_device rd;
@@ -63,18 +72,27 @@ class ControllerTest : public ::testing::Test {
 
   std::string Node(const std::string& suffix, const json& labels = json::object()) {
     const std::string name = "ctl-" + id_ + "-" + suffix;
-    json n = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}, {"labels", {{"gpuheal.io/pool", "p-" + id_}}}}}};
+    json n = {{"apiVersion", "v1"},
+              {"kind", "Node"},
+              {"metadata", {{"name", name}, {"labels", {{"gpuheal.io/pool", "p-" + id_}}}}}};
     for (auto& [k, v] : labels.items()) n["metadata"]["labels"][k] = v;
     EXPECT_EQ(client_->Create(kube::NodePath(), n)->status, 201);
-    (void)client_->Patch(kube::NodePath(name) + "/status", kube::PatchType::kStrategicMerge,
-                   {{"status", {{"capacity", {{"nvidia.com/gpu", "8"}}}, {"allocatable", {{"nvidia.com/gpu", "8"}}},
-                                {"conditions", {Cond("AcceleratedHardwareReady", "True", "NvidiaGPUIsReady")}}}}});
+    (void)client_->Patch(
+        kube::NodePath(name) + "/status", kube::PatchType::kStrategicMerge,
+        {{"status",
+          {{"capacity", {{"nvidia.com/gpu", "8"}}},
+           {"allocatable", {{"nvidia.com/gpu", "8"}}},
+           {"conditions", {Cond("AcceleratedHardwareReady", "True", "NvidiaGPUIsReady")}}}}});
     nodes_.push_back(name);
     return name;
   }
   static json Cond(const std::string& type, const std::string& status, const std::string& reason) {
-    return {{"type", type}, {"status", status}, {"reason", reason}, {"message", "test"},
-            {"lastHeartbeatTime", kube_time()}, {"lastTransitionTime", kube_time()}};
+    return {{"type", type},
+            {"status", status},
+            {"reason", reason},
+            {"message", "test"},
+            {"lastHeartbeatTime", kube_time()},
+            {"lastTransitionTime", kube_time()}};
   }
   static std::string kube_time() {
     const std::time_t t = std::time(nullptr);
@@ -83,15 +101,17 @@ class ControllerTest : public ::testing::Test {
     return buf;
   }
   void SetCondition(const std::string& node, const std::string& status, const std::string& reason) {
-    auto r = client_->Patch(kube::NodePath(node) + "/status", kube::PatchType::kStrategicMerge,
-                            {{"status", {{"conditions", {Cond("AcceleratedHardwareReady", status, reason)}}}}});
+    auto r = client_->Patch(
+        kube::NodePath(node) + "/status", kube::PatchType::kStrategicMerge,
+        {{"status", {{"conditions", {Cond("AcceleratedHardwareReady", status, reason)}}}}});
     ASSERT_TRUE(r && r->ok());
   }
   json GetNode(const std::string& node) {
     auto r = client_->Get(kube::NodePath(node));
     return r && r->ok() ? json::parse(r->body) : json();
   }
-  bool HasTaint(const std::string& node, const std::string& key, const std::string& value = "", const std::string& effect = "") {
+  bool HasTaint(const std::string& node, const std::string& key, const std::string& value = "",
+                const std::string& effect = "") {
     const json n = GetNode(node);
     if (!n.is_object()) return false;
     for (const auto& t : n["spec"].value("taints", json::array())) {
@@ -102,7 +122,9 @@ class ControllerTest : public ::testing::Test {
     }
     return false;
   }
-  bool Cordoned(const std::string& node) { return GetNode(node)["spec"].value("unschedulable", false); }
+  bool Cordoned(const std::string& node) {
+    return GetNode(node)["spec"].value("unschedulable", false);
+  }
   std::vector<json> Repairs(const std::string& node) {
     auto r = client_->Get(kRepairs + "?labelSelector=gpuheal.io%2Fnode%3D" + node);
     std::vector<json> out;
@@ -121,40 +143,64 @@ class ControllerTest : public ::testing::Test {
     auto rs = Repairs(node);
     return rs.empty() ? "" : Status(rs.back()).value("phase", "");
   }
-  void Pod(const std::string& name, const std::string& node, const json& labels = json::object(), const std::string& ns = "work") {
-    ASSERT_TRUE(Eventually([&] { return client_->Create(kube::PodPath(ns), gpuheal::testing::PodJson(ns, name, node, labels))->status == 201; }, 20s));
-    const json status = {{"status", {{"phase", "Running"},
-                                     {"conditions", {{{"type", "Ready"}, {"status", "True"}}, {{"type", "ContainersReady"}, {"status", "True"}}}}}}};
-    ASSERT_TRUE(client_->Patch(kube::PodPath(ns, name) + "/status", kube::PatchType::kStrategicMerge, status)->ok());
+  void Pod(const std::string& name, const std::string& node, const json& labels = json::object(),
+           const std::string& ns = "work") {
+    ASSERT_TRUE(Eventually(
+        [&] {
+          return client_
+                     ->Create(kube::PodPath(ns), gpuheal::testing::PodJson(ns, name, node, labels))
+                     ->status == 201;
+        },
+        20s));
+    const json status = {{"status",
+                          {{"phase", "Running"},
+                           {"conditions",
+                            {{{"type", "Ready"}, {"status", "True"}},
+                             {{"type", "ContainersReady"}, {"status", "True"}}}}}}};
+    ASSERT_TRUE(
+        client_
+            ->Patch(kube::PodPath(ns, name) + "/status", kube::PatchType::kStrategicMerge, status)
+            ->ok());
   }
   bool PodGone(const std::string& name, const std::string& ns = "work") {
     auto r = client_->Get(kube::PodPath(ns, name));
-    return r && (r->status == 404 || json::parse(r->body)["metadata"].contains("deletionTimestamp"));
+    return r &&
+           (r->status == 404 || json::parse(r->body)["metadata"].contains("deletionTimestamp"));
   }
-  json PodJson(const std::string& name, const std::string& ns = "work") { return json::parse(client_->Get(kube::PodPath(ns, name))->body); }
+  json PodJson(const std::string& name, const std::string& ns = "work") {
+    return json::parse(client_->Get(kube::PodPath(ns, name))->body);
+  }
 
   AgentProcess& StartController(const std::string& policy, std::vector<std::string> extra = {}) {
     const std::string file = fmt::format("{}/policy-{}.yaml", dir_, controllers_.size());
     // The cluster-wide breaker would count other tests' nodes: off unless a test sets it.
-    std::ofstream(file) << (policy.find("breaker:") == std::string::npos ? "breaker:\n  share_percent: 100\n" : "") << policy;
-    std::vector<std::string> args = {GPUHEAL_BIN, "controller", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--policy", file,
-                                     "--listen", "", "--lease-namespace", "default"};
+    std::ofstream(file) << (policy.find("breaker:") == std::string::npos
+                                ? "breaker:\n  share_percent: 100\n"
+                                : "")
+                        << policy;
+    std::vector<std::string> args = {
+        GPUHEAL_BIN,         "controller", "--kubeconfig", ControlPlaneEnv::kubeconfig(),
+        "--policy",          file,         "--listen",     "",
+        "--lease-namespace", "default"};
     args.insert(args.end(), extra.begin(), extra.end());
     controllers_.push_back(std::make_unique<AgentProcess>(args));
     auto& c = *controllers_.back();
-    EXPECT_TRUE(c.WaitLog([](const json& j) { return j.value("msg", "") == "controller started"; }, 30s));
+    EXPECT_TRUE(
+        c.WaitLog([](const json& j) { return j.value("msg", "") == "controller started"; }, 30s));
     return c;
   }
 
   // A controller with a 2 s lease, so that a SIGKILLed leader's successor takes over within
   // seconds; returns once it leads.
   static const std::vector<std::string>& ShortLease() {
-    static const std::vector<std::string> lease = {"--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "300ms"};
+    static const std::vector<std::string> lease = {
+        "--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "300ms"};
     return lease;
   }
   void StartLeader(const std::string& policy) {
     StartController(policy, ShortLease());
-    ASSERT_TRUE(controllers_.back()->WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 30s));
+    ASSERT_TRUE(controllers_.back()->WaitLog(
+        [](const json& j) { return j.value("msg", "") == "started leading"; }, 30s));
   }
   // The lines an exec remediation command appended to `file`.
   static std::vector<std::string> Lines(const std::string& file) {
@@ -166,46 +212,78 @@ class ControllerTest : public ::testing::Test {
 
   // What the node's agent publishes (core/gpu_faults.h) and answers (agent/recovery_request.h).
   void SetGpuFaults(const std::string& node, const json& faults) {
-    ASSERT_TRUE(client_->Patch(kube::NodePath(node) + "/status", kube::PatchType::kMerge,
-                               {{"metadata", {{"annotations", {{"gpuheal.io/gpu-faults", faults.dump()}}}}}})->ok());
+    ASSERT_TRUE(
+        client_
+            ->Patch(kube::NodePath(node) + "/status", kube::PatchType::kMerge,
+                    {{"metadata", {{"annotations", {{"gpuheal.io/gpu-faults", faults.dump()}}}}}})
+            ->ok());
   }
   void AnswerRecovery(const std::string& node, const std::string& id, const std::string& state) {
-    const json st = {{"id", id}, {"state", state}, {"gpus", {{"0000:3b:00", {{"step", state == "succeeded" ? "verify" : "reset"},
-                                                                          {"ok", state == "succeeded"}, {"message", "test"}}}}}};
-    ASSERT_TRUE(client_->Patch(kube::NodePath(node) + "/status", kube::PatchType::kMerge,
-                               {{"metadata", {{"annotations", {{"gpuheal.io/gpu-recovery-status", st.dump()}}}}}})->ok());
+    const json st = {{"id", id},
+                     {"state", state},
+                     {"gpus",
+                      {{"0000:3b:00",
+                        {{"step", state == "succeeded" ? "verify" : "reset"},
+                         {"ok", state == "succeeded"},
+                         {"message", "test"}}}}}};
+    ASSERT_TRUE(client_
+                    ->Patch(kube::NodePath(node) + "/status", kube::PatchType::kMerge,
+                            {{"metadata",
+                              {{"annotations", {{"gpuheal.io/gpu-recovery-status", st.dump()}}}}}})
+                    ->ok());
   }
   json RecoveryRequest(const std::string& node) {
     const json ann = GetNode(node)["metadata"].value("annotations", json::object());
-    return ann.contains("gpuheal.io/gpu-recovery-request") ? json::parse(ann["gpuheal.io/gpu-recovery-request"].get<std::string>()) : json();
+    return ann.contains("gpuheal.io/gpu-recovery-request")
+               ? json::parse(ann["gpuheal.io/gpu-recovery-request"].get<std::string>())
+               : json();
   }
   std::set<std::string> EventReasons(const std::string& node) {
     std::set<std::string> out;
-    auto r = client_->Get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D" + node);
+    auto r = client_->Get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D" +
+                          node);
     if (r && r->ok()) {
       const json list = json::parse(r->body);
       for (const auto& e : list["items"]) out.insert(e.value("reason", ""));
     }
     return out;
   }
-  // A Cluster API Machine whose status.nodeRef names `owned`, and `annotated`'s annotations naming it.
-  void CapiMachine(const std::string& name, const std::string& owned, const std::string& annotated) {
-    ASSERT_EQ(client_->Create("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines",
-                              {{"apiVersion", "cluster.x-k8s.io/v1beta1"}, {"kind", "Machine"},
-                               {"metadata", {{"name", name}, {"namespace", "work"}}},
-                               {"status", {{"nodeRef", {{"kind", "Node"}, {"name", owned}}}}}})->status, 201);
-    ASSERT_TRUE(client_->Patch(kube::NodePath(annotated), kube::PatchType::kMerge,
-                               {{"metadata", {{"annotations", {{"cluster.x-k8s.io/machine", name},
-                                                                {"cluster.x-k8s.io/cluster-namespace", "work"}}}}}})->ok());
+  // A Cluster API Machine whose status.nodeRef names `owned`, and `annotated`'s annotations naming
+  // it.
+  void CapiMachine(const std::string& name, const std::string& owned,
+                   const std::string& annotated) {
+    ASSERT_EQ(client_
+                  ->Create("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines",
+                           {{"apiVersion", "cluster.x-k8s.io/v1beta1"},
+                            {"kind", "Machine"},
+                            {"metadata", {{"name", name}, {"namespace", "work"}}},
+                            {"status", {{"nodeRef", {{"kind", "Node"}, {"name", owned}}}}}})
+                  ->status,
+              201);
+    ASSERT_TRUE(client_
+                    ->Patch(kube::NodePath(annotated), kube::PatchType::kMerge,
+                            {{"metadata",
+                              {{"annotations",
+                                {{"cluster.x-k8s.io/machine", name},
+                                 {"cluster.x-k8s.io/cluster-namespace", "work"}}}}}})
+                    ->ok());
   }
   // The manual key: the operator acknowledges the faults so far (a second later: whole seconds).
   void ResetBreakerByHand() {
     std::this_thread::sleep_for(1s);
-    ASSERT_TRUE(client_->Patch(kube::LeasePath("default", "gpuheal-controller"), kube::PatchType::kMerge,
-                               {{"metadata", {{"annotations", {{"gpuheal.io/breaker-reset", kube_time()}}}}}})->ok());
+    ASSERT_TRUE(
+        client_
+            ->Patch(kube::LeasePath("default", "gpuheal-controller"), kube::PatchType::kMerge,
+                    {{"metadata", {{"annotations", {{"gpuheal.io/breaker-reset", kube_time()}}}}}})
+            ->ok());
   }
   static json CriticalXid45() {
-    return {{"0000:3b:00", {{"severity", "critical"}, {"reason", "NvidiaXID45Warning"}, {"xid", 45}, {"since", kube_time()}, {"count", 1}}}};
+    return {{"0000:3b:00",
+             {{"severity", "critical"},
+              {"reason", "NvidiaXID45Warning"},
+              {"xid", 45},
+              {"since", kube_time()},
+              {"count", 1}}}};
   }
 
   std::unique_ptr<kube::Client> client_;
@@ -216,11 +294,17 @@ class ControllerTest : public ::testing::Test {
 
 TEST_F(ControllerTest, FatalFaultQuarantinesAtOnceAndRecoveryInsideTheWindowReleases) {
   const std::string a = Node("a");
-  auto& c = StartController("probation: 1s\ntoleration:\n  default: 1h\n  AcceleratedHardwareReady: 1h\nprovider:\n  name: delete-node\n");
-  ASSERT_TRUE(c.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 30s));
+  auto& c = StartController(
+      "probation: 1s\ntoleration:\n  default: 1h\n  AcceleratedHardwareReady: 1h\nprovider:\n  "
+      "name: delete-node\n");
+  ASSERT_TRUE(
+      c.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 30s));
   SetCondition(a, "False", "NvidiaXID48Error");
-  ASSERT_TRUE(Eventually([&] { return HasTaint(a, "gpuheal.io/gpu-fault", "fatal", "NoSchedule") && Cordoned(a); }, 10s));
-  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Drained"; }, 10s)) << Phase(a);  // no pods: drained at once
+  ASSERT_TRUE(Eventually(
+      [&] { return HasTaint(a, "gpuheal.io/gpu-fault", "fatal", "NoSchedule") && Cordoned(a); },
+      10s));
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Drained"; }, 10s))
+      << Phase(a);  // no pods: drained at once
   auto rec = Repairs(a).back();
   EXPECT_EQ(rec["spec"]["trigger"]["reason"], "NvidiaXID48Error");
   EXPECT_EQ(rec["spec"]["trigger"]["severity"], "fatal");
@@ -238,23 +322,35 @@ TEST_F(ControllerTest, FatalFaultQuarantinesAtOnceAndRecoveryInsideTheWindowRele
 TEST_F(ControllerTest, LostGpuIsNoExecuteAndAnotherWritersTaintsSurvive) {
   const std::string a = Node("a");
   // Another writer's taint and cordon state are there first.
-  ASSERT_TRUE(client_->Update(kube::NodePath(a), [](json& n) {
-    n["spec"]["taints"] = json::array({{{"key", "example.com/maintenance"}, {"value", "x"}, {"effect", "NoSchedule"}}});
-    return true;
-  })->ok());
+  ASSERT_TRUE(client_
+                  ->Update(kube::NodePath(a),
+                           [](json& n) {
+                             n["spec"]["taints"] = json::array({{{"key", "example.com/maintenance"},
+                                                                 {"value", "x"},
+                                                                 {"effect", "NoSchedule"}}});
+                             return true;
+                           })
+                  ->ok());
   StartController("probation: 1s\n");
   // Fatal first; the fault then worsens: the taint follows it, one gpuheal taint at a time.
   SetCondition(a, "False", "NvidiaXID48Error");
-  ASSERT_TRUE(Eventually([&] { return HasTaint(a, "gpuheal.io/gpu-fault", "fatal", "NoSchedule"); }, 10s));
+  ASSERT_TRUE(
+      Eventually([&] { return HasTaint(a, "gpuheal.io/gpu-fault", "fatal", "NoSchedule"); }, 10s));
   SetCondition(a, "False", "NvidiaGPUFallenOffBus");
-  ASSERT_TRUE(Eventually([&] { return HasTaint(a, "gpuheal.io/gpu-fault", "catastrophic", "NoExecute"); }, 10s));
+  ASSERT_TRUE(Eventually(
+      [&] { return HasTaint(a, "gpuheal.io/gpu-fault", "catastrophic", "NoExecute"); }, 10s));
   EXPECT_FALSE(HasTaint(a, "gpuheal.io/gpu-fault", "fatal"));
   EXPECT_TRUE(HasTaint(a, "example.com/maintenance"));
   // A concurrent writer adds a taint during quarantine; the release keeps it too.
-  ASSERT_TRUE(client_->Update(kube::NodePath(a), [](json& n) {
-    n["spec"]["taints"].push_back({{"key", "example.com/late"}, {"value", "y"}, {"effect", "NoSchedule"}});
-    return true;
-  })->ok());
+  ASSERT_TRUE(client_
+                  ->Update(kube::NodePath(a),
+                           [](json& n) {
+                             n["spec"]["taints"].push_back({{"key", "example.com/late"},
+                                                            {"value", "y"},
+                                                            {"effect", "NoSchedule"}});
+                             return true;
+                           })
+                  ->ok());
   SetCondition(a, "True", "NvidiaGPUIsReady");
   ASSERT_TRUE(Eventually([&] { return !HasTaint(a, "gpuheal.io/gpu-fault"); }, 15s));
   EXPECT_TRUE(HasTaint(a, "example.com/maintenance"));
@@ -264,31 +360,46 @@ TEST_F(ControllerTest, LostGpuIsNoExecuteAndAnotherWritersTaintsSurvive) {
 // Quarantine is one PATCH from the informer's copy of the Node, its resourceVersion a
 // precondition. A copy a moment behind another writer is refused (409) and the quarantine falls
 // back to a read-modify-write, so that writer's taint survives; from a current copy, the other
-// taints go back whole (a NoExecute taint keeps its timeAdded, which its tolerationSeconds count from).
+// taints go back whole (a NoExecute taint keeps its timeAdded, which its tolerationSeconds count
+// from).
 TEST_F(ControllerTest, QuarantineFromAStaleCacheLosesNoOtherWritersTaint) {
   const std::string a = Node("a");
   const std::string b = Node("b");
-  auto snapshot = [&](const std::string& n) { return *kube::DecodeNode(client_->Get(kube::NodePath(n))->body); };
-  ASSERT_TRUE(client_->Update(kube::NodePath(b), [](json& n) {
-    n["spec"]["taints"] = json::array({{{"key", "example.com/draining"}, {"value", "x"}, {"effect", "NoExecute"},
-                                        {"timeAdded", "2026-11-30T04:00:00Z"}}});
-    return true;
-  })->ok());
+  auto snapshot = [&](const std::string& n) {
+    return *kube::DecodeNode(client_->Get(kube::NodePath(n))->body);
+  };
+  ASSERT_TRUE(client_
+                  ->Update(kube::NodePath(b),
+                           [](json& n) {
+                             n["spec"]["taints"] =
+                                 json::array({{{"key", "example.com/draining"},
+                                               {"value", "x"},
+                                               {"effect", "NoExecute"},
+                                               {"timeAdded", "2026-11-30T04:00:00Z"}}});
+                             return true;
+                           })
+                  ->ok());
   SetCondition(a, "False", "NvidiaXID48Error");
   SetCondition(b, "False", "NvidiaXID48Error");
   std::map<std::string, kube::Node> cache = {{a, snapshot(a)}, {b, snapshot(b)}};
   // After `a` was cached, another writer taints it: the cached copy is now stale.
-  ASSERT_TRUE(client_->Update(kube::NodePath(a), [](json& n) {
-    n["spec"]["taints"] = json::array({{{"key", "example.com/late"}, {"value", "y"}, {"effect", "NoSchedule"}}});
-    return true;
-  })->ok());
+  ASSERT_TRUE(
+      client_
+          ->Update(kube::NodePath(a),
+                   [](json& n) {
+                     n["spec"]["taints"] = json::array(
+                         {{{"key", "example.com/late"}, {"value", "y"}, {"effect", "NoSchedule"}}});
+                     return true;
+                   })
+          ->ok());
 
   controller::World w;
   w.node = [&](const std::string& n) -> std::optional<kube::Node> { return cache.at(n); };
   w.nodes = [&] { return std::vector<kube::Node>{cache.at(a), cache.at(b)}; };
   w.pods = [](const std::string&) { return std::vector<kube::Pod>{}; };
   w.repairs = [](const std::string&) { return std::vector<kube::NodeRepair>{}; };
-  auto policy = controller::ParsePolicy("breaker: {share_percent: 100}\npools: {max_unavailable_percent: 100}\n", "test.yaml");
+  auto policy = controller::ParsePolicy(
+      "breaker: {share_percent: 100}\npools: {max_unavailable_percent: 100}\n", "test.yaml");
   ASSERT_TRUE(policy);
   Metrics metrics;
   {
@@ -297,19 +408,22 @@ TEST_F(ControllerTest, QuarantineFromAStaleCacheLosesNoOtherWritersTaint) {
     (void)r.Reconcile(b);
   }
   EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault", "fatal", "NoSchedule"));
-  EXPECT_TRUE(HasTaint(a, "example.com/late")) << "the stale copy's write was refused, not applied over the other writer";
+  EXPECT_TRUE(HasTaint(a, "example.com/late"))
+      << "the stale copy's write was refused, not applied over the other writer";
   EXPECT_TRUE(Cordoned(a));
   EXPECT_TRUE(HasTaint(b, "gpuheal.io/gpu-fault", "fatal", "NoSchedule"));
   bool kept = false;
   const json nb = GetNode(b);  // kept alive: the loop walks inside it
   for (const auto& t : nb["spec"]["taints"]) {
-    kept = kept || (t.value("key", "") == "example.com/draining" && t.value("timeAdded", "") == "2026-11-30T04:00:00Z");
+    kept = kept || (t.value("key", "") == "example.com/draining" &&
+                    t.value("timeAdded", "") == "2026-11-30T04:00:00Z");
   }
   EXPECT_TRUE(kept) << nb["spec"]["taints"].dump();
   EXPECT_TRUE(Cordoned(b));
   EXPECT_EQ(GetNode(b)["metadata"]["annotations"].value("gpuheal.io/cordoned", ""), "true");
   for (const auto& n : {a, b}) {
-    for (const auto& rec : Repairs(n)) (void)client_->Delete(kRepairs + "/" + rec["metadata"].value("name", ""));
+    for (const auto& rec : Repairs(n))
+      (void)client_->Delete(kRepairs + "/" + rec["metadata"].value("name", ""));
   }
 }
 
@@ -334,13 +448,15 @@ TEST_F(ControllerTest, InABurstEveryQuarantineGoesBeforeAnyRecord) {
     return out;
   };
   w.backlog = [&] { return backlog; };
-  auto policy = controller::ParsePolicy("breaker: {share_percent: 100}\npools: {max_unavailable_percent: 100}\n", "test.yaml");
+  auto policy = controller::ParsePolicy(
+      "breaker: {share_percent: 100}\npools: {max_unavailable_percent: 100}\n", "test.yaml");
   ASSERT_TRUE(policy);
   Metrics metrics;
   controller::Repairer r(*client_, w, *policy, false, metrics);
   // Whole microseconds, as the record writes them: the first reconcile may read the clock less
   // than a microsecond later (CI caught the truncated time landing before an unfloored `before`).
-  const auto before = std::chrono::floor<std::chrono::microseconds>(std::chrono::system_clock::now());
+  const auto before =
+      std::chrono::floor<std::chrono::microseconds>(std::chrono::system_clock::now());
   EXPECT_EQ(r.Reconcile(a), std::chrono::milliseconds(0)) << "back of the queue";
   EXPECT_EQ(r.Reconcile(b), std::chrono::milliseconds(0));
   EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault", "fatal", "NoSchedule") && Cordoned(a));
@@ -358,7 +474,8 @@ TEST_F(ControllerTest, InABurstEveryQuarantineGoesBeforeAnyRecord) {
     for (const char* phase : {"Quarantined", "Detected"}) {
       const auto t = kube::ParseTime(phases.value(phase, ""));
       ASSERT_TRUE(t) << phases.dump();
-      EXPECT_TRUE(before <= *t && *t <= after) << phase << " at the quarantine's time, not the record's: " << phases.dump();
+      EXPECT_TRUE(before <= *t && *t <= after)
+          << phase << " at the quarantine's time, not the record's: " << phases.dump();
     }
     (void)client_->Delete(kRepairs + "/" + recs[0]["metadata"].value("name", ""));
   }
@@ -370,20 +487,32 @@ TEST_F(ControllerTest, CheckpointDoneEvictsEarlyAndABudgetHoldsEviction) {
   Pod("sys-" + id_, a, json::object(), "kube-system");
   Pod("tr0-" + id_, a, {{"app", "tr-" + id_}});
   Pod("tr1-" + id_, b, {{"app", "tr-" + id_}});
-  json pdb = {{"apiVersion", "policy/v1"}, {"kind", "PodDisruptionBudget"},
-              {"metadata", {{"name", "tr-" + id_}, {"namespace", "work"}}},
-              {"spec", {{"minAvailable", 2}, {"selector", {{"matchLabels", {{"app", "tr-" + id_}}}}}}}};
+  json pdb = {
+      {"apiVersion", "policy/v1"},
+      {"kind", "PodDisruptionBudget"},
+      {"metadata", {{"name", "tr-" + id_}, {"namespace", "work"}}},
+      {"spec", {{"minAvailable", 2}, {"selector", {{"matchLabels", {{"app", "tr-" + id_}}}}}}}};
   ASSERT_EQ(client_->Create(kube::PdbPath("work"), pdb)->status, 201);
   StartController("checkpoint:\n  window: 60s\n");
   SetCondition(a, "False", "NvidiaXID48Error");
-  ASSERT_TRUE(Eventually([&] { return PodJson("ckpt-" + id_)["metadata"].value("annotations", json::object()).contains("gpuheal.io/checkpoint-requested"); }, 10s));
-  EXPECT_FALSE(PodGone("ckpt-" + id_)) << "the window is 60 s: nothing evicted before the workloads say done";
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return PodJson("ckpt-" + id_)["metadata"]
+            .value("annotations", json::object())
+            .contains("gpuheal.io/checkpoint-requested");
+      },
+      10s));
+  EXPECT_FALSE(PodGone("ckpt-" + id_))
+      << "the window is 60 s: nothing evicted before the workloads say done";
   const auto t0 = std::chrono::steady_clock::now();
   for (const std::string& p : {"ckpt-" + id_, "tr0-" + id_}) {
-    (void)client_->Patch(kube::PodPath("work", p), kube::PatchType::kMerge, {{"metadata", {{"annotations", {{"gpuheal.io/checkpoint-done", "true"}}}}}});
+    (void)client_->Patch(
+        kube::PodPath("work", p), kube::PatchType::kMerge,
+        {{"metadata", {{"annotations", {{"gpuheal.io/checkpoint-done", "true"}}}}}});
   }
   ASSERT_TRUE(Eventually([&] { return PodGone("ckpt-" + id_); }, 15s));
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 15s) << "evicted once checkpointed, long before the window";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 15s)
+      << "evicted once checkpointed, long before the window";
   // The budget (minAvailable 2 of 2) holds tr0; kube-system is never drained.
   std::this_thread::sleep_for(2s);
   EXPECT_FALSE(PodGone("tr0-" + id_));
@@ -395,7 +524,8 @@ TEST_F(ControllerTest, CheckpointDoneEvictsEarlyAndABudgetHoldsEviction) {
   ASSERT_TRUE(Eventually([&] { return PodGone("tr0-" + id_); }, 30s));
   ASSERT_TRUE(Eventually([&] { return Phase(a) == "Drained"; }, 15s)) << Phase(a);
   auto evicted = Status(Repairs(a).back())["evictedPods"];
-  EXPECT_EQ(std::count(evicted.begin(), evicted.end(), "work/ckpt-" + id_), 1) << "each pod evicted once: " << evicted.dump();
+  EXPECT_EQ(std::count(evicted.begin(), evicted.end(), "work/ckpt-" + id_), 1)
+      << "each pod evicted once: " << evicted.dump();
   EXPECT_EQ(std::count(evicted.begin(), evicted.end(), "work/tr0-" + id_), 1);
 }
 
@@ -412,12 +542,15 @@ TEST_F(ControllerTest, ACheckpointWindowIsNeverCutShort) {
     return std::chrono::steady_clock::now();
   };
   const auto requested = poll([&] {
-    return PodJson("slow-" + id_)["metadata"].value("annotations", json::object()).contains("gpuheal.io/checkpoint-requested");
+    return PodJson("slow-" + id_)["metadata"]
+        .value("annotations", json::object())
+        .contains("gpuheal.io/checkpoint-requested");
   });
   const auto gone = poll([&] { return PodGone("slow-" + id_); });
   ASSERT_TRUE(PodGone("slow-" + id_));
   // Seen by polling every ~10 ms (plus a GET): the true gap is at most that much longer.
-  EXPECT_GE(gone - requested, 900ms) << "the pod never said done: evicted only when its 1 s window ended";
+  EXPECT_GE(gone - requested, 900ms)
+      << "the pod never said done: evicted only when its 1 s window ended";
 }
 
 TEST_F(ControllerTest, AfterTheTolerationWindowTheProviderRemediates) {
@@ -436,15 +569,28 @@ TEST_F(ControllerTest, GatesPausedOptOutAndPoolsOfOneAndFour) {
   // Pool of 4: two unhealthy exceed 20% (rounded up: 1): both held, quarantine goes on.
   std::vector<std::string> pool;
   for (int i = 0; i < 4; ++i) pool.push_back(Node(fmt::format("p{}", i)));
-  const std::string paused = Node("paused", {{"gpuheal.io/paused", "true"}, {"gpuheal.io/pool", "solo1-" + id_}});
-  const std::string optout = Node("optout", {{"gpuheal.io/managed", "false"}, {"gpuheal.io/pool", "solo2-" + id_}});
+  const std::string paused =
+      Node("paused", {{"gpuheal.io/paused", "true"}, {"gpuheal.io/pool", "solo1-" + id_}});
+  const std::string optout =
+      Node("optout", {{"gpuheal.io/managed", "false"}, {"gpuheal.io/pool", "solo2-" + id_}});
   const std::string solo = Node("solo", {{"gpuheal.io/pool", "solo3-" + id_}});
   Pod("pp-" + id_, paused);
   Pod("sp-" + id_, solo);
   StartController("checkpoint:\n  window: 1s\n");
-  for (const auto& n : {pool[0], pool[1], paused, optout, solo}) SetCondition(n, "False", "NvidiaXID48Error");
-  ASSERT_TRUE(Eventually([&] { return HasTaint(pool[0], "gpuheal.io/gpu-fault") && HasTaint(pool[1], "gpuheal.io/gpu-fault"); }, 10s));
-  ASSERT_TRUE(Eventually([&] { return Repairs(pool[0]).size() == 1 && Message(pool[0]).find("pool gate") != std::string::npos; }, 10s));
+  for (const auto& n : {pool[0], pool[1], paused, optout, solo})
+    SetCondition(n, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return HasTaint(pool[0], "gpuheal.io/gpu-fault") &&
+               HasTaint(pool[1], "gpuheal.io/gpu-fault");
+      },
+      10s));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return Repairs(pool[0]).size() == 1 &&
+               Message(pool[0]).find("pool gate") != std::string::npos;
+      },
+      10s));
   // A pool of one still repairs its one node.
   ASSERT_TRUE(Eventually([&] { return PodGone("sp-" + id_); }, 15s));
   // Paused: quarantined, not drained.
@@ -466,7 +612,9 @@ TEST_F(ControllerTest, DryRunWritesOnlyItsRecords) {
   EXPECT_FALSE(HasTaint(a, "gpuheal.io/gpu-fault"));
   EXPECT_FALSE(Cordoned(a));
   EXPECT_FALSE(PodGone("dr-" + id_));
-  EXPECT_FALSE(PodJson("dr-" + id_)["metadata"].value("annotations", json::object()).contains("gpuheal.io/checkpoint-requested"));
+  EXPECT_FALSE(PodJson("dr-" + id_)["metadata"]
+                   .value("annotations", json::object())
+                   .contains("gpuheal.io/checkpoint-requested"));
   const auto actions = Status(Repairs(a).back()).value("actions", json::array());
   EXPECT_NE(actions.dump().find("would evict work/dr-" + id_), std::string::npos) << actions.dump();
 }
@@ -474,14 +622,17 @@ TEST_F(ControllerTest, DryRunWritesOnlyItsRecords) {
 TEST_F(ControllerTest, TwoControllersOnlyTheLeaderActsAndAKilledLeaderIsReplaced) {
   const std::string a = Node("a"), b = Node("b");
   auto& one = StartController("probation: 1s\n", {"--id", "one-" + id_});
-  ASSERT_TRUE(one.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 30s));
+  ASSERT_TRUE(
+      one.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 30s));
   auto& two = StartController("probation: 1s\n", {"--id", "two-" + id_});
   SetCondition(a, "False", "NvidiaXID48Error");
   ASSERT_TRUE(Eventually([&] { return HasTaint(a, "gpuheal.io/gpu-fault"); }, 10s));
-  EXPECT_FALSE(two.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 2s));
+  EXPECT_FALSE(
+      two.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 2s));
   EXPECT_EQ(Repairs(a).size(), 1u) << "one record: only the leader acts";
   one.Kill(SIGKILL);
-  ASSERT_TRUE(two.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 40s));
+  ASSERT_TRUE(
+      two.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 40s));
   SetCondition(b, "False", "NvidiaXID48Error");
   ASSERT_TRUE(Eventually([&] { return HasTaint(b, "gpuheal.io/gpu-fault"); }, 10s));
   // The successor continues the first one's repair rather than opening another.
@@ -492,27 +643,43 @@ TEST_F(ControllerTest, TwoControllersOnlyTheLeaderActsAndAKilledLeaderIsReplaced
 
 TEST_F(ControllerTest, PoolOfTenRepairsTwoAtOnceAndHoldsAtThree) {
   std::vector<std::string> pool;
-  for (int i = 0; i < 10; ++i) pool.push_back(Node(fmt::format("t{}", i), {{"gpuheal.io/pool", "ten-" + id_}}));
+  for (int i = 0; i < 10; ++i)
+    pool.push_back(Node(fmt::format("t{}", i), {{"gpuheal.io/pool", "ten-" + id_}}));
   for (int i = 0; i < 3; ++i) Pod(fmt::format("ten{}-{}", i, id_), pool[static_cast<size_t>(i)]);
   // 3 unhealthy of 10 is more than 20% (2): every repair of the pool holds; quarantine goes on.
   // The faults are on the Nodes before the controller starts: set one by one against a running
   // controller, the first could be seen alone (1 of 10) and have its checkpoint asked for.
-  for (int i = 0; i < 3; ++i) SetCondition(pool[static_cast<size_t>(i)], "False", "NvidiaXID48Error");
+  for (int i = 0; i < 3; ++i)
+    SetCondition(pool[static_cast<size_t>(i)], "False", "NvidiaXID48Error");
   StartController("checkpoint:\n  window: 60s\n");
-  ASSERT_TRUE(Eventually([&] {
-    for (int i = 0; i < 3; ++i) {
-      if (Message(pool[static_cast<size_t>(i)]).find("pool gate: 3 of 10") == std::string::npos) return false;
-    }
-    return true;
-  }, 10s)) << Message(pool[0]);
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(HasTaint(pool[static_cast<size_t>(i)], "gpuheal.io/gpu-fault"));
-  EXPECT_FALSE(PodJson("ten0-" + id_)["metadata"].value("annotations", json::object()).contains("gpuheal.io/checkpoint-requested"));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        for (int i = 0; i < 3; ++i) {
+          if (Message(pool[static_cast<size_t>(i)]).find("pool gate: 3 of 10") == std::string::npos)
+            return false;
+        }
+        return true;
+      },
+      10s))
+      << Message(pool[0]);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(HasTaint(pool[static_cast<size_t>(i)], "gpuheal.io/gpu-fault"));
+  EXPECT_FALSE(PodJson("ten0-" + id_)["metadata"]
+                   .value("annotations", json::object())
+                   .contains("gpuheal.io/checkpoint-requested"));
   // One recovers: 2 of 10 is within the gate, the other two go on.
   SetCondition(pool[2], "True", "NvidiaGPUIsReady");
-  ASSERT_TRUE(Eventually([&] {
-    return PodJson("ten0-" + id_)["metadata"].value("annotations", json::object()).contains("gpuheal.io/checkpoint-requested") &&
-           PodJson("ten1-" + id_)["metadata"].value("annotations", json::object()).contains("gpuheal.io/checkpoint-requested");
-  }, 20s)) << Message(pool[0]);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return PodJson("ten0-" + id_)["metadata"]
+                   .value("annotations", json::object())
+                   .contains("gpuheal.io/checkpoint-requested") &&
+               PodJson("ten1-" + id_)["metadata"]
+                   .value("annotations", json::object())
+                   .contains("gpuheal.io/checkpoint-requested");
+      },
+      20s))
+      << Message(pool[0]);
 }
 
 TEST_F(ControllerTest, AttemptCapBlocksARepairPastTheCapAsHardwareInspection) {
@@ -524,7 +691,8 @@ TEST_F(ControllerTest, AttemptCapBlocksARepairPastTheCapAsHardwareInspection) {
   ASSERT_TRUE(Eventually([&] { return Phase(a) == "Recovered"; }, 15s)) << Phase(a);
   std::this_thread::sleep_for(1100ms);  // a new lastTransitionTime: a new fault
   SetCondition(a, "False", "NvidiaXID48Error");
-  ASSERT_TRUE(Eventually([&] { return Repairs(a).size() == 2 && Phase(a) == "Blocked"; }, 10s)) << Phase(a);
+  ASSERT_TRUE(Eventually([&] { return Repairs(a).size() == 2 && Phase(a) == "Blocked"; }, 10s))
+      << Phase(a);
   EXPECT_NE(Message(a).find("HardwareInspection"), std::string::npos) << Message(a);
   EXPECT_EQ(Status(Repairs(a).back())["attempts"], 2);
   EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault")) << "left quarantined";
@@ -534,15 +702,22 @@ TEST_F(ControllerTest, AttemptCapBlocksARepairPastTheCapAsHardwareInspection) {
 TEST_F(ControllerTest, DrainTimeoutForceDeletesWhatABudgetHolds) {
   const std::string a = Node("a");
   Pod("dt0-" + id_, a, {{"app", "dt-" + id_}});
-  json pdb = {{"apiVersion", "policy/v1"}, {"kind", "PodDisruptionBudget"},
-              {"metadata", {{"name", "dt-" + id_}, {"namespace", "work"}}},
-              {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "dt-" + id_}}}}}}}};
+  json pdb = {
+      {"apiVersion", "policy/v1"},
+      {"kind", "PodDisruptionBudget"},
+      {"metadata", {{"name", "dt-" + id_}, {"namespace", "work"}}},
+      {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "dt-" + id_}}}}}}}};
   ASSERT_EQ(client_->Create(kube::PdbPath("work"), pdb)->status, 201);
-  StartController("checkpoint:\n  window: 1s\neviction:\n  drain_timeout: 3s\n  after_drain_timeout: force-delete\n");
+  StartController(
+      "checkpoint:\n  window: 1s\neviction:\n  drain_timeout: 3s\n  after_drain_timeout: "
+      "force-delete\n");
   SetCondition(a, "False", "NvidiaXID48Error");
-  ASSERT_TRUE(Eventually([&] { return Message(a).find("PodDisruptionBudget") != std::string::npos; }, 15s)) << Message(a);
+  ASSERT_TRUE(
+      Eventually([&] { return Message(a).find("PodDisruptionBudget") != std::string::npos; }, 15s))
+      << Message(a);
   EXPECT_FALSE(PodGone("dt0-" + id_));
-  ASSERT_TRUE(Eventually([&] { return client_->Get(kube::PodPath("work", "dt0-" + id_))->status == 404; }, 20s));
+  ASSERT_TRUE(Eventually(
+      [&] { return client_->Get(kube::PodPath("work", "dt0-" + id_))->status == 404; }, 20s));
   ASSERT_TRUE(Eventually([&] { return Phase(a) == "Drained"; }, 10s)) << Phase(a);
   EXPECT_NE(Status(Repairs(a).back())["actions"].dump().find("force-deleted"), std::string::npos);
 }
@@ -561,7 +736,8 @@ TEST_F(ControllerTest, CriticalGpuFaultAsksTheAgentForAResetAndTheNodeStaysInSer
   EXPECT_EQ(req["id"], rec["metadata"]["name"]);
   EXPECT_EQ(rec["spec"]["trigger"]["severity"], "critical");
   EXPECT_EQ(rec["spec"]["trigger"]["gpus"], json::array({"0000:3b:00"}));
-  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Remediating"; }, 10s)) << Phase(a);  // written after the request
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Remediating"; }, 10s))
+      << Phase(a);  // written after the request
   std::this_thread::sleep_for(2s);
   EXPECT_FALSE(HasTaint(a, "gpuheal.io/gpu-fault")) << "the node's other GPUs stay in service";
   EXPECT_FALSE(Cordoned(a));
@@ -571,10 +747,14 @@ TEST_F(ControllerTest, CriticalGpuFaultAsksTheAgentForAResetAndTheNodeStaysInSer
   SetGpuFaults(a, json::object());
   ASSERT_TRUE(Eventually([&] { return Phase(a) == "Recovered"; }, 10s)) << Phase(a);
   EXPECT_EQ(Repairs(a).size(), 1u);
-  ASSERT_TRUE(Eventually([&] {
-    auto r = EventReasons(a);
-    return r.count("Detected") && r.count("GPURecoveryRequested") && r.count("Remediating") && r.count("Recovered");
-  }, 10s)) << json(EventReasons(a)).dump();
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto r = EventReasons(a);
+        return r.count("Detected") && r.count("GPURecoveryRequested") && r.count("Remediating") &&
+               r.count("Recovered");
+      },
+      10s))
+      << json(EventReasons(a)).dump();
 }
 
 TEST_F(ControllerTest, AFailedGpuResetQuarantinesTheNodeUntilTheFaultClears) {
@@ -591,7 +771,8 @@ TEST_F(ControllerTest, AFailedGpuResetQuarantinesTheNodeUntilTheFaultClears) {
   EXPECT_EQ(Repairs(a).size(), 1u) << "the same fault: no second request";
   // A reboot clears the fault (the agent's list empties): the node is released.
   SetGpuFaults(a, json::object());
-  ASSERT_TRUE(Eventually([&] { return !HasTaint(a, "gpuheal.io/gpu-fault") && !Cordoned(a); }, 15s));
+  ASSERT_TRUE(
+      Eventually([&] { return !HasTaint(a, "gpuheal.io/gpu-fault") && !Cordoned(a); }, 15s));
 }
 
 TEST_F(ControllerTest, ANodeLevelFaultSupersedesAGpuLevelRepair) {
@@ -601,10 +782,16 @@ TEST_F(ControllerTest, ANodeLevelFaultSupersedesAGpuLevelRepair) {
   ASSERT_TRUE(Eventually([&] { return RecoveryRequest(a).is_object(); }, 10s));
   std::this_thread::sleep_for(1100ms);  // a later lastTransitionTime than the GPU episode's start
   SetCondition(a, "False", "NvidiaXID79Error");
-  ASSERT_TRUE(Eventually([&] { return Repairs(a).size() == 2 && HasTaint(a, "gpuheal.io/gpu-fault", "catastrophic", "NoExecute"); }, 10s));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return Repairs(a).size() == 2 &&
+               HasTaint(a, "gpuheal.io/gpu-fault", "catastrophic", "NoExecute");
+      },
+      10s));
   const auto rs = Repairs(a);
   EXPECT_EQ(Status(rs[0]).value("phase", ""), "Failed");
-  EXPECT_NE(Status(rs[0]).value("message", "").find("superseded by a node-level fault"), std::string::npos);
+  EXPECT_NE(Status(rs[0]).value("message", "").find("superseded by a node-level fault"),
+            std::string::npos);
   EXPECT_EQ(rs[1]["spec"]["trigger"]["severity"], "catastrophic");
 }
 
@@ -613,23 +800,31 @@ TEST_F(ControllerTest, BreakerHoldsEvictionAndClosesByHandOrAfterAQuietPeriod) {
   Pod("br-" + id_, a);
   Pod("bq-" + id_, b);
   // Any recent fault trips a 1% breaker; it closes only by hand (quiet 1h) in the first part.
-  auto& c = StartController("checkpoint:\n  window: 1s\nbreaker:\n  share_percent: 1\n  window: 1h\n  quiet: 1h\n");
+  auto& c = StartController(
+      "checkpoint:\n  window: 1s\nbreaker:\n  share_percent: 1\n  window: 1h\n  quiet: 1h\n");
   SetCondition(a, "False", "NvidiaXID48Error");
-  ASSERT_TRUE(Eventually([&] { return Message(a).find("circuit breaker open") != std::string::npos; }, 10s)) << Message(a);
-  EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault")) << "quarantine goes on while the breaker is open";
+  ASSERT_TRUE(
+      Eventually([&] { return Message(a).find("circuit breaker open") != std::string::npos; }, 10s))
+      << Message(a);
+  EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault"))
+      << "quarantine goes on while the breaker is open";
   std::this_thread::sleep_for(2s);
   EXPECT_FALSE(PodGone("br-" + id_));
   ResetBreakerByHand();
   ASSERT_TRUE(Eventually([&] { return PodGone("br-" + id_); }, 30s)) << Message(a);
-  ASSERT_TRUE(c.WaitLog([](const json& j) { return j.value("msg", "") == "circuit breaker closed"; }, 5s));
+  ASSERT_TRUE(
+      c.WaitLog([](const json& j) { return j.value("msg", "") == "circuit breaker closed"; }, 5s));
   c.Kill(SIGTERM);
   // A short window and quiet period: the breaker opens, then closes by itself.
-  auto& d = StartController("checkpoint:\n  window: 1s\nbreaker:\n  share_percent: 1\n  window: 3s\n  quiet: 1s\n");
+  auto& d = StartController(
+      "checkpoint:\n  window: 1s\nbreaker:\n  share_percent: 1\n  window: 3s\n  quiet: 1s\n");
   std::this_thread::sleep_for(1s);
   SetCondition(b, "False", "NvidiaXID48Error");
-  ASSERT_TRUE(d.WaitLog([](const json& j) { return j.value("msg", "") == "circuit breaker opened"; }, 10s));
+  ASSERT_TRUE(
+      d.WaitLog([](const json& j) { return j.value("msg", "") == "circuit breaker opened"; }, 10s));
   ASSERT_TRUE(Eventually([&] { return PodGone("bq-" + id_); }, 30s)) << Message(b);
-  EXPECT_TRUE(d.WaitLog([](const json& j) { return j.value("msg", "") == "circuit breaker closed"; }, 5s));
+  EXPECT_TRUE(
+      d.WaitLog([](const json& j) { return j.value("msg", "") == "circuit breaker closed"; }, 5s));
 }
 
 // A catastrophic fault's NoExecute would have Kubernetes' taint manager evict every pod past the
@@ -637,43 +832,72 @@ TEST_F(ControllerTest, BreakerHoldsEvictionAndClosesByHandOrAfterAQuietPeriod) {
 TEST_F(ControllerTest, ACatastrophicFaultIsNoExecuteOnlyWhenTheGatesAllowIt) {
   const std::string a = Node("a");
   Pod("ce-" + id_, a);
-  StartController("checkpoint:\n  window: 30s\nbreaker:\n  share_percent: 1\n  window: 1h\n  quiet: 1h\n");
+  StartController(
+      "checkpoint:\n  window: 30s\nbreaker:\n  share_percent: 1\n  window: 1h\n  quiet: 1h\n");
   SetCondition(a, "False", "NvidiaGPUFallenOffBus");
-  ASSERT_TRUE(Eventually([&] { return Message(a).find("circuit breaker open") != std::string::npos; }, 10s)) << Message(a);
+  ASSERT_TRUE(
+      Eventually([&] { return Message(a).find("circuit breaker open") != std::string::npos; }, 10s))
+      << Message(a);
   EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault", "catastrophic", "NoSchedule") && Cordoned(a));
-  std::this_thread::sleep_for(2s);  // the taint manager acts within milliseconds of a NoExecute taint
+  std::this_thread::sleep_for(
+      2s);  // the taint manager acts within milliseconds of a NoExecute taint
   EXPECT_FALSE(HasTaint(a, "gpuheal.io/gpu-fault", "", "NoExecute"));
-  EXPECT_FALSE(PodGone("ce-" + id_)) << "the breaker holds every disruption, the taint manager's too";
+  EXPECT_FALSE(PodGone("ce-" + id_))
+      << "the breaker holds every disruption, the taint manager's too";
   ResetBreakerByHand();
-  ASSERT_TRUE(Eventually([&] { return HasTaint(a, "gpuheal.io/gpu-fault", "catastrophic", "NoExecute"); }, 30s)) << Message(a);
+  ASSERT_TRUE(Eventually(
+      [&] { return HasTaint(a, "gpuheal.io/gpu-fault", "catastrophic", "NoExecute"); }, 30s))
+      << Message(a);
   // The 30 s checkpoint window is not waited: the taint manager takes the pod at once.
   ASSERT_TRUE(Eventually([&] { return PodGone("ce-" + id_); }, 10s));
-  EXPECT_NE(Status(Repairs(a).back())["actions"].dump().find("NoExecute once the gates allowed it"), std::string::npos);
+  EXPECT_NE(Status(Repairs(a).back())["actions"].dump().find("NoExecute once the gates allowed it"),
+            std::string::npos);
 }
 
 TEST_F(ControllerTest, DeleteNodeDeletesTheOwningMachineOrNodeClaim) {
   const std::string capi = Node("capi"), karp = Node("karp", {{"gpuheal.io/pool", "k-" + id_}}),
                     prov = Node("prov", {{"gpuheal.io/pool", "kp-" + id_}});
   CapiMachine("m-" + id_, capi, capi);
-  ASSERT_EQ(client_->Create("/apis/karpenter.sh/v1/nodeclaims",
-                            {{"apiVersion", "karpenter.sh/v1"}, {"kind", "NodeClaim"}, {"metadata", {{"name", "nc-" + id_}}},
-                             {"status", {{"nodeName", karp}}}})->status, 201);
+  ASSERT_EQ(client_
+                ->Create("/apis/karpenter.sh/v1/nodeclaims", {{"apiVersion", "karpenter.sh/v1"},
+                                                              {"kind", "NodeClaim"},
+                                                              {"metadata", {{"name", "nc-" + id_}}},
+                                                              {"status", {{"nodeName", karp}}}})
+                ->status,
+            201);
   // A NodeClaim whose node has not been named yet is matched by its provider id.
-  ASSERT_TRUE(client_->Patch(kube::NodePath(prov), kube::PatchType::kMerge, {{"spec", {{"providerID", "sim://" + prov}}}})->ok());
-  ASSERT_EQ(client_->Create("/apis/karpenter.sh/v1/nodeclaims",
-                            {{"apiVersion", "karpenter.sh/v1"}, {"kind", "NodeClaim"}, {"metadata", {{"name", "ncp-" + id_}}},
-                             {"status", {{"providerID", "sim://" + prov}}}})->status, 201);
+  ASSERT_TRUE(client_
+                  ->Patch(kube::NodePath(prov), kube::PatchType::kMerge,
+                          {{"spec", {{"providerID", "sim://" + prov}}}})
+                  ->ok());
+  ASSERT_EQ(client_
+                ->Create("/apis/karpenter.sh/v1/nodeclaims",
+                         {{"apiVersion", "karpenter.sh/v1"},
+                          {"kind", "NodeClaim"},
+                          {"metadata", {{"name", "ncp-" + id_}}},
+                          {"status", {{"providerID", "sim://" + prov}}}})
+                ->status,
+            201);
   StartController("toleration:\n  AcceleratedHardwareReady: 1s\nprovider:\n  name: delete-node\n");
   for (const auto& n : {capi, karp, prov}) SetCondition(n, "False", "NvidiaXID48Error");
-  ASSERT_TRUE(Eventually([&] { return Phase(capi) == "Replaced" && Phase(karp) == "Replaced" && Phase(prov) == "Replaced"; }, 20s))
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return Phase(capi) == "Replaced" && Phase(karp) == "Replaced" && Phase(prov) == "Replaced";
+      },
+      20s))
       << Phase(capi) << Phase(karp) << Phase(prov);
-  EXPECT_EQ(client_->Get("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines/m-" + id_)->status, 404);
+  EXPECT_EQ(
+      client_->Get("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines/m-" + id_)->status,
+      404);
   EXPECT_EQ(client_->Get("/apis/karpenter.sh/v1/nodeclaims/nc-" + id_)->status, 404);
   EXPECT_EQ(client_->Get("/apis/karpenter.sh/v1/nodeclaims/ncp-" + id_)->status, 404);
   EXPECT_TRUE(GetNode(capi).is_object()) << "the owner's controller removes the Node, not gpuheal";
   EXPECT_TRUE(GetNode(karp).is_object());
-  EXPECT_NE(Status(Repairs(capi).back())["actions"].dump().find("Cluster API Machine work/m-" + id_), std::string::npos);
-  EXPECT_NE(Status(Repairs(karp).back())["actions"].dump().find("Karpenter NodeClaim nc-" + id_), std::string::npos);
+  EXPECT_NE(
+      Status(Repairs(capi).back())["actions"].dump().find("Cluster API Machine work/m-" + id_),
+      std::string::npos);
+  EXPECT_NE(Status(Repairs(karp).back())["actions"].dump().find("Karpenter NodeClaim nc-" + id_),
+            std::string::npos);
 }
 
 // The Node's annotations are writable by the agent's identity: naming another node's Machine must
@@ -684,13 +908,18 @@ TEST_F(ControllerTest, DeleteNodeNeverDeletesAMachineThatDoesNotOwnTheNode) {
   CapiMachine("victim-" + id_, other, liar);
   StartController("toleration:\n  AcceleratedHardwareReady: 1s\nprovider:\n  name: delete-node\n");
   SetCondition(liar, "False", "NvidiaXID48Error");
-  ASSERT_TRUE(Eventually([&] { return Phase(liar) == "Failed"; }, 20s)) << Phase(liar) << " " << Message(liar);
-  EXPECT_EQ(client_->Get("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines/victim-" + id_)->status, 200)
+  ASSERT_TRUE(Eventually([&] { return Phase(liar) == "Failed"; }, 20s))
+      << Phase(liar) << " " << Message(liar);
+  EXPECT_EQ(
+      client_->Get("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines/victim-" + id_)->status,
+      200)
       << "the Machine of another node survives";
   EXPECT_TRUE(GetNode(liar).is_object());
   EXPECT_NE(Message(liar).find("owner not proven"), std::string::npos) << Message(liar);
-  EXPECT_NE(Message(liar).find("status.nodeRef names node " + other), std::string::npos) << Message(liar);
-  EXPECT_TRUE(HasTaint(liar, "gpuheal.io/gpu-fault") && Cordoned(liar)) << "the node stays out of service";
+  EXPECT_NE(Message(liar).find("status.nodeRef names node " + other), std::string::npos)
+      << Message(liar);
+  EXPECT_TRUE(HasTaint(liar, "gpuheal.io/gpu-fault") && Cordoned(liar))
+      << "the node stays out of service";
   ASSERT_TRUE(Eventually([&] { return EventReasons(liar).count("RemediationFailed") > 0; }, 10s));
 }
 
@@ -698,42 +927,60 @@ TEST_F(ControllerTest, DeleteNodeNeverDeletesAMachineThatDoesNotOwnTheNode) {
 // its ServiceAccount takes a node through quarantine, checkpoint, eviction, the NodeRepair record,
 // Events and delete-node of a Karpenter NodeClaim, and another through the GPU-level request.
 TEST_F(ControllerTest, TheShippedRbacIsEnoughForEveryRung) {
-  (void)client_->Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "gpuheal-system"}}}});
+  (void)client_->Create(
+      "/api/v1/namespaces",
+      {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "gpuheal-system"}}}});
   static bool applied = false;
   if (!applied) {
-    for (const YAML::Node& doc : YAML::LoadAllFromFile(std::string(GPUHEAL_SOURCE_DIR) + "/deploy/kubernetes/controller.yaml")) {
+    for (const YAML::Node& doc : YAML::LoadAllFromFile(std::string(GPUHEAL_SOURCE_DIR) +
+                                                       "/deploy/kubernetes/controller.yaml")) {
       json obj = kube::YamlToJson(doc);
-      if (obj["kind"] == "Deployment") continue;  // no kubelet here to run it: the binary runs below
+      if (obj["kind"] == "Deployment")
+        continue;  // no kubelet here to run it: the binary runs below
       auto r = client_->Create(*kube::CollectionPath(obj), obj);
-      ASSERT_TRUE(r.ok() && (r->status == 201 || r->status == 409)) << obj["kind"] << ": " << (r ? r->Describe() : "");
+      ASSERT_TRUE(r.ok() && (r->status == 201 || r->status == 409))
+          << obj["kind"] << ": " << (r ? r->Describe() : "");
     }
     applied = true;
   }
-  auto tr = client_->Create("/api/v1/namespaces/gpuheal-system/serviceaccounts/gpuheal-controller/token",
-                            {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "TokenRequest"}, {"spec", {{"expirationSeconds", 3600}}}});
+  auto tr =
+      client_->Create("/api/v1/namespaces/gpuheal-system/serviceaccounts/gpuheal-controller/token",
+                      {{"apiVersion", "authentication.k8s.io/v1"},
+                       {"kind", "TokenRequest"},
+                       {"spec", {{"expirationSeconds", 3600}}}});
   ASSERT_EQ(tr->status, 201) << tr->Describe();
   const std::string kc = dir_ + "/controller.kubeconfig";
-  gpuheal::testing::WriteTokenKubeconfig(kc, client_->config().server, json::parse(tr->body)["status"]["token"]);
+  gpuheal::testing::WriteTokenKubeconfig(kc, client_->config().server,
+                                         json::parse(tr->body)["status"]["token"]);
   const std::string a = Node("a"), b = Node("b", {{"gpuheal.io/pool", "rb-" + id_}});
   Pod("rb-" + id_, a);
-  ASSERT_EQ(client_->Create("/apis/karpenter.sh/v1/nodeclaims",
-                            {{"apiVersion", "karpenter.sh/v1"}, {"kind", "NodeClaim"}, {"metadata", {{"name", "rb-" + id_}}},
-                             {"status", {{"nodeName", a}}}})->status, 201);
+  ASSERT_EQ(client_
+                ->Create("/apis/karpenter.sh/v1/nodeclaims", {{"apiVersion", "karpenter.sh/v1"},
+                                                              {"kind", "NodeClaim"},
+                                                              {"metadata", {{"name", "rb-" + id_}}},
+                                                              {"status", {{"nodeName", a}}}})
+                ->status,
+            201);
   const std::string file = dir_ + "/rbac-policy.yaml";
-  std::ofstream(file) << "breaker: {share_percent: 100}\ncheckpoint: {window: 1s}\n"
-                         "toleration: {AcceleratedHardwareReady: 3s}\nprovider: {name: delete-node}\n";
-  controllers_.push_back(std::make_unique<AgentProcess>(std::vector<std::string>{
-      GPUHEAL_BIN, "controller", "--kubeconfig", kc, "--policy", file, "--listen", "", "--lease-namespace", "gpuheal-system"}));
-  ASSERT_TRUE(controllers_.back()->WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 30s));
+  std::ofstream(file)
+      << "breaker: {share_percent: 100}\ncheckpoint: {window: 1s}\n"
+         "toleration: {AcceleratedHardwareReady: 3s}\nprovider: {name: delete-node}\n";
+  controllers_.push_back(std::make_unique<AgentProcess>(
+      std::vector<std::string>{GPUHEAL_BIN, "controller", "--kubeconfig", kc, "--policy", file,
+                               "--listen", "", "--lease-namespace", "gpuheal-system"}));
+  ASSERT_TRUE(controllers_.back()->WaitLog(
+      [](const json& j) { return j.value("msg", "") == "started leading"; }, 30s));
   SetCondition(a, "False", "NvidiaXID48Error");
   SetGpuFaults(b, CriticalXid45());
-  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Replaced"; }, 30s)) << Phase(a) << " " << Message(a);
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Replaced"; }, 30s))
+      << Phase(a) << " " << Message(a);
   EXPECT_TRUE(PodGone("rb-" + id_));
   EXPECT_EQ(client_->Get("/apis/karpenter.sh/v1/nodeclaims/rb-" + id_)->status, 404);
   EXPECT_TRUE(EventReasons(a).count("Quarantined"));
   ASSERT_TRUE(Eventually([&] { return RecoveryRequest(b).is_object(); }, 10s));
   EXPECT_EQ(Phase(b), "Remediating");
-  (void)controllers_.back()->WaitLog([](const json&) { return false; }, 1s);  // read every line so far
+  (void)controllers_.back()->WaitLog([](const json&) { return false; },
+                                     1s);  // read every line so far
   for (const auto& line : controllers_.back()->logs()) {
     EXPECT_EQ(line.dump().find("403"), std::string::npos) << line.dump();
   }
@@ -748,7 +995,8 @@ TEST_F(ControllerTest, SigkillAtEveryPhaseCompletesTheRepairExactlyOnce) {
   const std::string ran = dir_ + "/ran";
   const std::string policy = fmt::format(
       "checkpoint:\n  window: 2s\ntoleration:\n  AcceleratedHardwareReady: 6s\n"
-      "provider:\n  name: exec\n  command: [/bin/sh, -c, \"echo $NODE_NAME $REASON >> {}\"]\n", ran);
+      "provider:\n  name: exec\n  command: [/bin/sh, -c, \"echo $NODE_NAME $REASON >> {}\"]\n",
+      ran);
   StartLeader(policy);
   SetCondition(a, "False", "NvidiaXID48Error");
   std::mt19937 rng(std::random_device{}());
@@ -785,7 +1033,8 @@ TEST_F(ControllerTest, SigkillAtEveryPhaseCompletesTheRepairExactlyOnce) {
   EXPECT_EQ(Repairs(a).size(), 1u);
   const auto evicted = Status(Repairs(a).back())["evictedPods"];
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(std::count(evicted.begin(), evicted.end(), fmt::format("work/k{}-{}", i, id_)), 1) << evicted.dump();
+    EXPECT_EQ(std::count(evicted.begin(), evicted.end(), fmt::format("work/k{}-{}", i, id_)), 1)
+        << evicted.dump();
     EXPECT_TRUE(PodGone(fmt::format("k{}-{}", i, id_)));
   }
   EXPECT_TRUE(controllers_.back()->Running()) << "the last controller still runs";
@@ -807,18 +1056,22 @@ TEST_F(ControllerTest, RemediationOutcomeUnknownIsNeverRunTwice) {
   const std::string ran = dir_ + "/ran";
   const std::string policy = fmt::format(
       "toleration:\n  AcceleratedHardwareReady: 1s\n"
-      "provider:\n  name: exec\n  command: [/bin/sh, -c, \"sleep 2; echo $NODE_NAME >> {}\"]\n", ran);
+      "provider:\n  name: exec\n  command: [/bin/sh, -c, \"sleep 2; echo $NODE_NAME >> {}\"]\n",
+      ran);
   StartLeader(policy);
   SetCondition(a, "False", "NvidiaXID48Error");
-  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Remediating"; }, 20s)) << Phase(a) << " " << Message(a);
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Remediating"; }, 20s))
+      << Phase(a) << " " << Message(a);
   controllers_.back()->Kill(SIGKILL);  // the command (its own process group) runs on
   StartController(policy, ShortLease());
-  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Failed"; }, 20s)) << Phase(a) << " " << Message(a);
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Failed"; }, 20s))
+      << Phase(a) << " " << Message(a);
   EXPECT_NE(Message(a).find("outcome unknown"), std::string::npos) << Message(a);
   const json actions = Status(Repairs(a).back())["actions"];
   EXPECT_NE(actions.dump().find("did not run /bin/sh again"), std::string::npos) << actions.dump();
   EXPECT_TRUE(EventReasons(a).count("RemediationFailed"));
-  EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault") && Cordoned(a)) << "the node stays out of service";
+  EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault") && Cordoned(a))
+      << "the node stays out of service";
   std::this_thread::sleep_for(3s);  // the first command finishes; nothing runs a second
   EXPECT_EQ(Lines(ran).size(), 1u);
   EXPECT_EQ(Repairs(a).size(), 1u);
@@ -833,16 +1086,22 @@ TEST_F(ControllerTest, AnApiOutagePastTheRenewDeadlineKeepsTheControllerAndItAct
   auto& c = *controllers_.back();
   SetCondition(a, "False", "NvidiaXID48Error");
   ASSERT_TRUE(Eventually([&] { return HasTaint(a, "gpuheal.io/gpu-fault"); }, 10s));
-  const std::string script = "bash " + std::string(GPUHEAL_SOURCE_DIR) + "/scripts/control-plane.sh ";
+  const std::string script =
+      "bash " + std::string(GPUHEAL_SOURCE_DIR) + "/scripts/control-plane.sh ";
   ASSERT_EQ(std::system((script + "stop-apiserver --dir " + ControlPlaneEnv::dir()).c_str()), 0);
   // Past the renew deadline: it steps down (and would have exited before).
-  const bool lost = c.WaitLog([](const json& j) { return j.value("msg", "").starts_with("lost leadership"); }, 20s).has_value();
+  const bool lost =
+      c.WaitLog([](const json& j) { return j.value("msg", "").starts_with("lost leadership"); },
+                20s)
+          .has_value();
   ASSERT_EQ(std::system((script + "start-apiserver --dir " + ControlPlaneEnv::dir()).c_str()), 0);
   ASSERT_TRUE(lost) << "the controller never noticed the outage";
-  ASSERT_TRUE(c.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 60s)) << "leads again";
+  ASSERT_TRUE(c.WaitLog([](const json& j) { return j.value("msg", "") == "started leading"; }, 60s))
+      << "leads again";
   EXPECT_TRUE(c.Running()) << "the same process";
   SetCondition(b, "False", "NvidiaXID48Error");
-  ASSERT_TRUE(Eventually([&] { return HasTaint(b, "gpuheal.io/gpu-fault") && Cordoned(b); }, 20s)) << "a new fault is quarantined";
+  ASSERT_TRUE(Eventually([&] { return HasTaint(b, "gpuheal.io/gpu-fault") && Cordoned(b); }, 20s))
+      << "a new fault is quarantined";
   // The repair from before the outage goes on too: released after its fault clears.
   SetCondition(a, "True", "NvidiaGPUIsReady");
   ASSERT_TRUE(Eventually([&] { return Phase(a) == "Recovered"; }, 20s)) << Phase(a);

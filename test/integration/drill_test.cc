@@ -4,12 +4,11 @@
 // started; the first run starts its own control plane, as `make drill` does.
 
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
-#include <fmt/format.h>
 
 #include <filesystem>
 #include <fstream>
@@ -108,15 +107,19 @@ class DrillTest : public ::testing::Test {
 
   // Runs a scenario on the shared control plane with a small cluster; returns the --json report.
   json Run(const std::string& scenario, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"--kubeconfig", ControlPlaneEnv::kubeconfig(), "--scenario", scenario, "--json"};
-    if (std::find(extra.begin(), extra.end(), "--nodes") == extra.end()) args.insert(args.end(), {"--nodes", "4"});
+    std::vector<std::string> args = {"--kubeconfig", ControlPlaneEnv::kubeconfig(), "--scenario",
+                                     scenario, "--json"};
+    if (std::find(extra.begin(), extra.end(), "--nodes") == extra.end())
+      args.insert(args.end(), {"--nodes", "4"});
     args.insert(args.end(), extra.begin(), extra.end());
     DrillProcess d(args);
     const int rc = d.Wait();
     const json report = json::parse(d.out(), nullptr, false);
     EXPECT_EQ(rc, 0) << d.Explain();
     EXPECT_TRUE(report.is_object() && report.value("ok", false)) << d.Explain();
-    EXPECT_TRUE(d.err().find("kernel line") != std::string::npos) << "the timeline goes to stderr with --json\n" << d.Explain();
+    EXPECT_TRUE(d.err().find("kernel line") != std::string::npos)
+        << "the timeline goes to stderr with --json\n"
+        << d.Explain();
     return report.is_object() ? report : json::object();
   }
 
@@ -166,12 +169,14 @@ TEST_F(DrillTest, SingleStartsItsOwnControlPlaneAndRecovers) {
   EXPECT_EQ(report["scenario"], "single");
   EXPECT_EQ(report["runs"], 1);
   EXPECT_TRUE(report["ok"].get<bool>());
-  ExpectInOrder(report, {"detected", "condition", "taint", "first_eviction", "replacement_created", "replacement_scheduled",
-                         "replacement_running", "capacity_restored"});
+  ExpectInOrder(report, {"detected", "condition", "taint", "first_eviction", "replacement_created",
+                         "replacement_scheduled", "replacement_running", "capacity_restored"});
   ExpectInOrder(report, {"taint", "standby_released", "replacement_scheduled"});
-  ExpectInOrder(report, {"repair_quarantined", "repair_draining", "repair_drained", "repair_remediating"});
-  for (const char* c : {"quarantined", "pods evicted", "standby released", "replacements Running elsewhere",
-                        "capacity restored", "one repair, each pod evicted once"}) {
+  ExpectInOrder(report,
+                {"repair_quarantined", "repair_draining", "repair_drained", "repair_remediating"});
+  for (const char* c :
+       {"quarantined", "pods evicted", "standby released", "replacements Running elsewhere",
+        "capacity restored", "one repair, each pod evicted once"}) {
     EXPECT_TRUE(CheckOk(report, c)) << c << ": " << report.dump(2);
   }
   // The chart (relative to the drill's working directory, here the test's).
@@ -182,9 +187,11 @@ TEST_F(DrillTest, SingleStartsItsOwnControlPlaneAndRecovers) {
   // Nothing it started outlives it: its control plane lived under its work directory.
   // ('[/]tmp...': a pattern that does not match the shell running pgrep)
   const std::string pattern = "'[/]" + d.work().substr(1) + "'";
-  EXPECT_TRUE(Eventually([&] { return std::system(("pgrep -f " + pattern + " >/dev/null").c_str()) != 0; }, 10s))
+  EXPECT_TRUE(Eventually(
+      [&] { return std::system(("pgrep -f " + pattern + " >/dev/null").c_str()) != 0; }, 10s))
       << "processes left running under " << d.work();
-  for (const char* log : {"/kube-scheduler.log", "/kube-controller-manager.log", "/kube-apiserver.log", "/etcd.log"}) {
+  for (const char* log : {"/kube-scheduler.log", "/kube-controller-manager.log",
+                          "/kube-apiserver.log", "/etcd.log"}) {
     EXPECT_TRUE(std::filesystem::exists(cp + log)) << log;
   }
   EXPECT_FALSE(std::filesystem::exists(cp + "/etcd")) << "only the logs are kept";
@@ -202,7 +209,8 @@ TEST_F(DrillTest, RepeatGivesPercentilesOverFreshClusters) {
 TEST_F(DrillTest, PdbHoldsTheSecondEvictionUntilAReplicaIsHealthyElsewhere) {
   const json r = Run("pdb");
   EXPECT_TRUE(CheckOk(r, "budget held the second eviction")) << r.dump(2);
-  ExpectInOrder(r, {"taint", "checkpoint_requested", "checkpoint_done", "first_eviction", "last_eviction"});
+  ExpectInOrder(
+      r, {"taint", "checkpoint_requested", "checkpoint_done", "first_eviction", "last_eviction"});
 }
 
 TEST_F(DrillTest, FlapIsReleasedWithoutRemediation) {
@@ -218,7 +226,8 @@ TEST_F(DrillTest, CorrelatedFaultsAreHeldByTheGates) {
   EXPECT_TRUE(CheckOk(r, "gates held")) << r.dump(2);
   EXPECT_FALSE(r["timeline_ms"].contains("repair_draining")) << r.dump(2);
   // Two faulty nodes of one pool of 3 (at most 1 at once), the breaker not tripped (2 of 10).
-  const json p = Run("correlated", {"--nodes", "8", "--pools", "1", "--standby", "2", "--fault-nodes", "2"});
+  const json p =
+      Run("correlated", {"--nodes", "8", "--pools", "1", "--standby", "2", "--fault-nodes", "2"});
   EXPECT_TRUE(CheckOk(p, "gates held")) << p.dump(2);
 }
 
@@ -228,13 +237,15 @@ TEST_F(DrillTest, CorrelatedFaultsAreHeldByTheGates) {
 TEST_F(DrillTest, CorrelatedCatastrophicFaultsAreHeldByTheGatesToo) {
   const json r = Run("correlated", {"--xid", "79"});
   EXPECT_TRUE(CheckOk(r, "gates held")) << r.dump(2);
-  EXPECT_FALSE(r["timeline_ms"].contains("first_eviction")) << "no pod of a faulty node taken away: " << r.dump(2);
+  EXPECT_FALSE(r["timeline_ms"].contains("first_eviction"))
+      << "no pod of a faulty node taken away: " << r.dump(2);
 }
 
 TEST_F(DrillTest, ControllerCrashMidDrainCompletesTheRepairOnce) {
   const json r = Run("controller-crash");
   EXPECT_TRUE(CheckOk(r, "one repair, each pod evicted once")) << r.dump(2);
-  ExpectInOrder(r, {"repair_checkpointrequested", "controller_killed", "controller_leader", "repair_remediating"});
+  ExpectInOrder(r, {"repair_checkpointrequested", "controller_killed", "controller_leader",
+                    "repair_remediating"});
 }
 
 TEST_F(DrillTest, AgentRestartLosesNothingAndRepeatsNothing) {
@@ -245,9 +256,11 @@ TEST_F(DrillTest, AgentRestartLosesNothingAndRepeatsNothing) {
 }
 
 TEST_F(DrillTest, CriticalRecoversTheGpuAndTheNodeStaysSchedulable) {
-  const json r = Run("critical", {"--nvml-double", NVML_DOUBLE, "--nvml-double-ctl", NVML_DOUBLE_CTL});
+  const json r =
+      Run("critical", {"--nvml-double", NVML_DOUBLE, "--nvml-double-ctl", NVML_DOUBLE_CTL});
   EXPECT_TRUE(CheckOk(r, "node stayed schedulable")) << r.dump(2);
-  ExpectInOrder(r, {"detected", "gpu_fault_published", "gpu_recovery_requested", "gpu_recovered", "repair_recovered"});
+  ExpectInOrder(r, {"detected", "gpu_fault_published", "gpu_recovery_requested", "gpu_recovered",
+                    "repair_recovered"});
   EXPECT_FALSE(r["timeline_ms"].contains("taint"));
 }
 
@@ -265,14 +278,17 @@ TEST_F(DrillTest, CtrlCCleansUpMidRunAndAfterKeep) {
   {
     DrillProcess d({"--kubeconfig", ControlPlaneEnv::kubeconfig(), "--nodes", "4"});
     ASSERT_TRUE(d.WaitErr("", 1s));
-    ASSERT_TRUE(Eventually([&] { return d.out().find("kernel line") != std::string::npos; }, 120s)) << d.Explain();
+    ASSERT_TRUE(Eventually([&] { return d.out().find("kernel line") != std::string::npos; }, 120s))
+        << d.Explain();
     d.Signal(SIGINT);
     EXPECT_EQ(d.Wait(60s), 130) << d.Explain();
     EXPECT_EQ(SimNodes(), 0) << "the interrupted run's nodes are removed";
   }
   {
     DrillProcess d({"--kubeconfig", ControlPlaneEnv::kubeconfig(), "--nodes", "4", "--keep"});
-    ASSERT_TRUE(Eventually([&] { return d.out().find("Press Ctrl-C to clean up") != std::string::npos; }, 120s)) << d.Explain();
+    ASSERT_TRUE(Eventually(
+        [&] { return d.out().find("Press Ctrl-C to clean up") != std::string::npos; }, 120s))
+        << d.Explain();
     EXPECT_EQ(SimNodes(), 6) << "--keep leaves the simulated cluster running";
     std::this_thread::sleep_for(1s);
     EXPECT_EQ(SimNodes(), 6);
@@ -283,12 +299,13 @@ TEST_F(DrillTest, CtrlCCleansUpMidRunAndAfterKeep) {
 }
 
 TEST_F(DrillTest, BadOptionsAreUsageErrors) {
-  for (const auto& args : std::vector<std::vector<std::string>>{{"--scenario", "meteor"},
-                                                                 {"--fault-nodes", "3"},
-                                                                 {"--nodes", "1", "--pools", "2"},
-                                                                 {"--scenario", "correlated", "--nodes", "4", "--fault-nodes", "5"},
-                                                                 {"--kubeconfig", "/nonexistent"},
-                                                                 {"--real-kmsg", "--scenario", "critical"}}) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--scenario", "meteor"},
+           {"--fault-nodes", "3"},
+           {"--nodes", "1", "--pools", "2"},
+           {"--scenario", "correlated", "--nodes", "4", "--fault-nodes", "5"},
+           {"--kubeconfig", "/nonexistent"},
+           {"--real-kmsg", "--scenario", "critical"}}) {
     DrillProcess d(args);
     EXPECT_EQ(d.Wait(60s), 2) << args[0] << " " << args[1] << "\n" << d.Explain();
     EXPECT_FALSE(d.err().empty());

@@ -19,12 +19,14 @@ constexpr const char* kNs = "evict";
 void CreateReadyPod(Client& c, const std::string& name, const nlohmann::json& labels) {
   // The namespace's default ServiceAccount (which admission requires) appears shortly after the
   // namespace: retry until it does.
-  ASSERT_TRUE(Eventually([&] { return c.Create(PodPath(kNs), PodJson(kNs, name, "ev-node", labels))->status == 201; },
-                         std::chrono::seconds(20)));
-  const nlohmann::json status = {
-      {"status",
-       {{"phase", "Running"},
-        {"conditions", {{{"type", "Ready"}, {"status", "True"}}, {{"type", "ContainersReady"}, {"status", "True"}}}}}}};
+  ASSERT_TRUE(Eventually(
+      [&] { return c.Create(PodPath(kNs), PodJson(kNs, name, "ev-node", labels))->status == 201; },
+      std::chrono::seconds(20)));
+  const nlohmann::json status = {{"status",
+                                  {{"phase", "Running"},
+                                   {"conditions",
+                                    {{{"type", "Ready"}, {"status", "True"}},
+                                     {{"type", "ContainersReady"}, {"status", "True"}}}}}}};
   auto r = c.Patch(PodPath(kNs, name) + "/status", PatchType::kStrategicMerge, status);
   ASSERT_TRUE(r.ok() && r->ok()) << (r ? r->Describe() : r.error().message);
 }
@@ -37,7 +39,8 @@ PodDisruptionBudget Pdb(Client& c, const std::string& name) {
 
 TEST(Eviction, AllowedRefusedByABudgetThenAllowedWhenItHasRoom) {
   auto c = AdminClient();
-  ASSERT_EQ(c->Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", kNs}}}})
+  ASSERT_EQ(c->Create("/api/v1/namespaces",
+                      {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", kNs}}}})
                 ->status,
             201);
   ASSERT_EQ(c->Create(NodePath(), NodeJson("ev-node"))->status, 201);
@@ -50,12 +53,14 @@ TEST(Eviction, AllowedRefusedByABudgetThenAllowedWhenItHasRoom) {
 
   CreateReadyPod(*c, "train-0", {{"app", "train"}});
   CreateReadyPod(*c, "train-1", {{"app", "train"}});
-  nlohmann::json pdb = {{"apiVersion", "policy/v1"},
-                        {"kind", "PodDisruptionBudget"},
-                        {"metadata", {{"name", "train"}, {"namespace", kNs}}},
-                        {"spec", {{"minAvailable", 2}, {"selector", {{"matchLabels", {{"app", "train"}}}}}}}};
+  nlohmann::json pdb = {
+      {"apiVersion", "policy/v1"},
+      {"kind", "PodDisruptionBudget"},
+      {"metadata", {{"name", "train"}, {"namespace", kNs}}},
+      {"spec", {{"minAvailable", 2}, {"selector", {{"matchLabels", {{"app", "train"}}}}}}}};
   ASSERT_EQ(c->Create(PdbPath(kNs), pdb)->status, 201);
-  ASSERT_TRUE(Eventually([&] { return Pdb(*c, "train").current_healthy == 2; }, std::chrono::seconds(30)));
+  ASSERT_TRUE(
+      Eventually([&] { return Pdb(*c, "train").current_healthy == 2; }, std::chrono::seconds(30)));
   EXPECT_EQ(Pdb(*c, "train").disruptions_allowed, 0);
 
   // The budget refuses: 429, returned at once (never retried by the client), the pod untouched.
@@ -63,7 +68,8 @@ TEST(Eviction, AllowedRefusedByABudgetThenAllowedWhenItHasRoom) {
   auto refused = c->Evict(kNs, "train-0");
   ASSERT_TRUE(refused.ok());
   EXPECT_EQ(refused->status, 429) << refused->Describe();
-  EXPECT_NE(refused->Describe().find("disruption budget"), std::string::npos) << refused->Describe();
+  EXPECT_NE(refused->Describe().find("disruption budget"), std::string::npos)
+      << refused->Describe();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
   auto pod = DecodePod(c->Get(PodPath(kNs, "train-0"))->body);
   ASSERT_TRUE(pod.ok());
@@ -71,7 +77,8 @@ TEST(Eviction, AllowedRefusedByABudgetThenAllowedWhenItHasRoom) {
 
   // A third replica gives the budget room; the same eviction, retried, is granted.
   CreateReadyPod(*c, "train-2", {{"app", "train"}});
-  ASSERT_TRUE(Eventually([&] { return Pdb(*c, "train").disruptions_allowed == 1; }, std::chrono::seconds(30)));
+  ASSERT_TRUE(Eventually([&] { return Pdb(*c, "train").disruptions_allowed == 1; },
+                         std::chrono::seconds(30)));
   auto granted = c->Evict(kNs, "train-0");
   ASSERT_TRUE(granted.ok());
   EXPECT_EQ(granted->status, 201) << granted->Describe();

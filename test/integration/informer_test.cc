@@ -3,14 +3,15 @@
 // answer 410 Gone, as it does in a cluster after a long disconnect; pods keep the cache (and
 // its bookmarks).
 
-#include <gtest/gtest.h>
+#include "kube/informer.h"
+
 #include <curl/curl.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 #include <mutex>
 
-#include "kube/informer.h"
 #include "kube_test_util.h"
 
 namespace gpuheal::kube {
@@ -53,10 +54,11 @@ std::string EtcdPost(const std::string& path, const std::string& body) {
   const std::string url = ControlPlaneEnv::etcd_url() + path;
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
   curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.c_str());
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, +[](char* p, size_t s, size_t n, void* u) {
-    static_cast<std::string*>(u)->append(p, s * n);
-    return s * n;
-  });
+  curl_easy_setopt(
+      h, CURLOPT_WRITEFUNCTION, +[](char* p, size_t s, size_t n, void* u) {
+        static_cast<std::string*>(u)->append(p, s * n);
+        return s * n;
+      });
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &out);
   EXPECT_EQ(curl_easy_perform(h), CURLE_OK);
   curl_easy_cleanup(h);
@@ -65,15 +67,19 @@ std::string EtcdPost(const std::string& path, const std::string& body) {
 void CompactEtcd() {
   auto range = nlohmann::json::parse(EtcdPost("/v3/kv/range", R"({"key":"AA=="})"));
   const std::string rev = range["header"]["revision"];
-  auto r = nlohmann::json::parse(EtcdPost("/v3/kv/compaction", R"({"physical":true,"revision":")" + rev + "\"}"));
+  auto r = nlohmann::json::parse(
+      EtcdPost("/v3/kv/compaction", R"({"physical":true,"revision":")" + rev + "\"}"));
   ASSERT_TRUE(r.contains("header")) << r.dump();
 }
 
 TEST(Informer, ListsWatchesAndIndexesPodsByNode) {
   auto c = AdminClient();
-  for (const char* n : {"idx-a", "idx-b"}) ASSERT_EQ(c->Create(NodePath(), NodeJson(n))->status, 201);
+  for (const char* n : {"idx-a", "idx-b"})
+    ASSERT_EQ(c->Create(NodePath(), NodeJson(n))->status, 201);
   for (int i = 0; i < 3; ++i) {
-    ASSERT_EQ(c->Create(PodPath("default"), PodJson("default", "a-" + std::to_string(i), "idx-a"))->status, 201);
+    ASSERT_EQ(c->Create(PodPath("default"), PodJson("default", "a-" + std::to_string(i), "idx-a"))
+                  ->status,
+              201);
   }
   ASSERT_EQ(c->Create(PodPath("default"), PodJson("default", "b-0", "idx-b"))->status, 201);
   ASSERT_EQ(c->Create(PodPath("default"), PodJson("default", "unscheduled", ""))->status, 201);
@@ -92,10 +98,15 @@ TEST(Informer, ListsWatchesAndIndexesPodsByNode) {
   // Changes after the list arrive through the watch, once each, and move the index.
   ASSERT_EQ(c->Create(PodPath("default"), PodJson("default", "b-1", "idx-b"))->status, 201);
   ASSERT_EQ(c->Delete(PodPath("default", "a-2"), "", "", 0)->status, 200);
-  ASSERT_TRUE(c->Patch(PodPath("default", "a-0"), PatchType::kMerge, {{"metadata", {{"labels", {{"x", "y"}}}}}})->ok());
-  ASSERT_TRUE(Eventually([&] { return pods.ByIndex("node", "idx-b").size() == 2 && pods.ByIndex("node", "idx-a").size() == 2 &&
-                                     rec.Of("default/a-0").size() == 2; },
-                         std::chrono::seconds(5)));
+  ASSERT_TRUE(c->Patch(PodPath("default", "a-0"), PatchType::kMerge,
+                       {{"metadata", {{"labels", {{"x", "y"}}}}}})
+                  ->ok());
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return pods.ByIndex("node", "idx-b").size() == 2 &&
+               pods.ByIndex("node", "idx-a").size() == 2 && rec.Of("default/a-0").size() == 2;
+      },
+      std::chrono::seconds(5)));
   EXPECT_EQ(rec.Of("default/b-1"), std::vector<std::string>{"add"});
   // A deleted pod may first be updated (deletionTimestamp set), then deleted: once, last.
   const auto a2 = rec.Of("default/a-2");
@@ -120,7 +131,8 @@ TEST(Informer, ResumesFromItsResourceVersionWithoutRelisting) {
   ASSERT_EQ(c->Create(PodPath("default"), PodJson("default", "while-away", "idx-a"))->status, 201);
   rec.Clear();
   pods.Start();
-  ASSERT_TRUE(Eventually([&] { return pods.Get("default/while-away").has_value(); }, std::chrono::seconds(5)));
+  ASSERT_TRUE(Eventually([&] { return pods.Get("default/while-away").has_value(); },
+                         std::chrono::seconds(5)));
   EXPECT_EQ(rec.Of("default/while-away"), std::vector<std::string>{"add"});
   EXPECT_EQ(pods.Stats().lists, 1u) << "resumed from its resourceVersion, no relist";
   EXPECT_EQ(pods.Stats().relists_gone, 0u);
@@ -132,7 +144,8 @@ TEST(Informer, A410AfterCompactionRelistsWithNoMissedOrDuplicatedEvent) {
     ASSERT_EQ(c->Create(NodePath(), NodeJson(n))->status, 201);
   }
   Recorder rec;
-  Informer<Node> nodes(*c, NodePath() + "?labelSelector=gpuheal.io%2Fpool%3Dtest", DecodeNodeList, DecodeNode);
+  Informer<Node> nodes(*c, NodePath() + "?labelSelector=gpuheal.io%2Fpool%3Dtest", DecodeNodeList,
+                       DecodeNode);
   nodes.SetHandlers(rec.Handlers<Node>());
   nodes.Start();
   ASSERT_TRUE(nodes.WaitForSynced(std::chrono::seconds(10)));
@@ -142,13 +155,16 @@ TEST(Informer, A410AfterCompactionRelistsWithNoMissedOrDuplicatedEvent) {
 
   // While it is away: one node added, one changed, one deleted; then the history is compacted.
   ASSERT_EQ(c->Create(NodePath(), NodeJson("gone-new"))->status, 201);
-  ASSERT_TRUE(c->Patch(NodePath("gone-change"), PatchType::kMerge, {{"metadata", {{"labels", {{"v", "2"}}}}}})->ok());
+  ASSERT_TRUE(c->Patch(NodePath("gone-change"), PatchType::kMerge,
+                       {{"metadata", {{"labels", {{"v", "2"}}}}}})
+                  ->ok());
   ASSERT_EQ(c->Delete(NodePath("gone-delete"))->status, 200);
   CompactEtcd();
 
   nodes.Start();
-  ASSERT_TRUE(Eventually([&] { return nodes.Stats().relists_gone == 1 && nodes.Stats().lists == 2; },
-                         std::chrono::seconds(10)))
+  ASSERT_TRUE(
+      Eventually([&] { return nodes.Stats().relists_gone == 1 && nodes.Stats().lists == 2; },
+                 std::chrono::seconds(10)))
       << nodes.Stats().last_error;
   ASSERT_TRUE(Eventually([&] { return !nodes.Get("gone-delete"); }, std::chrono::seconds(5)));
   EXPECT_EQ(rec.Of("gone-new"), std::vector<std::string>{"add"});
@@ -158,7 +174,8 @@ TEST(Informer, A410AfterCompactionRelistsWithNoMissedOrDuplicatedEvent) {
   EXPECT_EQ(nodes.Get("gone-change")->meta.labels.at("v"), "2");
 
   // The store equals the server's list, object for object.
-  auto truth = c->ListAll<Node>(NodePath() + "?labelSelector=gpuheal.io%2Fpool%3Dtest", DecodeNodeList);
+  auto truth =
+      c->ListAll<Node>(NodePath() + "?labelSelector=gpuheal.io%2Fpool%3Dtest", DecodeNodeList);
   ASSERT_TRUE(truth.ok());
   std::map<std::string, std::string> want, got;
   for (const auto& n : truth->items) want[n.meta.name] = n.meta.resource_version;
@@ -167,7 +184,8 @@ TEST(Informer, A410AfterCompactionRelistsWithNoMissedOrDuplicatedEvent) {
 
   // And the watch goes on after the relist.
   ASSERT_EQ(c->Create(NodePath(), NodeJson("gone-after"))->status, 201);
-  EXPECT_TRUE(Eventually([&] { return nodes.Get("gone-after").has_value(); }, std::chrono::seconds(5)));
+  EXPECT_TRUE(
+      Eventually([&] { return nodes.Get("gone-after").has_value(); }, std::chrono::seconds(5)));
   EXPECT_EQ(rec.Of("gone-after"), std::vector<std::string>{"add"});
 }
 
@@ -182,7 +200,9 @@ TEST(Informer, BookmarksAdvanceTheResourceVersion) {
   // Pod changes this watch filters out (another namespace) move the resourceVersion on; the API
   // server's watch cache tells the idle watcher with a bookmark, about once a minute.
   for (int i = 0; i < 3; ++i) {
-    ASSERT_EQ(c->Create(PodPath("default"), PodJson("default", "bookmark-" + std::to_string(i), ""))->status, 201);
+    ASSERT_EQ(c->Create(PodPath("default"), PodJson("default", "bookmark-" + std::to_string(i), ""))
+                  ->status,
+              201);
   }
   ASSERT_TRUE(Eventually([&] { return pods.Stats().bookmarks >= 1; }, std::chrono::seconds(75)));
   EXPECT_GT(std::stoll(pods.ResourceVersion()), std::stoll(listed));

@@ -28,10 +28,14 @@ inline std::unique_ptr<kube::Client> AdminClient() {
 
 // Writes a kubeconfig for the test control plane that authenticates with `token` only (a
 // ServiceAccount's), so a binary runs with nothing but that account's RBAC.
-inline void WriteTokenKubeconfig(const std::string& path, const std::string& server, const std::string& token) {
-  std::ofstream(path) << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " << server
-                      << "\n    certificate-authority: " << ControlPlaneEnv::dir() << "/pki/ca.crt\nusers:\n- name: u\n  user:\n"
-                      << "    token: " << token << "\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n";
+inline void WriteTokenKubeconfig(const std::string& path, const std::string& server,
+                                 const std::string& token) {
+  std::ofstream(path)
+      << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " << server
+      << "\n    certificate-authority: " << ControlPlaneEnv::dir()
+      << "/pki/ca.crt\nusers:\n- name: u\n  user:\n"
+      << "    token: " << token
+      << "\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n";
 }
 
 inline nlohmann::json NodeJson(const std::string& name) {
@@ -40,7 +44,8 @@ inline nlohmann::json NodeJson(const std::string& name) {
           {"metadata", {{"name", name}, {"labels", {{"gpuheal.io/pool", "test"}}}}}};
 }
 
-inline nlohmann::json PodJson(const std::string& ns, const std::string& name, const std::string& node,
+inline nlohmann::json PodJson(const std::string& ns, const std::string& name,
+                              const std::string& node,
                               const nlohmann::json& labels = nlohmann::json::object()) {
   nlohmann::json pod = {{"apiVersion", "v1"},
                         {"kind", "Pod"},

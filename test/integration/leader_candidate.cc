@@ -6,9 +6,8 @@
 #include <signal.h>
 
 #include <cstdio>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "kube/leader_election.h"
 
@@ -16,8 +15,10 @@ namespace {
 
 void Emit(const std::string& event, const std::string& detail = "") {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::system_clock::now().time_since_epoch()).count();
-  std::printf("%s\n", nlohmann::json{{"event", event}, {"detail", detail}, {"unix_ms", ms}}.dump().c_str());
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  std::printf("%s\n",
+              nlohmann::json{{"event", event}, {"detail", detail}, {"unix_ms", ms}}.dump().c_str());
   std::fflush(stdout);
 }
 
@@ -25,7 +26,8 @@ void Emit(const std::string& event, const std::string& detail = "") {
 
 int main(int argc, char** argv) {
   if (argc != 7) {
-    std::fprintf(stderr, "usage: %s KUBECONFIG IDENTITY LEASE_NAME LEASE_MS RENEW_MS RETRY_MS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s KUBECONFIG IDENTITY LEASE_NAME LEASE_MS RENEW_MS RETRY_MS\n",
+                 argv[0]);
     return 2;
   }
   sigset_t sigs;

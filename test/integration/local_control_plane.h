@@ -16,11 +16,13 @@ namespace gpuheal::testing {
 class LocalControlPlane {
  public:
   // nullptr when it did not come up; `log` then holds the script's output.
-  static std::unique_ptr<LocalControlPlane> Up(bool with_controllers, const std::vector<std::string>& apiserver_args,
+  static std::unique_ptr<LocalControlPlane> Up(bool with_controllers,
+                                               const std::vector<std::string>& apiserver_args,
                                                std::string* log) {
     char tmpl[] = "/tmp/gpuheal-it-XXXXXX";
     std::unique_ptr<LocalControlPlane> cp(new LocalControlPlane(mkdtemp(tmpl)));
-    std::string cmd = "bash " + Script() + " up --dir " + cp->dir_ + (with_controllers ? " --with-controllers" : "");
+    std::string cmd = "bash " + Script() + " up --dir " + cp->dir_ +
+                      (with_controllers ? " --with-controllers" : "");
     for (const auto& a : apiserver_args) cmd += " '--apiserver-arg=" + a + "'";
     cmd += " 2>&1";
     FILE* p = popen(cmd.c_str(), "r");
@@ -39,7 +41,8 @@ class LocalControlPlane {
     return cp;
   }
   ~LocalControlPlane() {
-    [[maybe_unused]] int rc = std::system(("bash " + Script() + " down --dir " + dir_ + " >/dev/null 2>&1").c_str());
+    [[maybe_unused]] int rc =
+        std::system(("bash " + Script() + " down --dir " + dir_ + " >/dev/null 2>&1").c_str());
   }
   LocalControlPlane(const LocalControlPlane&) = delete;
   LocalControlPlane& operator=(const LocalControlPlane&) = delete;
@@ -50,7 +53,9 @@ class LocalControlPlane {
 
  private:
   explicit LocalControlPlane(std::string dir) : dir_(std::move(dir)) {}
-  static std::string Script() { return std::string(GPUHEAL_SOURCE_DIR) + "/scripts/control-plane.sh"; }
+  static std::string Script() {
+    return std::string(GPUHEAL_SOURCE_DIR) + "/scripts/control-plane.sh";
+  }
   std::string dir_, kubeconfig_, etcd_url_;
 };
 

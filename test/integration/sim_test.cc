@@ -3,19 +3,18 @@
 // them and they run, a deleted pod goes after its (capped) grace period and its replacement runs,
 // the checkpoint protocol is answered, and the nodes leave with the sim.
 
-#include <gtest/gtest.h>
 #include <fmt/format.h>
-
-#include <random>
-#include <set>
+#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <set>
 
 #include "agent_process.h"
-#include "run_binary.h"
 #include "core/time.h"
 #include "kube_test_util.h"
+#include "run_binary.h"
 
 namespace gpuheal {
 namespace {
@@ -32,7 +31,9 @@ class SimTest : public ::testing::Test {
     client_ = gpuheal::testing::AdminClient();
     std::random_device rd;
     id_ = fmt::format("{:06x}", rd() & 0xffffff);
-    (void)client_->Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "work"}}}});
+    (void)client_->Create(
+        "/api/v1/namespaces",
+        {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "work"}}}});
   }
   json Get(const std::string& path) {
     auto r = client_->Get(path);
@@ -61,15 +62,16 @@ class SimTest : public ::testing::Test {
 
 TEST_F(SimTest, NodesLiveLikeKubeletsAndRunWhatTheSchedulerPlaces) {
   const std::string prefix = "s" + id_;
-  AgentProcess sim({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--nodes", "4", "--pools", "2",
-                    "--standby", "1", "--prefix", prefix, "--lease-period", "1s", "--checkpoint-delay", "300ms",
-                    "--max-termination", "1s"});
+  AgentProcess sim({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--nodes",
+                    "4", "--pools", "2", "--standby", "1", "--prefix", prefix, "--lease-period",
+                    "1s", "--checkpoint-delay", "300ms", "--max-termination", "1s"});
   auto started = sim.WaitEvent([](const json& j) { return j.value("sim", "") == "started"; }, 60s);
   ASSERT_TRUE(started);
   ASSERT_EQ((*started)["nodes"].size(), 6u) << "4 in service + 1 standby in each of 2 pools";
 
   std::set<std::string> standby, in_service;
-  for (const auto& n : (*started)["nodes"]) (n["standby"].get<bool>() ? standby : in_service).insert(n["name"].get<std::string>());
+  for (const auto& n : (*started)["nodes"])
+    (n["standby"].get<bool>() ? standby : in_service).insert(n["name"].get<std::string>());
   for (const auto& n : (*started)["nodes"]) {
     const json node = Get(kube::NodePath(n["name"]));
     ASSERT_TRUE(node.is_object()) << n;
@@ -78,8 +80,10 @@ TEST_F(SimTest, NodesLiveLikeKubeletsAndRunWhatTheSchedulerPlaces) {
     EXPECT_EQ(node["status"]["addresses"][0]["address"], n["ip"]);
     EXPECT_FALSE(node["status"]["nodeInfo"].value("kubeletVersion", "").empty());
     bool ready = false, tainted = false;
-    for (const auto& c : node["status"]["conditions"]) ready |= c["type"] == "Ready" && c["status"] == "True";
-    for (const auto& t : node["spec"].value("taints", json::array())) tainted |= t["key"] == "gpuheal.io/standby";
+    for (const auto& c : node["status"]["conditions"])
+      ready |= c["type"] == "Ready" && c["status"] == "True";
+    for (const auto& t : node["spec"].value("taints", json::array()))
+      tainted |= t["key"] == "gpuheal.io/standby";
     EXPECT_TRUE(ready) << node["status"]["conditions"];
     EXPECT_EQ(tainted, n["standby"].get<bool>());
   }
@@ -93,52 +97,73 @@ TEST_F(SimTest, NodesLiveLikeKubeletsAndRunWhatTheSchedulerPlaces) {
   // A Deployment of GPU pods: the scheduler places them on the sim's nodes (never the standby
   // ones), and they run.
   const std::string app = "sim-" + id_;
-  const json container = {{"name", "trainer"}, {"image", "registry.invalid/trainer:1"},
+  const json container = {{"name", "trainer"},
+                          {"image", "registry.invalid/trainer:1"},
                           {"resources", {{"limits", {{"nvidia.com/gpu", "2"}}}}}};
-  const json pod_spec = {{"nodeSelector", {{"gpuheal.io/sim", "true"}}}, {"containers", json::array({container})}};
+  const json pod_spec = {{"nodeSelector", {{"gpuheal.io/sim", "true"}}},
+                         {"containers", json::array({container})}};
   const json labels = {{"app", app}};
-  json deploy = {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}, {"metadata", {{"name", app}, {"namespace", "work"}}}};
-  deploy["spec"] = {{"replicas", 4}, {"selector", {{"matchLabels", labels}}},
+  json deploy = {{"apiVersion", "apps/v1"},
+                 {"kind", "Deployment"},
+                 {"metadata", {{"name", app}, {"namespace", "work"}}}};
+  deploy["spec"] = {{"replicas", 4},
+                    {"selector", {{"matchLabels", labels}}},
                     {"template", {{"metadata", {{"labels", labels}}}, {"spec", pod_spec}}}};
   ASSERT_EQ(client_->Create("/apis/apps/v1/namespaces/work/deployments", deploy)->status, 201);
   auto all_running = [&] {
     auto pods = Pods(app);
     if (pods.size() != 4) return false;
     for (const auto& p : pods) {
-      if (p["status"].value("phase", "") != "Running" || p["status"].value("podIP", "").empty()) return false;
+      if (p["status"].value("phase", "") != "Running" || p["status"].value("podIP", "").empty())
+        return false;
     }
     return true;
   };
   if (!Eventually(all_running, 60s)) {
     (void)sim.WaitLog([](const json&) { return false; }, 100ms);
-    for (const auto& l : sim.logs()) std::fprintf(stderr, "sim: %s\n", l.dump().substr(0, 400).c_str());
+    for (const auto& l : sim.logs())
+      std::fprintf(stderr, "sim: %s\n", l.dump().substr(0, 400).c_str());
     FAIL() << json(Pods(app)).dump().substr(0, 2000);
   }
   for (const auto& p : Pods(app)) {
-    EXPECT_TRUE(in_service.count(p["spec"]["nodeName"].get<std::string>())) << p["spec"]["nodeName"];
+    EXPECT_TRUE(in_service.count(p["spec"]["nodeName"].get<std::string>()))
+        << p["spec"]["nodeName"];
     EXPECT_EQ(p["status"]["containerStatuses"][0]["name"], "trainer");
     EXPECT_TRUE(p["status"]["containerStatuses"][0]["ready"].get<bool>());
   }
 
   // The checkpoint protocol: asked, the workload answers after its delay.
   const std::string first = Pods(app)[0]["metadata"]["name"];
-  ASSERT_TRUE(client_->Patch(kube::PodPath("work", first), kube::PatchType::kMerge,
-                             {{"metadata", {{"annotations", {{"gpuheal.io/checkpoint-requested", kube::RfcTime(std::chrono::system_clock::now())}}}}}})->ok());
-  ASSERT_TRUE(Eventually([&] {
-    return Get(kube::PodPath("work", first))["metadata"].value("annotations", json::object()).contains("gpuheal.io/checkpoint-done");
-  }, 5s));
+  ASSERT_TRUE(client_
+                  ->Patch(kube::PodPath("work", first), kube::PatchType::kMerge,
+                          {{"metadata",
+                            {{"annotations",
+                              {{"gpuheal.io/checkpoint-requested",
+                                kube::RfcTime(std::chrono::system_clock::now())}}}}}})
+                  ->ok());
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return Get(kube::PodPath("work", first))["metadata"]
+            .value("annotations", json::object())
+            .contains("gpuheal.io/checkpoint-done");
+      },
+      5s));
 
   // A deleted pod (grace 30 s, capped at 1 s here) goes, and its replacement runs.
   const auto d0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(client_->Delete(kube::PodPath("work", first))->ok());
-  ASSERT_TRUE(Eventually([&] { return client_->Get(kube::PodPath("work", first))->status == 404; }, 10s));
-  EXPECT_GE(std::chrono::steady_clock::now() - d0, 900ms) << "the containers had their (capped) grace period";
+  ASSERT_TRUE(
+      Eventually([&] { return client_->Get(kube::PodPath("work", first))->status == 404; }, 10s));
+  EXPECT_GE(std::chrono::steady_clock::now() - d0, 900ms)
+      << "the containers had their (capped) grace period";
   ASSERT_TRUE(Eventually(all_running, 30s));
 
   // The sim leaves: its nodes go with it.
   EXPECT_EQ(sim.Kill(SIGTERM), 0);
   for (const auto& n : (*started)["nodes"]) {
-    EXPECT_TRUE(Eventually([&] { return client_->Get(kube::NodePath(n["name"]))->status == 404; }, 10s)) << n;
+    EXPECT_TRUE(
+        Eventually([&] { return client_->Get(kube::NodePath(n["name"]))->status == 404; }, 10s))
+        << n;
   }
   (void)client_->Delete("/apis/apps/v1/namespaces/work/deployments/" + app);
 }
@@ -149,26 +174,37 @@ TEST_F(SimTest, AgentsReadEachNodesOwnKernelLog) {
   const std::string prefix = "a" + id_;
   char tmpl[] = "/tmp/gpuheal-sim-it-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
-  AgentProcess sim({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--nodes", "2", "--pools", "1",
-                    "--standby", "0", "--prefix", prefix, "--agents", "--state-dir", dir});
+  AgentProcess sim({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--nodes",
+                    "2", "--pools", "1", "--standby", "0", "--prefix", prefix, "--agents",
+                    "--state-dir", dir});
   auto started = sim.WaitEvent([](const json& j) { return j.value("sim", "") == "started"; }, 60s);
   ASSERT_TRUE(started);
   const std::string hit = (*started)["nodes"][0]["name"], other = (*started)["nodes"][1]["name"];
   auto condition = [&](const std::string& node) { return AcceleratedHardwareReady(node); };
-  ASSERT_TRUE(Eventually([&] { return condition(hit).value("status", "") == "True" && condition(other).value("status", "") == "True"; }, 20s))
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return condition(hit).value("status", "") == "True" &&
+               condition(other).value("status", "") == "True";
+      },
+      20s))
       << "each agent reports its node healthy";
-  auto run = gpuheal::testing::RunGpuheal("inject --node " + hit + " --sim-dir " + dir + " --xid 79 --pci 0000:3b:00", true);
+  auto run = gpuheal::testing::RunGpuheal(
+      "inject --node " + hit + " --sim-dir " + dir + " --xid 79 --pci 0000:3b:00", true);
   ASSERT_EQ(run.code, 0) << run.out;
-  ASSERT_TRUE(Eventually([&] { return condition(hit).value("reason", "") == "NvidiaXID79Error"; }, 10s)) << condition(hit);
+  ASSERT_TRUE(
+      Eventually([&] { return condition(hit).value("reason", "") == "NvidiaXID79Error"; }, 10s))
+      << condition(hit);
   EXPECT_EQ(condition(hit)["status"], "False");
   EXPECT_EQ(condition(other)["status"], "True");
   std::ifstream faults(dir + "/" + hit + "/faults.jsonl");
   std::string line;
   ASSERT_TRUE(std::getline(faults, line));
   EXPECT_EQ(json::parse(line).value("xid", 0), 79) << line;
-  EXPECT_FALSE(json::parse(line).contains("injected")) << "the sim plays the kernel: its records are trusted";
+  EXPECT_FALSE(json::parse(line).contains("injected"))
+      << "the sim plays the kernel: its records are trusted";
   // A node the sim does not run: a clear error.
-  auto bad = gpuheal::testing::RunGpuheal("inject --node nope-" + id_ + " --sim-dir " + dir + " --xid 79", true);
+  auto bad = gpuheal::testing::RunGpuheal(
+      "inject --node nope-" + id_ + " --sim-dir " + dir + " --xid 79", true);
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.out.find("no agent reads this node's kernel log"), std::string::npos) << bad.out;
   EXPECT_EQ(sim.Kill(SIGTERM), 0);
@@ -187,34 +223,46 @@ TEST_F(SimTest, RealKmsgNodeIsFaultedThroughTheRealKernel) {
   std::random_device rd;
   const std::string pci = fmt::format("{:04x}:{:02x}:00", 0x1000 + rd() % 0xe000, rd() % 256);
   ASSERT_EQ(gpuheal::testing::RunGpuheal("inject --xid 48 --pci " + pci, true).code, 0);
-  AgentProcess sim({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--nodes", "2", "--pools", "1",
-                    "--standby", "0", "--prefix", prefix, "--agents", "--state-dir", dir, "--real-kmsg", hit});
+  AgentProcess sim({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--nodes",
+                    "2", "--pools", "1", "--standby", "0", "--prefix", prefix, "--agents",
+                    "--state-dir", dir, "--real-kmsg", hit});
   ASSERT_TRUE(sim.WaitEvent([](const json& j) { return j.value("sim", "") == "started"; }, 60s));
   auto condition = [&](const std::string& node) { return AcceleratedHardwareReady(node); };
-  ASSERT_TRUE(Eventually([&] { return condition(hit).value("status", "") == "True" && condition(other).value("status", "") == "True"; }, 20s))
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return condition(hit).value("status", "") == "True" &&
+               condition(other).value("status", "") == "True";
+      },
+      20s))
       << "the fault already in the buffer is not reported: " << condition(hit);
   auto run = gpuheal::testing::RunGpuheal("inject --xid 79 --pci " + pci, true);
   ASSERT_EQ(run.code, 0) << run.out;
-  ASSERT_TRUE(Eventually([&] { return condition(hit).value("reason", "") == "NvidiaXID79Error"; }, 10s)) << condition(hit);
+  ASSERT_TRUE(
+      Eventually([&] { return condition(hit).value("reason", "") == "NvidiaXID79Error"; }, 10s))
+      << condition(hit);
   EXPECT_EQ(condition(other)["status"], "True");
   std::ifstream faults(dir + "/" + hit + "/faults.jsonl");
   std::string line;
   ASSERT_TRUE(std::getline(faults, line));
   EXPECT_EQ(json::parse(line).value("xid", 0), 79) << line;
-  EXPECT_EQ(json::parse(line).value("injected", false), true) << "written from user space, accepted";
+  EXPECT_EQ(json::parse(line).value("injected", false), true)
+      << "written from user space, accepted";
   EXPECT_EQ(sim.Kill(SIGTERM), 0);
   std::filesystem::remove_all(dir);
 }
 
 TEST_F(SimTest, BadFlagsAreUsageErrors) {
-  AgentProcess a({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--lease-period", "soon"});
+  AgentProcess a({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(),
+                  "--lease-period", "soon"});
   EXPECT_EQ(a.Kill(0), 2);
   AgentProcess b({GPUHEAL_BIN, "sim", "--kubeconfig", "/nonexistent"});
   EXPECT_EQ(b.Kill(0), 2);
-  AgentProcess c({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--real-kmsg", "x-0-0"});
+  AgentProcess c(
+      {GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--real-kmsg", "x-0-0"});
   EXPECT_EQ(c.Kill(0), 2) << "--real-kmsg needs --agents";
-  AgentProcess d({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--agents", "--nodes", "1", "--prefix",
-                  "q" + id_, "--real-kmsg", "nope-0-0", "--state-dir", "/tmp/gpuheal-sim-it-bad"});
+  AgentProcess d({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--agents",
+                  "--nodes", "1", "--prefix", "q" + id_, "--real-kmsg", "nope-0-0", "--state-dir",
+                  "/tmp/gpuheal-sim-it-bad"});
   EXPECT_EQ(d.Kill(0), 2) << "--real-kmsg names no node of the sim";
   std::filesystem::remove_all("/tmp/gpuheal-sim-it-bad");
 }

@@ -27,7 +27,8 @@ std::string ReadUntilClosed(int fd, std::chrono::milliseconds timeout, bool& clo
   std::string got;
   closed = false;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) return got;
     pollfd p{fd, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
@@ -68,9 +69,11 @@ class HttpLimitsTest : public ::testing::Test {
     if (!testing::CanWriteKmsg()) GTEST_SKIP() << "needs root and a writable /dev/kmsg";
     char tmpl[] = "/tmp/gpuheal-http-XXXXXX";
     state_dir_ = mkdtemp(tmpl);
-    agent_ = std::make_unique<testing::AgentProcess>(std::vector<std::string>{
-        GPUHEAL_BIN, "agent", "--standalone", "--state-dir", state_dir_, "--listen", "127.0.0.1:0"});
-    auto started = agent_->WaitLog([](const auto& j) { return j.value("msg", "") == "agent started"; }, 10s);
+    agent_ = std::make_unique<testing::AgentProcess>(
+        std::vector<std::string>{GPUHEAL_BIN, "agent", "--standalone", "--state-dir", state_dir_,
+                                 "--listen", "127.0.0.1:0"});
+    auto started =
+        agent_->WaitLog([](const auto& j) { return j.value("msg", "") == "agent started"; }, 10s);
     ASSERT_TRUE(started.has_value()) << "agent did not start";
     const std::string listen = started->value("listen", "");
     port_ = std::stoi(listen.substr(listen.rfind(':') + 1));
@@ -103,7 +106,8 @@ TEST_F(HttpLimitsTest, ASlowClientNeitherHoldsUpHealthzNorKeepsItsConnection) {
   });
   const auto t0 = Clock::now();
   const std::string health = GetWithin(port_, "/healthz", 2s);
-  EXPECT_NE(health.find("200 OK"), std::string::npos) << "no /healthz answer within 2 s: " << health;
+  EXPECT_NE(health.find("200 OK"), std::string::npos)
+      << "no /healthz answer within 2 s: " << health;
   bool closed = false;
   ReadUntilClosed(slow, 10s, closed);
   EXPECT_TRUE(closed) << "the slow connection was kept past the request deadline";
@@ -148,7 +152,8 @@ TEST_F(HttpLimitsTest, MillionsOfHeadersAreRefusedWithoutGrowingTheAgent) {
   EXPECT_TRUE(refused || resp.find("400") != std::string::npos) << resp.substr(0, 200);
   EXPECT_EQ(resp.find("200 OK"), std::string::npos) << resp.substr(0, 200);
   const long after = VmRssKiB(agent_->pid());
-  EXPECT_LT(after - before, 16 * 1024) << "VmRSS " << before << " kB before, " << after << " kB after";
+  EXPECT_LT(after - before, 16 * 1024)
+      << "VmRSS " << before << " kB before, " << after << " kB after";
   EXPECT_NE(GetWithin(port_, "/healthz", 2s).find("200 OK"), std::string::npos);
 }
 

@@ -2,11 +2,9 @@
 // PCI bus id no other test uses, so records left in the kernel buffer by earlier runs or tests
 // cannot be confused with this test's.
 
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
-
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -44,11 +42,12 @@ class KmsgAgentTest : public ::testing::Test {
   }
 
   std::unique_ptr<AgentProcess> Start(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {GPUHEAL_BIN, "agent", "--standalone", "--state-dir",
+    std::vector<std::string> args = {GPUHEAL_BIN, "agent",    "--standalone", "--state-dir",
                                      state_dir_,  "--listen", "127.0.0.1:0"};
     args.insert(args.end(), extra.begin(), extra.end());
     auto a = std::make_unique<AgentProcess>(args);
-    auto started = a->WaitLog([](const auto& j) { return j.value("msg", "") == "agent started"; }, 10s);
+    auto started =
+        a->WaitLog([](const auto& j) { return j.value("msg", "") == "agent started"; }, 10s);
     EXPECT_TRUE(started.has_value()) << "agent did not start";
     if (started) listen_ = started->value("listen", "");
     return a;
@@ -104,7 +103,10 @@ TEST_F(KmsgAgentTest, AcceptInjectedActsAndMarksTheEvent) {
   // The accompanying "fallen off the bus" line is the same event: reported as its consequence,
   // with the incident of the Xid 79 line and no action of its own.
   auto text = agent->WaitEvent(
-      [this](const nlohmann::json& j) { return j.value("kind", "") == "gpu_fallen_off_bus" && j.value("pci", nlohmann::json()) == pci_; },
+      [this](const nlohmann::json& j) {
+        return j.value("kind", "") == "gpu_fallen_off_bus" &&
+               j.value("pci", nlohmann::json()) == pci_;
+      },
       5s);
   ASSERT_TRUE(text);
   EXPECT_EQ((*text)["consequence_of"], 79) << text->dump();
@@ -230,7 +232,9 @@ int AsNobody(Fn fn) {
 // print the text a test relies on (a check that nothing was reported proves nothing otherwise).
 class KernelRecords {
  public:
-  KernelRecords() : fd_(open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC)) { lseek(fd_, 0, SEEK_END); }
+  KernelRecords() : fd_(open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC)) {
+    lseek(fd_, 0, SEEK_END);
+  }
   ~KernelRecords() { close(fd_); }
   // The messages of kernel-facility records read so far that contain `text`.
   std::vector<std::string> Find(const std::string& text) {
@@ -269,8 +273,8 @@ TEST_F(KmsgAgentTest, TextAnUnprivilegedUserMakesTheKernelPrintIsNoFault) {
   // test, or an earlier run's lines would suppress this run's.
   testing::ScopedSysctl burst("/proc/sys/kernel/printk_ratelimit_burst", "1000");
   ASSERT_TRUE(burst.ok());
-  const std::vector<std::string> names = {"Adapter removed", "PCIe link lost", "forced readonly",
-                                          "kernel BUG at", "Oops: 0000 [#1]", "Link is Down"};
+  const std::vector<std::string> names = {"Adapter removed", "PCIe link lost",  "forced readonly",
+                                          "kernel BUG at",   "Oops: 0000 [#1]", "Link is Down"};
   for (const std::string& name : names) {
     const int status = AsNobody([&] {
       prctl(PR_SET_NAME, name.c_str());
@@ -290,17 +294,21 @@ TEST_F(KmsgAgentTest, TextAnUnprivilegedUserMakesTheKernelPrintIsNoFault) {
     std::ofstream("/proc/self/gid_map") << "0 65534 1";
     if (mount("none", "/tmp", "tmpfs", 0, option.c_str()) == 0) _exit(122);  // must be refused
   });
-  ASSERT_TRUE(WIFEXITED(mounted) && WEXITSTATUS(mounted) == 0) << "user namespace setup: " << mounted;
+  ASSERT_TRUE(WIFEXITED(mounted) && WEXITSTATUS(mounted) == 0)
+      << "user namespace setup: " << mounted;
   // The agent has read everything before this marker once it reports the marker.
   Inject(13, "marker");
   ASSERT_TRUE(agent->WaitEvent(Mine(13, "marker"), 5s));
   for (const std::string& name : names) {
-    EXPECT_FALSE(kernel.Find(name + "[").empty()) << "the kernel printed no segfault line for " << name;
+    EXPECT_FALSE(kernel.Find(name + "[").empty())
+        << "the kernel printed no segfault line for " << name;
   }
-  EXPECT_FALSE(kernel.Find("Unknown parameter '" + option).empty()) << "the kernel printed no mount error";
+  EXPECT_FALSE(kernel.Find("Unknown parameter '" + option).empty())
+      << "the kernel printed no mount error";
   for (const auto& e : agent->events()) {
     const std::string m = e.value("message", "");
-    EXPECT_TRUE(m.find("segfault") == std::string::npos && m.find("Unknown parameter") == std::string::npos)
+    EXPECT_TRUE(m.find("segfault") == std::string::npos &&
+                m.find("Unknown parameter") == std::string::npos)
         << "text printed for a user became a fault: " << e.dump();
   }
 }
@@ -312,7 +320,8 @@ TEST_F(KmsgAgentTest, UserSpaceWriteWithALargePriorityIsUntrusted) {
   const std::string cfg = state_dir_ + "/agent.yaml";
   std::ofstream(cfg) << "kmsg_start: end\n";
   auto agent = Start({"--config", cfg});
-  const std::string line = fmt::format("NVRM: Xid (PCI:{}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.", pci_);
+  const std::string line = fmt::format(
+      "NVRM: Xid (PCI:{}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.", pci_);
   for (int pri : {1024, 1027, 2047}) {
     const int fd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
     // With its newline: the kernel keeps a record open for continuation until one arrives.
@@ -323,7 +332,8 @@ TEST_F(KmsgAgentTest, UserSpaceWriteWithALargePriorityIsUntrusted) {
     ASSERT_TRUE(e) << pri;
     EXPECT_EQ((*e)["trusted"], false) << pri;
     EXPECT_EQ((*e)["ignored"], true) << pri;
-    EXPECT_TRUE((*e)["kmsg_seq"].is_number()) << "a kmsg record, with its sequence number: " << e->dump();
+    EXPECT_TRUE((*e)["kmsg_seq"].is_number())
+        << "a kmsg record, with its sequence number: " << e->dump();
   }
 }
 

@@ -1,9 +1,8 @@
 // Tier 2: what the agent saw survives kill -9, a bad cursor and a state directory that takes no
 // writes. Each test injects records naming PCI bus ids no other test uses.
 
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <sys/mount.h>
 
 #include <algorithm>
@@ -45,17 +44,20 @@ class KmsgDurabilityTest : public ::testing::Test {
     auto a = std::make_unique<AgentProcess>(std::vector<std::string>{
         GPUHEAL_BIN, "agent", "--standalone", "--state-dir", state_dir_, "--listen", "127.0.0.1:0",
         "--accept-injected", "--config", dir_ + "/agent.yaml"});
-    auto started = a->WaitLog([](const auto& j) { return j.value("msg", "") == "agent started"; }, 10s);
+    auto started =
+        a->WaitLog([](const auto& j) { return j.value("msg", "") == "agent started"; }, 10s);
     EXPECT_TRUE(started.has_value()) << "agent did not start";
     if (started) listen_ = started->value("listen", "");
     return a;
   }
   std::string Pci(int i) const { return fmt::format("{:04x}:{:02x}:00", domain_, i); }
   void Inject(int xid, int i) {
-    ASSERT_TRUE(WriteKmsg("/dev/kmsg", InjectMessages(InjectSpec{xid, Pci(i), "4242", "job"})).ok());
+    ASSERT_TRUE(
+        WriteKmsg("/dev/kmsg", InjectMessages(InjectSpec{xid, Pci(i), "4242", "job"})).ok());
   }
   auto Gpu(int i) {
-    return [pci = Pci(i)](const nlohmann::json& j) { return j.value("pci", nlohmann::json()) == pci; };
+    return
+        [pci = Pci(i)](const nlohmann::json& j) { return j.value("pci", nlohmann::json()) == pci; };
   }
   uint64_t SavedSeq() const {
     std::ifstream in(state_dir_ + "/agent-state.json");
@@ -63,7 +65,8 @@ class KmsgDurabilityTest : public ::testing::Test {
     return j.is_object() ? j.value("last_seq", uint64_t{0}) : 0;
   }
   void Mount(const std::string& options) {
-    ASSERT_EQ(mount("none", state_dir_.c_str(), "tmpfs", 0, options.c_str()), 0) << std::strerror(errno);
+    ASSERT_EQ(mount("none", state_dir_.c_str(), "tmpfs", 0, options.c_str()), 0)
+        << std::strerror(errno);
     mounted_ = true;
   }
 
@@ -82,7 +85,8 @@ TEST_F(KmsgDurabilityTest, RestartAfterTheCursorNeitherRepeatsNorLoses) {
     ASSERT_TRUE(e);
     const uint64_t seq = (*e)["kmsg_seq"].get<uint64_t>();
     const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (SavedSeq() < seq && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+    while (SavedSeq() < seq && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(5ms);
     ASSERT_GE(SavedSeq(), seq) << "the cursor follows the written line";
     agent->Kill(SIGKILL);
   }
@@ -114,7 +118,8 @@ TEST_F(KmsgDurabilityTest, KillNineDuringAStreamOfFaultsLosesNothing) {
     auto e = agent->WaitEvent(Gpu(kFaults), 5s);
     ASSERT_TRUE(e);
     const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (SavedSeq() < (*e)["kmsg_seq"].get<uint64_t>() && std::chrono::steady_clock::now() < deadline) {
+    while (SavedSeq() < (*e)["kmsg_seq"].get<uint64_t>() &&
+           std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(5ms);
     }
     agent->Kill(SIGKILL);
@@ -132,13 +137,15 @@ TEST_F(KmsgDurabilityTest, KillNineDuringAStreamOfFaultsLosesNothing) {
   int kills = 0;
   auto account = [&](AgentProcess& a) {
     for (const auto& e : a.events()) {
-      if (e.value("kind", "") == "xid" && e["pci"].is_string()) ++reported[e["pci"].get<std::string>()];
+      if (e.value("kind", "") == "xid" && e["pci"].is_string())
+        ++reported[e["pci"].get<std::string>()];
     }
   };
   while (!done) {
     auto agent = Start();
     // Run for 5-60 ms, reading its output meanwhile, then kill -9.
-    agent->WaitEvent([](const nlohmann::json&) { return false; }, std::chrono::milliseconds(5 + rng() % 55));
+    agent->WaitEvent([](const nlohmann::json&) { return false; },
+                     std::chrono::milliseconds(5 + rng() % 55));
     agent->Kill(SIGKILL);
     agent->WaitEvent([](const nlohmann::json&) { return false; }, 1s);  // what it wrote, to EOF
     account(*agent);
@@ -155,8 +162,9 @@ TEST_F(KmsgDurabilityTest, KillNineDuringAStreamOfFaultsLosesNothing) {
     lost += n == 0;
     twice += n > 1;
   }
-  std::cout << fmt::format("[ account  ] {} faults, {} kills: {} lost, {} reported more than once\n", kFaults,
-                           kills, lost, twice);
+  std::cout << fmt::format(
+      "[ account  ] {} faults, {} kills: {} lost, {} reported more than once\n", kFaults, kills,
+      lost, twice);
   EXPECT_GE(kills, 5) << "the stream must outlast several incarnations";
   EXPECT_EQ(lost, 0);
 }
@@ -176,7 +184,8 @@ TEST_F(KmsgDurabilityTest, ACursorAheadOfTheKernelIsDiscardedAndSaid) {
     EXPECT_TRUE(agent->WaitEvent(Gpu(gpu), 5s)) << "the record before the start was skipped";
     auto said = [](const nlohmann::json& j) {
       const std::string m = j.value("msg", "");
-      return m.find("cursor is ahead") != std::string::npos || m.find("unreadable state") != std::string::npos;
+      return m.find("cursor is ahead") != std::string::npos ||
+             m.find("unreadable state") != std::string::npos;
     };
     const bool before = std::any_of(agent->logs().begin(), agent->logs().end(), said);
     EXPECT_TRUE(before || agent->WaitLog(said, 2s)) << "nothing said about the cursor";
@@ -199,7 +208,8 @@ TEST_F(KmsgDurabilityTest, AReadOnlyStateDirectoryDoesNotStopDetection) {
   EXPECT_NE(metrics.find("gpuheal_state_writable 0"), std::string::npos) << metrics;
   int said = 0;
   agent->WaitLog([](const nlohmann::json&) { return false; }, 200ms);
-  for (const auto& l : agent->logs()) said += l.value("msg", "").starts_with("cannot write the state directory");
+  for (const auto& l : agent->logs())
+    said += l.value("msg", "").starts_with("cannot write the state directory");
   EXPECT_EQ(said, 1) << "said once";
 }
 
@@ -214,7 +224,8 @@ TEST_F(KmsgDurabilityTest, AFullStateDirectoryHoldsTheCursorBeforeTheUnsavedFaul
     ASSERT_TRUE(warn);
     const uint64_t warn_seq = (*warn)["kmsg_seq"].get<uint64_t>();
     const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (SavedSeq() < warn_seq && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+    while (SavedSeq() < warn_seq && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(5ms);
     ASSERT_GE(SavedSeq(), warn_seq);
     {
       std::ofstream fill(state_dir_ + "/fill");
@@ -226,7 +237,11 @@ TEST_F(KmsgDurabilityTest, AFullStateDirectoryHoldsTheCursorBeforeTheUnsavedFaul
     auto e = agent->WaitEvent(Gpu(9), 5s);
     ASSERT_TRUE(e) << "detection stopped";
     const uint64_t seq = (*e)["kmsg_seq"].get<uint64_t>();
-    ASSERT_TRUE(agent->WaitLog([](const auto& j) { return j.value("msg", "").starts_with("cannot write the state directory"); }, 2s));
+    ASSERT_TRUE(agent->WaitLog(
+        [](const auto& j) {
+          return j.value("msg", "").starts_with("cannot write the state directory");
+        },
+        2s));
     EXPECT_LT(SavedSeq(), seq) << "the cursor passed a fault that was not saved";
     EXPECT_NE(HttpGet(listen_, "/healthz").find("state directory not writable"), std::string::npos);
     agent->Kill(SIGKILL);

@@ -2,9 +2,8 @@
 // (--nvml-library), reading the real /dev/kmsg: every event type, the polls, the GPU count check,
 // de-duplication with the kernel log, the drain/reset sequence and the error paths.
 
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
@@ -32,7 +31,8 @@ class NvmlAgentTest : public ::testing::Test {
     char tmpl[] = "/tmp/gpuheal-nvml-agent-XXXXXX";
     dir_ = mkdtemp(tmpl);
     std::filesystem::create_directories(dir_ + "/state");
-    std::filesystem::create_directories(dir_ + "/sysfs");  // no NVIDIA GPU on this "bus" unless a test adds one
+    std::filesystem::create_directories(
+        dir_ + "/sysfs");  // no NVIDIA GPU on this "bus" unless a test adds one
     gpu_ = UniqueGpu();
   }
   void TearDown() override {
@@ -45,14 +45,18 @@ class NvmlAgentTest : public ::testing::Test {
                       const std::string& library = NVML_DOUBLE) {
     // From the end of the kernel buffer: fault lines other processes wrote to it earlier (a drill,
     // a benchmark, another test) must not reach this test's counts.
-    std::ofstream(dir_ + "/config.yaml") << "kmsg_start: end\nnvidia:\n  poll_period: 200ms\n  sysfs_pci_devices: "
-                                         << dir_ << "/sysfs\n" << nvidia_yaml;
-    std::vector<std::string> args = {GPUHEAL_BIN, "agent",   "--standalone", "--state-dir",    dir_ + "/state",
-                                     "--listen",  "127.0.0.1:0", "--config",  dir_ + "/config.yaml",
+    std::ofstream(dir_ + "/config.yaml")
+        << "kmsg_start: end\nnvidia:\n  poll_period: 200ms\n  sysfs_pci_devices: " << dir_
+        << "/sysfs\n"
+        << nvidia_yaml;
+    std::vector<std::string> args = {GPUHEAL_BIN,      "agent",         "--standalone",
+                                     "--state-dir",    dir_ + "/state", "--listen",
+                                     "127.0.0.1:0",    "--config",      dir_ + "/config.yaml",
                                      "--nvml-library", library};
     args.insert(args.end(), extra.begin(), extra.end());
     agent_ = std::make_unique<AgentProcess>(args);
-    auto started = agent_->WaitLog([](const json& j) { return j.value("msg", "") == "agent started"; }, 10s);
+    auto started =
+        agent_->WaitLog([](const json& j) { return j.value("msg", "") == "agent started"; }, 10s);
     EXPECT_TRUE(started.has_value()) << "agent did not start";
     return *agent_;
   }
@@ -84,7 +88,8 @@ class NvmlAgentTest : public ::testing::Test {
 
   auto Reason(const std::string& reason, const std::string& pci = "") {
     return [this, reason, pci](const json& j) {
-      return j.value("pci", json()) == (pci.empty() ? gpu_.pci : pci) && j.value("reason", "") == reason;
+      return j.value("pci", json()) == (pci.empty() ? gpu_.pci : pci) &&
+             j.value("reason", "") == reason;
     };
   }
 
@@ -103,7 +108,11 @@ TEST_F(NvmlAgentTest, XidEventsBecomeFaultsWithMigInstanceAndUnknownXid) {
   EXPECT_EQ((*started)["gpus"][0]["uuid"], gpu_.uuid);
   sc_.Write({{"devices", {HealthyDevice(gpu_)}},
              {"events",
-              {{{"id", "a"}, {"type", "XidCriticalError"}, {"data", 94}, {"gpu_instance", 3}, {"compute_instance", 0}},
+              {{{"id", "a"},
+                {"type", "XidCriticalError"},
+                {"data", 94},
+                {"gpu_instance", 3},
+                {"compute_instance", 0}},
                {{"id", "b"}, {"type", "XidCriticalError"}, {"data", 999}}}}});
   auto e = a.WaitEvent(Reason("NvidiaXID94Warning"), 5s);
   ASSERT_TRUE(e);
@@ -166,11 +175,11 @@ TEST_F(NvmlAgentTest, PollsReportEachStateOnceWhenItAppears) {
   d["persistence_mode"] = false;
   sc_.Write({{"devices", {d}}});
   const std::vector<std::pair<std::string, std::string>> want = {
-      {"NvidiaDoubleBitError", "fatal"},       {"NvidiaSingleBitErrorStorm", "warn"},
-      {"NvidiaRowRemapFailure", "fatal"},      {"NvidiaRowRemapPending", "critical"},
+      {"NvidiaDoubleBitError", "fatal"},         {"NvidiaSingleBitErrorStorm", "warn"},
+      {"NvidiaRowRemapFailure", "fatal"},        {"NvidiaRowRemapPending", "critical"},
       {"NvidiaRetiredPagesPending", "critical"}, {"NvidiaNVLinkError", "fatal"},
-      {"NvidiaNVLinkErrorRate", "warn"},       {"NvidiaClockSlowdown", "warn"},
-      {"NvidiaPCIeLinkDegraded", "warn"},      {"NvidiaTemperatureHigh", "warn"},
+      {"NvidiaNVLinkErrorRate", "warn"},         {"NvidiaClockSlowdown", "warn"},
+      {"NvidiaPCIeLinkDegraded", "warn"},        {"NvidiaTemperatureHigh", "warn"},
       {"NvidiaXID154Warning", "critical"}};
   for (const auto& [reason, severity] : want) {
     auto e = a.WaitEvent(Reason(reason), 5s);
@@ -184,7 +193,8 @@ TEST_F(NvmlAgentTest, PollsReportEachStateOnceWhenItAppears) {
   for (const json& e : a.events()) {
     if (e.value("pci", json()) == gpu_.pci) ++seen[e.value("reason", "")];
   }
-  for (const auto& [reason, severity] : want) EXPECT_EQ(seen[reason], 1) << reason << " reported more than once";
+  for (const auto& [reason, severity] : want)
+    EXPECT_EQ(seen[reason], 1) << reason << " reported more than once";
 }
 
 TEST_F(NvmlAgentTest, LostDuringPollIsXid79) {
@@ -207,18 +217,26 @@ TEST_F(NvmlAgentTest, KernelLogAndNvmlReportOneFault) {
   // The kernel line first, then the driver API's report of the same double-bit error.
   InjectSpec spec{48, gpu_.pci, "4242", "trainer"};
   ASSERT_TRUE(WriteKmsg("/dev/kmsg", InjectMessages(spec)).ok());
-  auto k = a.WaitEvent([&](const json& j) { return j.value("pci", json()) == gpu_.pci && j.value("xid", json()) == 48; }, 5s);
+  auto k = a.WaitEvent(
+      [&](const json& j) {
+        return j.value("pci", json()) == gpu_.pci && j.value("xid", json()) == 48;
+      },
+      5s);
   ASSERT_TRUE(k);
   EXPECT_FALSE(k->contains("source")) << "the kernel log is the default source";
-  sc_.Write({{"devices", {HealthyDevice(gpu_)}}, {"events", {{{"id", "dbe"}, {"type", "DoubleBitEccError"}}}}});
-  auto merged = a.WaitLog([](const json& j) { return j.value("msg", "") == "fault also reported by another source"; }, 5s);
+  sc_.Write({{"devices", {HealthyDevice(gpu_)}},
+             {"events", {{{"id", "dbe"}, {"type", "DoubleBitEccError"}}}}});
+  auto merged = a.WaitLog(
+      [](const json& j) { return j.value("msg", "") == "fault also reported by another source"; },
+      5s);
   ASSERT_TRUE(merged);
   EXPECT_EQ((*merged)["first"], "kmsg");
   EXPECT_EQ((*merged)["also"], "nvml");
   EXPECT_FALSE(a.WaitEvent(Reason("NvidiaDoubleBitError"), 300ms)) << "one fault, not two";
   auto both = [&](const json& active) {
     for (const json& f : active["active_faults"]) {
-      if (f.value("pci", "") == gpu_.pci) return f.value("sources", json()) == json({"kmsg", "nvml"});
+      if (f.value("pci", "") == gpu_.pci)
+        return f.value("sources", json()) == json({"kmsg", "nvml"});
     }
     return false;
   };
@@ -236,7 +254,8 @@ TEST_F(NvmlAgentTest, DeviceCountMismatchAgainstPciBusAndConfig) {
   dev("0000:5e:00.0");
   sc_.Write({{"devices", {HealthyDevice(gpu_)}}});
   auto& a = Start("  expected_gpus: 2\n");
-  auto e = a.WaitEvent([](const json& j) { return j.value("reason", "") == "NvidiaDeviceCountMismatch"; }, 5s);
+  auto e = a.WaitEvent(
+      [](const json& j) { return j.value("reason", "") == "NvidiaDeviceCountMismatch"; }, 5s);
   ASSERT_TRUE(e);
   EXPECT_EQ((*e)["severity"], "fatal");
   EXPECT_EQ((*e)["source"], "sysfs");
@@ -252,7 +271,8 @@ TEST_F(NvmlAgentTest, WithoutNvmlTheAgentSaysSoOnceAndKeepsWorking) {
   auto& a = Start("", {}, "/nonexistent/libnvidia-ml.so.1");
   auto said = Logged(Msg("NVML not available"), 1s);
   ASSERT_TRUE(said);
-  EXPECT_NE((*said)["error"].get<std::string>().find("/nonexistent/libnvidia-ml.so.1"), std::string::npos);
+  EXPECT_NE((*said)["error"].get<std::string>().find("/nonexistent/libnvidia-ml.so.1"),
+            std::string::npos);
   std::this_thread::sleep_for(500ms);
   a.WaitLog([](const json&) { return false; }, 100ms);
   int n = 0;
@@ -261,8 +281,10 @@ TEST_F(NvmlAgentTest, WithoutNvmlTheAgentSaysSoOnceAndKeepsWorking) {
   auto started = std::find_if(a.logs().begin(), a.logs().end(),
                               [](const json& j) { return j.value("msg", "") == "agent started"; });
   ASSERT_NE(started, a.logs().end());
-  EXPECT_EQ(testing::HttpGet((*started)["listen"], "/healthz").find("200 OK") != std::string::npos, true);
-  EXPECT_NE(testing::HttpGet((*started)["listen"], "/metrics").find("gpuheal_nvml_up 0"), std::string::npos);
+  EXPECT_EQ(testing::HttpGet((*started)["listen"], "/healthz").find("200 OK") != std::string::npos,
+            true);
+  EXPECT_NE(testing::HttpGet((*started)["listen"], "/metrics").find("gpuheal_nvml_up 0"),
+            std::string::npos);
 }
 
 TEST_F(NvmlAgentTest, OldDriverWithoutEventsStillPolls) {
@@ -275,19 +297,26 @@ TEST_F(NvmlAgentTest, OldDriverWithoutEventsStillPolls) {
   ASSERT_TRUE(Logged(Msg("nvmlDeviceGetRemappedRows answered NVML_ERROR_NOT_SUPPORTED"), 5s));
   d["ecc"]["volatile_uncorrected"] = 3;
   sc_.Write({{"devices", {d}}});
-  ASSERT_TRUE(a.WaitEvent(Reason("NvidiaDoubleBitError"), 5s)) << "the polls still find what events would have";
+  ASSERT_TRUE(a.WaitEvent(Reason("NvidiaDoubleBitError"), 5s))
+      << "the polls still find what events would have";
 }
 
 class NvmlRecoveryTest : public NvmlAgentTest {
  protected:
   std::string ResetConfig(const std::string& drain_timeout = "10s") {
-    return fmt::format("  reset:\n    on_critical: true\n    drain_timeout: {}\n    timeout: 10s\n"
-                       "    command: [\"{}\", \"reset\", \"{}\", \"{{bus_id}}\"]\n",
-                       drain_timeout, NVML_DOUBLE_CTL, sc_.path());
+    return fmt::format(
+        "  reset:\n    on_critical: true\n    drain_timeout: {}\n    timeout: 10s\n"
+        "    command: [\"{}\", \"reset\", \"{}\", \"{{bus_id}}\"]\n",
+        drain_timeout, NVML_DOUBLE_CTL, sc_.path());
   }
-  std::optional<json> Step(AgentProcess& a, const std::string& step, std::chrono::milliseconds t = 10s) {
-    return a.WaitEvent([&](const json& j) { return j.value("gpu_action", "") == "recovery" && j.value("pci", "") == gpu_.pci &&
-                                                   j.value("step", "") == step; }, t);
+  std::optional<json> Step(AgentProcess& a, const std::string& step,
+                           std::chrono::milliseconds t = 10s) {
+    return a.WaitEvent(
+        [&](const json& j) {
+          return j.value("gpu_action", "") == "recovery" && j.value("pci", "") == gpu_.pci &&
+                 j.value("step", "") == step;
+        },
+        t);
   }
   size_t ActiveFor(const std::string& pci) {
     std::ifstream in(dir_ + "/state/active-faults.json");
@@ -304,17 +333,22 @@ TEST_F(NvmlRecoveryTest, DrainWaitResetVerifyUndrainClearsTheGpusFaults) {
   auto other = UniqueGpu();
   sc_.Write({{"devices", {d, HealthyDevice(other)}}});
   auto& a = Start(ResetConfig());
-  // A fatal fault on the GPU (active), and one on another GPU that a reset of this one must not clear.
+  // A fatal fault on the GPU (active), and one on another GPU that a reset of this one must not
+  // clear.
   sc_.Write({{"devices", {d, HealthyDevice(other)}},
-             {"events", {{{"id", "dbe"}, {"type", "DoubleBitEccError"}}, {{"id", "dbe2"}, {"device", 1}, {"type", "DoubleBitEccError"}}}}});
+             {"events",
+              {{{"id", "dbe"}, {"type", "DoubleBitEccError"}},
+               {{"id", "dbe2"}, {"device", 1}, {"type", "DoubleBitEccError"}}}}});
   ASSERT_TRUE(a.WaitEvent(Reason("NvidiaDoubleBitError"), 5s));
   ASSERT_TRUE(a.WaitEvent(Reason("NvidiaDoubleBitError", other.pci), 5s));
   WaitActive([&](const json&) { return ActiveFor(gpu_.pci) == 1 && ActiveFor(other.pci) == 1; });
   EXPECT_EQ(ActiveFor(gpu_.pci), 1u);
   // Then a critical fault: a GSP timeout, which asks for a GPU reset.
   sc_.Write({{"devices", {d, HealthyDevice(other)}},
-             {"events", {{{"id", "dbe"}, {"type", "DoubleBitEccError"}}, {{"id", "dbe2"}, {"device", 1}, {"type", "DoubleBitEccError"}},
-                         {{"id", "gsp"}, {"type", "XidCriticalError"}, {"data", 119}}}}});
+             {"events",
+              {{{"id", "dbe"}, {"type", "DoubleBitEccError"}},
+               {{"id", "dbe2"}, {"device", 1}, {"type", "DoubleBitEccError"}},
+               {{"id", "gsp"}, {"type", "XidCriticalError"}, {"data", 119}}}}});
   auto crit = a.WaitEvent(Reason("NvidiaXID119Warning"), 5s);
   ASSERT_TRUE(crit);
   EXPECT_EQ((*crit)["severity"], "critical");
@@ -344,9 +378,12 @@ TEST_F(NvmlRecoveryTest, DrainWaitResetVerifyUndrainClearsTheGpusFaults) {
   ASSERT_TRUE(done);
   EXPECT_TRUE((*done)["ok"]);
   EXPECT_TRUE((*done)["final"]);
-  EXPECT_EQ(sc_.Read()["devices"][0]["resets"], 1) << "the reset command ran once, with this GPU's bus id";
-  ASSERT_TRUE(a.WaitLog([](const json& j) { return j.value("msg", "") == "fault cleared by GPU reset"; }, 2s));
-  WaitActive([&](const json&) { return ActiveFor(gpu_.pci) == 0; });  // saved just after the log line
+  EXPECT_EQ(sc_.Read()["devices"][0]["resets"], 1)
+      << "the reset command ran once, with this GPU's bus id";
+  ASSERT_TRUE(a.WaitLog(
+      [](const json& j) { return j.value("msg", "") == "fault cleared by GPU reset"; }, 2s));
+  WaitActive(
+      [&](const json&) { return ActiveFor(gpu_.pci) == 0; });  // saved just after the log line
   EXPECT_EQ(ActiveFor(gpu_.pci), 0u) << "a verified reset clears the GPU's faults";
   EXPECT_EQ(ActiveFor(other.pci), 1u) << "and only that GPU's";
 }
@@ -356,17 +393,22 @@ TEST_F(NvmlRecoveryTest, FailedResetLeavesFaultsAndUndrains) {
   d["reset_fails"] = true;
   sc_.Write({{"devices", {d}}});
   auto& a = Start(ResetConfig());
-  sc_.Write({{"devices", {d}}, {"events", {{{"id", "dbe"}, {"type", "DoubleBitEccError"}}, {{"id", "x"}, {"type", "XidCriticalError"}, {"data", 119}}}}});
+  sc_.Write({{"devices", {d}},
+             {"events",
+              {{{"id", "dbe"}, {"type", "DoubleBitEccError"}},
+               {{"id", "x"}, {"type", "XidCriticalError"}, {"data", 119}}}}});
   auto reset = Step(a, "reset");
   ASSERT_TRUE(reset);
   EXPECT_FALSE((*reset)["ok"]);
-  EXPECT_NE((*reset)["message"].get<std::string>().find("exited 1"), std::string::npos) << reset->dump();
+  EXPECT_NE((*reset)["message"].get<std::string>().find("exited 1"), std::string::npos)
+      << reset->dump();
   auto undrain = Step(a, "undrain");
   ASSERT_TRUE(undrain) << "a failed reset gives the GPU back to work";
   auto done = Step(a, "done");
   ASSERT_TRUE(done);
   EXPECT_FALSE((*done)["ok"]);
-  EXPECT_EQ(ActiveFor(gpu_.pci), 2u) << "both faults stay: the double-bit error and the critical Xid 119";
+  EXPECT_EQ(ActiveFor(gpu_.pci), 2u)
+      << "both faults stay: the double-bit error and the critical Xid 119";
 }
 
 TEST_F(NvmlRecoveryTest, WorkThatOutlivesTheDrainTimeoutStopsTheReset) {
@@ -375,7 +417,8 @@ TEST_F(NvmlRecoveryTest, WorkThatOutlivesTheDrainTimeoutStopsTheReset) {
   d["persistence_mode"] = true;  // the driver refuses to drain: said, and the sequence goes on
   sc_.Write({{"devices", {d}}});
   auto& a = Start(ResetConfig("1s"));
-  sc_.Write({{"devices", {d}}, {"events", {{{"id", "x"}, {"type", "XidCriticalError"}, {"data", 119}}}}});
+  sc_.Write(
+      {{"devices", {d}}, {"events", {{{"id", "x"}, {"type", "XidCriticalError"}, {"data", 119}}}}});
   auto drain = Step(a, "drain");
   ASSERT_TRUE(drain);
   EXPECT_FALSE((*drain)["ok"]);
@@ -403,9 +446,11 @@ TEST(NvmlCheck, PrintsDevicesHealthAndEventsReadOnly) {
   auto g = testing::UniqueGpu();
   auto d = testing::HealthyDevice(g);
   d["remapped_rows"]["pending"] = 1;
-  sc.Write({{"driver_version", "570.86.15"}, {"devices", {d}},
+  sc.Write({{"driver_version", "570.86.15"},
+            {"devices", {d}},
             {"events", {{{"id", "e"}, {"type", "XidCriticalError"}, {"data", 31}}}}});
-  const std::string cmd = fmt::format("{} nvml-check --nvml-library {} --wait 1s 2>&1", GPUHEAL_BIN, NVML_DOUBLE);
+  const std::string cmd =
+      fmt::format("{} nvml-check --nvml-library {} --wait 1s 2>&1", GPUHEAL_BIN, NVML_DOUBLE);
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;
@@ -414,14 +459,19 @@ TEST(NvmlCheck, PrintsDevicesHealthAndEventsReadOnly) {
   const int rc = pclose(p);
   EXPECT_EQ(WEXITSTATUS(rc), 0) << out;
   for (const std::string& want :
-       {std::string("driver version: 570.86.15"), "GPU 0: " + g.bus_id + " " + g.uuid + " NVIDIA H100 80GB HBM3",
-        std::string("remapped rows: uncorrectable 0, pending 1, failure 0"), std::string("drain state: not drained"),
-        std::string("XidCriticalError"), std::string("data 31"), std::string("events received: 1")}) {
+       {std::string("driver version: 570.86.15"),
+        "GPU 0: " + g.bus_id + " " + g.uuid + " NVIDIA H100 80GB HBM3",
+        std::string("remapped rows: uncorrectable 0, pending 1, failure 0"),
+        std::string("drain state: not drained"), std::string("XidCriticalError"),
+        std::string("data 31"), std::string("events received: 1")}) {
     EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
   }
-  const auto bad = fmt::format("{} nvml-check --nvml-library /nonexistent/lib.so --wait 0s 2>&1", GPUHEAL_BIN);
+  const auto bad =
+      fmt::format("{} nvml-check --nvml-library /nonexistent/lib.so --wait 0s 2>&1", GPUHEAL_BIN);
   EXPECT_EQ(WEXITSTATUS(system((bad + " >/dev/null").c_str())), 1);
-  EXPECT_EQ(WEXITSTATUS(system(fmt::format("{} nvml-check --wait soon >/dev/null 2>&1", GPUHEAL_BIN).c_str())), 2);
+  EXPECT_EQ(WEXITSTATUS(system(
+                fmt::format("{} nvml-check --wait soon >/dev/null 2>&1", GPUHEAL_BIN).c_str())),
+            2);
 }
 
 }  // namespace

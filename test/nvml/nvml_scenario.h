@@ -9,10 +9,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace gpuheal::testing {
 
@@ -52,7 +51,8 @@ struct TestGpu {
 inline TestGpu UniqueGpu() {
   std::random_device rd;
   const unsigned dom = 0x1000 + rd() % 0xe000, bus = rd() % 256;
-  return {fmt::format("0000{:04X}:{:02X}:00.0", dom, bus), fmt::format("{:04x}:{:02x}:00", dom, bus),
+  return {fmt::format("0000{:04X}:{:02X}:00.0", dom, bus),
+          fmt::format("{:04x}:{:02x}:00", dom, bus),
           fmt::format("GPU-{:08x}-1111-2222-3333-444455556666", rd())};
 }
 

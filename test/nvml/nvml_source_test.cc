@@ -1,6 +1,8 @@
 // The NVML backend (sources/nvml_source) in-process against the NVML test double: the library is
 // dlopen()ed exactly as libnvidia-ml.so.1 would be, through the same ABI declarations.
 
+#include "sources/nvml_source.h"
+
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -9,7 +11,6 @@
 #include <mutex>
 
 #include "nvml_scenario.h"
-#include "sources/nvml_source.h"
 
 namespace gpuheal {
 namespace {
@@ -44,12 +45,15 @@ TEST(NvmlSource, MissingLibraryNotNvmlAndDriverNotLoadedAreClearErrors) {
   sc.Write({{"devices", nlohmann::json::array()}});
   auto missing = NvmlSource::Open("/nonexistent/libnvidia-ml.so.1");
   ASSERT_FALSE(missing);
-  EXPECT_NE(missing.error().message.find("cannot load NVML from /nonexistent/libnvidia-ml.so.1"), std::string::npos);
-  EXPECT_NE(missing.error().message.find("--nvml-library"), std::string::npos) << missing.error().message;
+  EXPECT_NE(missing.error().message.find("cannot load NVML from /nonexistent/libnvidia-ml.so.1"),
+            std::string::npos);
+  EXPECT_NE(missing.error().message.find("--nvml-library"), std::string::npos)
+      << missing.error().message;
 
   auto not_nvml = NvmlSource::Open("libz.so.1");
   ASSERT_FALSE(not_nvml);
-  EXPECT_NE(not_nvml.error().message.find("lacks nvmlInit_v2"), std::string::npos) << not_nvml.error().message;
+  EXPECT_NE(not_nvml.error().message.find("lacks nvmlInit_v2"), std::string::npos)
+      << not_nvml.error().message;
 
   sc.Write({{"init_error", "DRIVER_NOT_LOADED"}, {"devices", nlohmann::json::array()}});
   auto no_driver = NvmlSource::Open(NVML_DOUBLE);
@@ -106,14 +110,16 @@ TEST(NvmlSource, UnsupportedChecksAreSaidOnceThenSkipped) {
   Scenario sc;
   auto a = UniqueGpu();
   auto d = HealthyDevice(a);
-  d["errors"] = {{"nvmlDeviceGetRemappedRows", "NOT_SUPPORTED"}, {"nvmlDeviceGetPersistenceMode", "NO_PERMISSION"}};
+  d["errors"] = {{"nvmlDeviceGetRemappedRows", "NOT_SUPPORTED"},
+                 {"nvmlDeviceGetPersistenceMode", "NO_PERMISSION"}};
   d["nvlink"] = {{"links", 0}};
   sc.Write({{"devices", {d}}});
   auto src = NvmlSource::Open(NVML_DOUBLE);
   ASSERT_TRUE(src);
   NvmlPoll first = (*src)->Poll();
   ASSERT_EQ(first.notices.size(), 3u);
-  EXPECT_NE(first.notices[0].find("nvmlDeviceGetRemappedRows answered NVML_ERROR_NOT_SUPPORTED"), std::string::npos)
+  EXPECT_NE(first.notices[0].find("nvmlDeviceGetRemappedRows answered NVML_ERROR_NOT_SUPPORTED"),
+            std::string::npos)
       << first.notices[0];
   EXPECT_FALSE(first.gpus[0].remap_pending.has_value());
   EXPECT_FALSE(first.gpus[0].persistence_mode.has_value());
@@ -146,19 +152,27 @@ TEST(NvmlSource, EventsArriveWithDeviceAndMigInstance) {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<NvmlEvent> got;
-  auto notices = (*src)->StartEvents([&](NvmlEvent e) {
-    std::lock_guard<std::mutex> lock(mu);
-    got.push_back(std::move(e));
-    cv.notify_all();
-  }, 200ms);
+  auto notices = (*src)->StartEvents(
+      [&](NvmlEvent e) {
+        std::lock_guard<std::mutex> lock(mu);
+        got.push_back(std::move(e));
+        cv.notify_all();
+      },
+      200ms);
   EXPECT_TRUE(notices.empty());
   EXPECT_EQ((*src)->gpus()[1].registered_events, 0x2u) << "only what the GPU supports";
-  sc.Write({{"devices", {HealthyDevice(a), db}},
-            {"events",
-             {{{"id", "x1"}, {"device", 0}, {"type", "XidCriticalError"}, {"data", 94}, {"gpu_instance", 3},
-               {"compute_instance", 1}},
-              {{"id", "x2"}, {"device", 1}, {"type", "XidCriticalError"}, {"data", 13}},  // not registered
-              {{"id", "x3"}, {"device", 1}, {"type", "DoubleBitEccError"}}}}});
+  sc.Write(
+      {{"devices", {HealthyDevice(a), db}},
+       {"events",
+        {{{"id", "x1"},
+          {"device", 0},
+          {"type", "XidCriticalError"},
+          {"data", 94},
+          {"gpu_instance", 3},
+          {"compute_instance", 1}},
+         {{"id", "x2"}, {"device", 1}, {"type", "XidCriticalError"}, {"data", 13}},  // not
+                                                                                     // registered
+         {{"id", "x3"}, {"device", 1}, {"type", "DoubleBitEccError"}}}}});
   std::unique_lock<std::mutex> lock(mu);
   ASSERT_TRUE(cv.wait_for(lock, 5s, [&] { return got.size() >= 2; }));
   EXPECT_EQ(got[0].pci, a.pci);
@@ -194,7 +208,8 @@ TEST(NvmlSource, DrainStateAndProcesses) {
   EXPECT_EQ((*src)->QueryDrain(a.pci).value(), false);
   Status refused = (*src)->SetDrain(b.pci, true);
   ASSERT_FALSE(refused);
-  EXPECT_NE(refused.error().message.find("NVML_ERROR_IN_USE"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("NVML_ERROR_IN_USE"), std::string::npos)
+      << refused.error().message;
   EXPECT_FALSE((*src)->SetDrain("ffff:ff:00", true));
 }
 

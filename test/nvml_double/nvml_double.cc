@@ -9,10 +9,10 @@
 //               "ecc": {"volatile_uncorrected": 0, "volatile_corrected": 0},
 //               "remapped_rows": {"corrected": 0, "uncorrected": 0, "pending": 0, "failure": 0},
 //               "retired_pages_pending": false, "nvlink": {"links": 18, "down": [3], "errors": 0},
-//               "clock_event_reasons": 0, "pcie": {"gen": 5, "max_gen": 5, "width": 16, "max_width": 16},
-//               "temperature": 40, "temperature_slowdown": 87, "recovery_action": 0,
-//               "persistence_mode": false, "processes": [1234],
-//               "errors": {"nvmlDeviceGetRemappedRows": "NOT_SUPPORTED", ...}}],
+//               "clock_event_reasons": 0, "pcie": {"gen": 5, "max_gen": 5, "width": 16,
+//               "max_width": 16}, "temperature": 40, "temperature_slowdown": 87, "recovery_action":
+//               0, "persistence_mode": false, "processes": [1234], "errors":
+//               {"nvmlDeviceGetRemappedRows": "NOT_SUPPORTED", ...}}],
 //  "events": [{"id": "e1", "device": 0, "type": "XidCriticalError", "data": 79,
 //              "gpu_instance": 1, "compute_instance": 0}]}
 //
@@ -26,10 +26,9 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "../doubles/scenario_file.h"
 #include "sources/nvml_api.h"
@@ -57,11 +56,16 @@ std::map<std::string, bool> g_drained;  // bus id (upper case) -> drained
 
 nvmlReturn_t Code(const std::string& name) {
   static const std::map<std::string, nvmlReturn_t> codes = {
-      {"UNINITIALIZED", NVML_ERROR_UNINITIALIZED}, {"INVALID_ARGUMENT", NVML_ERROR_INVALID_ARGUMENT},
-      {"NOT_SUPPORTED", NVML_ERROR_NOT_SUPPORTED}, {"NO_PERMISSION", NVML_ERROR_NO_PERMISSION},
-      {"NOT_FOUND", NVML_ERROR_NOT_FOUND},         {"DRIVER_NOT_LOADED", NVML_ERROR_DRIVER_NOT_LOADED},
-      {"TIMEOUT", NVML_ERROR_TIMEOUT},             {"GPU_IS_LOST", NVML_ERROR_GPU_IS_LOST},
-      {"RESET_REQUIRED", NVML_ERROR_RESET_REQUIRED}, {"IN_USE", NVML_ERROR_IN_USE},
+      {"UNINITIALIZED", NVML_ERROR_UNINITIALIZED},
+      {"INVALID_ARGUMENT", NVML_ERROR_INVALID_ARGUMENT},
+      {"NOT_SUPPORTED", NVML_ERROR_NOT_SUPPORTED},
+      {"NO_PERMISSION", NVML_ERROR_NO_PERMISSION},
+      {"NOT_FOUND", NVML_ERROR_NOT_FOUND},
+      {"DRIVER_NOT_LOADED", NVML_ERROR_DRIVER_NOT_LOADED},
+      {"TIMEOUT", NVML_ERROR_TIMEOUT},
+      {"GPU_IS_LOST", NVML_ERROR_GPU_IS_LOST},
+      {"RESET_REQUIRED", NVML_ERROR_RESET_REQUIRED},
+      {"IN_USE", NVML_ERROR_IN_USE},
       {"FUNCTION_NOT_FOUND", NVML_ERROR_FUNCTION_NOT_FOUND}};
   auto it = codes.find(name);
   return it == codes.end() ? NVML_ERROR_UNKNOWN : it->second;
@@ -69,10 +73,14 @@ nvmlReturn_t Code(const std::string& name) {
 
 unsigned long long EventBit(const json& t) {
   if (t.is_number()) return t.get<unsigned long long>();
-  static const std::map<std::string, unsigned long long> bits = {
-      {"SingleBitEccError", 0x1},          {"DoubleBitEccError", 0x2},     {"PState", 0x4},
-      {"XidCriticalError", 0x8},           {"Clock", 0x10},                {"SingleBitEccErrorStorm", 0x200},
-      {"GpuUnavailableError", 0x4000},     {"GpuRecoveryAction", 0x8000}};
+  static const std::map<std::string, unsigned long long> bits = {{"SingleBitEccError", 0x1},
+                                                                 {"DoubleBitEccError", 0x2},
+                                                                 {"PState", 0x4},
+                                                                 {"XidCriticalError", 0x8},
+                                                                 {"Clock", 0x10},
+                                                                 {"SingleBitEccErrorStorm", 0x200},
+                                                                 {"GpuUnavailableError", 0x4000},
+                                                                 {"GpuRecoveryAction", 0x8000}};
   auto it = bits.find(t.get<std::string>());
   return it == bits.end() ? 0 : it->second;
 }
@@ -124,12 +132,12 @@ const json* DevByBus(const char* bus, unsigned* index) {
   return nullptr;
 }
 
-#define DEVICE_OR_RETURN(fn)                                  \
-  std::lock_guard<std::mutex> lock(g_mu);                     \
-  if (g_init_count == 0) return NVML_ERROR_UNINITIALIZED;     \
-  MaybeReload();                                              \
-  const json* dj = Dev(device);                               \
-  if (!dj) return NVML_ERROR_INVALID_ARGUMENT;                \
+#define DEVICE_OR_RETURN(fn)                                              \
+  std::lock_guard<std::mutex> lock(g_mu);                                 \
+  if (g_init_count == 0) return NVML_ERROR_UNINITIALIZED;                 \
+  MaybeReload();                                                          \
+  const json* dj = Dev(device);                                           \
+  if (!dj) return NVML_ERROR_INVALID_ARGUMENT;                            \
   if (nvmlReturn_t r_ = Scripted(*dj, fn); r_ != NVML_SUCCESS) return r_; \
   const json& j = *dj
 
@@ -161,13 +169,20 @@ nvmlReturn_t nvmlShutdown(void) {
 
 const char* nvmlErrorString(nvmlReturn_t r) {
   switch (r) {
-    case NVML_SUCCESS: return "Success";
-    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
-    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
-    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
-    case NVML_ERROR_TIMEOUT: return "Timeout";
-    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
-    default: return "Unknown Error";
+    case NVML_SUCCESS:
+      return "Success";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION:
+      return "Insufficient Permissions";
+    case NVML_ERROR_GPU_IS_LOST:
+      return "GPU is lost";
+    case NVML_ERROR_TIMEOUT:
+      return "Timeout";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "Driver Not Loaded";
+    default:
+      return "Unknown Error";
   }
 }
 
@@ -200,7 +215,8 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
   std::memset(pci, 0, sizeof *pci);
   const std::string bus = j.value("bus_id", "");
   std::snprintf(pci->busId, sizeof pci->busId, "%s", bus.c_str());
-  std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%s", bus.size() > 4 ? bus.c_str() + 4 : bus.c_str());
+  std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%s",
+                bus.size() > 4 ? bus.c_str() + 4 : bus.c_str());
   std::sscanf(bus.c_str(), "%x:%x:%x", &pci->domain, &pci->bus, &pci->device);
   pci->pciDeviceId = 0x233010de;
   return NVML_SUCCESS;
@@ -241,14 +257,16 @@ nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long types, nvmlEventSet_t set) {
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long types,
+                                      nvmlEventSet_t set) {
   DEVICE_OR_RETURN("nvmlDeviceRegisterEvents");
   (void)j;
   set->masks[device->index] |= types;
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data, unsigned int timeoutms) {
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data,
+                                 unsigned int timeoutms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutms);
   while (true) {
     {
@@ -273,7 +291,8 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data, unsi
         }
       }
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return NVML_ERROR_TIMEOUT;
     g_file.Wait(static_cast<int>(left.count()));
   }
@@ -284,8 +303,8 @@ nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t type, nvmlEccCounterType_t counter,
-                                         unsigned long long* count) {
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t type,
+                                         nvmlEccCounterType_t counter, unsigned long long* count) {
   DEVICE_OR_RETURN("nvmlDeviceGetTotalEccErrors");
   const char* key = type == 1 ? (counter == 0 ? "volatile_uncorrected" : "aggregate_uncorrected")
                               : (counter == 0 ? "volatile_corrected" : "aggregate_corrected");
@@ -293,8 +312,8 @@ nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorTyp
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int* corr, unsigned int* unc, unsigned int* pending,
-                                       unsigned int* failure) {
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int* corr, unsigned int* unc,
+                                       unsigned int* pending, unsigned int* failure) {
   DEVICE_OR_RETURN("nvmlDeviceGetRemappedRows");
   *corr = Get<unsigned>(j, "remapped_rows", "corrected", 0);
   *unc = Get<unsigned>(j, "remapped_rows", "uncorrected", 0);
@@ -303,13 +322,15 @@ nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int* corr, 
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device, nvmlEnableState_t* pending) {
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device,
+                                                    nvmlEnableState_t* pending) {
   DEVICE_OR_RETURN("nvmlDeviceGetRetiredPagesPendingStatus");
   *pending = j.value("retired_pages_pending", false) ? 1 : 0;
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, nvmlEnableState_t* active) {
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                      nvmlEnableState_t* active) {
   DEVICE_OR_RETURN("nvmlDeviceGetNvLinkState");
   const unsigned links = Get<unsigned>(j, "nvlink", "links", 0);
   if (link >= links) return NVML_ERROR_INVALID_ARGUMENT;
@@ -323,7 +344,8 @@ nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, nv
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link, nvmlNvLinkErrorCounter_t counter,
+nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link,
+                                             nvmlNvLinkErrorCounter_t counter,
                                              unsigned long long* value) {
   DEVICE_OR_RETURN("nvmlDeviceGetNvLinkErrorCounter");
   if (link >= Get<unsigned>(j, "nvlink", "links", 0)) return NVML_ERROR_INVALID_ARGUMENT;
@@ -332,13 +354,15 @@ nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int l
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long long* reasons) {
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
+                                                    unsigned long long* reasons) {
   DEVICE_OR_RETURN("nvmlDeviceGetCurrentClocksEventReasons");
   *reasons = j.value("clock_event_reasons", 0ull);
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device, unsigned long long* reasons) {
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
+                                                       unsigned long long* reasons) {
   return nvmlDeviceGetCurrentClocksEventReasons(device, reasons);
 }
 
@@ -363,14 +387,17 @@ nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device, unsigned int* v)
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensor, unsigned int* temp) {
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensor,
+                                      unsigned int* temp) {
   DEVICE_OR_RETURN("nvmlDeviceGetTemperature");
   if (sensor != 0) return NVML_ERROR_INVALID_ARGUMENT;
   *temp = j.value("temperature", 40u);
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, nvmlTemperatureThresholds_t type, unsigned int* temp) {
+nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device,
+                                               nvmlTemperatureThresholds_t type,
+                                               unsigned int* temp) {
   DEVICE_OR_RETURN("nvmlDeviceGetTemperatureThreshold");
   if (type != 1) return NVML_ERROR_NOT_SUPPORTED;
   *temp = j.value("temperature_slowdown", 87u);
@@ -382,7 +409,8 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count, nvmlFieldV
   for (int i = 0; i < count; ++i) {
     nvmlFieldValue_t& v = values[i];
     v.timestamp = std::chrono::duration_cast<std::chrono::microseconds>(
-                      std::chrono::system_clock::now().time_since_epoch()).count();
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
     v.latencyUsec = 0;
     if (v.fieldId == 230) {
       v.valueType = 1;
@@ -408,7 +436,8 @@ nvmlReturn_t nvmlDeviceModifyDrainState(nvmlPciInfo_t* pci, nvmlEnableState_t st
   const json* j = DevByBus(pci->busId, nullptr);
   if (!j) return NVML_ERROR_NOT_FOUND;
   if (nvmlReturn_t r = Scripted(*j, "nvmlDeviceModifyDrainState"); r != NVML_SUCCESS) return r;
-  if (j->value("persistence_mode", false)) return NVML_ERROR_IN_USE;  // the driver refuses: persistence on
+  if (j->value("persistence_mode", false))
+    return NVML_ERROR_IN_USE;  // the driver refuses: persistence on
   g_drained[Upper(pci->busId)] = state != 0;
   return NVML_SUCCESS;
 }
@@ -424,7 +453,8 @@ nvmlReturn_t nvmlDeviceQueryDrainState(nvmlPciInfo_t* pci, nvmlEnableState_t* st
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_t* infos) {
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                     nvmlProcessInfo_t* infos) {
   DEVICE_OR_RETURN("nvmlDeviceGetComputeRunningProcesses_v3");
   const json procs = j.value("processes", json::array());
   if (*count < procs.size()) {

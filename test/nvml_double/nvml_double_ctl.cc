@@ -8,10 +8,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 int main(int argc, char** argv) {
   if (argc != 4 || std::string(argv[1]) != "reset") {
@@ -36,7 +35,10 @@ int main(int argc, char** argv) {
     if (upper(d.value("bus_id", "")) != upper(argv[3])) continue;
     found = true;
     if (d.value("reset_fails", false)) {
-      std::fprintf(stderr, "GPU %s: Unable to reset this GPU because it's being used by some other process\n", argv[3]);
+      std::fprintf(
+          stderr,
+          "GPU %s: Unable to reset this GPU because it's being used by some other process\n",
+          argv[3]);
       return 1;
     }
     d["ecc"]["volatile_uncorrected"] = 0;

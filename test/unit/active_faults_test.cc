@@ -56,7 +56,8 @@ TEST(ActiveFaults, HealthyNodeHasEveryEnabledDomainTrue) {
 TEST(ActiveFaults, OnlyFatalOrWorseHoldsAConditionFalse) {
   ActiveFaults a;
   EXPECT_FALSE(a.Observe(Xid(13, "0000:3b:00", Severity::kWarn), 100, "boot"));
-  EXPECT_FALSE(a.Observe(Xid(43, "", Severity::kCritical), 100, "boot")) << "critical without a GPU: nothing to reset";
+  EXPECT_FALSE(a.Observe(Xid(43, "", Severity::kCritical), 100, "boot"))
+      << "critical without a GPU: nothing to reset";
   EXPECT_TRUE(a.empty());
   // A critical fault of one GPU is held (for the GPU-level rung) but flips no condition.
   EXPECT_TRUE(a.Observe(Xid(43, "0000:3b:00", Severity::kCritical), 100, "boot"));
@@ -68,7 +69,8 @@ TEST(ActiveFaults, OnlyFatalOrWorseHoldsAConditionFalse) {
   EXPECT_EQ(c.status, "False");
   EXPECT_EQ(c.reason, "NvidiaXID48Error");
   EXPECT_NE(c.message.find("GPU 0000:3b:00: Xid 48"), std::string::npos) << c.message;
-  EXPECT_NE(c.message.find("seen 1 time since 1970-01-01T00:01:40Z"), std::string::npos) << c.message;
+  EXPECT_NE(c.message.find("seen 1 time since 1970-01-01T00:01:40Z"), std::string::npos)
+      << c.message;
 }
 
 TEST(ActiveFaults, TheWorstDecidesTheReasonAndTheMessageListsTheOthers) {
@@ -82,9 +84,13 @@ TEST(ActiveFaults, TheWorstDecidesTheReasonAndTheMessageListsTheOthers) {
   auto c = Find(a.Conditions({}), "AcceleratedHardwareReady");
   EXPECT_EQ(c.reason, "NvidiaXID79Error");
   // The agent's decision on the worst fault leads (core/condition_decision.h).
-  EXPECT_EQ(c.message.find("[catastrophic/isolate] GPU 0000:86:00 (GPU-1234): Xid 79 (GPU has fallen off the bus)"), 0u)
+  EXPECT_EQ(
+      c.message.find(
+          "[catastrophic/isolate] GPU 0000:86:00 (GPU-1234): Xid 79 (GPU has fallen off the bus)"),
+      0u)
       << c.message;
-  EXPECT_EQ(ParseDecisionPrefix(c.message), (ConditionDecision{Severity::kCatastrophic, Action::kIsolate}));
+  EXPECT_EQ(ParseDecisionPrefix(c.message),
+            (ConditionDecision{Severity::kCatastrophic, Action::kIsolate}));
   EXPECT_NE(c.message.find("; also: GPU 0000:3b:00: Xid 48"), std::string::npos) << c.message;
   EXPECT_NE(c.message.find("seen 2 times"), std::string::npos) << c.message;
   // Other domains are untouched.
@@ -92,7 +98,8 @@ TEST(ActiveFaults, TheWorstDecidesTheReasonAndTheMessageListsTheOthers) {
 }
 
 TEST(ActiveFaults, RecoveryRulesPerReason) {
-  EXPECT_EQ(RecoveryRuleOf(Xid(79, "0000:3b:00", Severity::kCatastrophic)), RecoveryRule::kRebootWithGpuPresent);
+  EXPECT_EQ(RecoveryRuleOf(Xid(79, "0000:3b:00", Severity::kCatastrophic)),
+            RecoveryRule::kRebootWithGpuPresent);
   EXPECT_EQ(RecoveryRuleOf(Kernel("KernelPanic", Severity::kFatal)), RecoveryRule::kReboot);
   EXPECT_EQ(RecoveryRuleOf(Kernel("KernelHungTask", Severity::kFatal)), RecoveryRule::kQuietPeriod);
   Fault escalated = Xid(13, "0000:3b:00", Severity::kFatal);
@@ -108,7 +115,8 @@ TEST(ActiveFaults, RebootClearsGpuFaultsOnlyWhenTheGpuIsBack) {
   // Same boot (an agent restart): nothing clears.
   EXPECT_TRUE(a.ClearAfterReboot("boot-1", [](const std::string&) { return true; }).empty());
   // New boot: the kernel fault clears; of the GPUs only the one present again.
-  auto cleared = a.ClearAfterReboot("boot-2", [](const std::string& pci) { return pci == "0000:3b:00"; });
+  auto cleared =
+      a.ClearAfterReboot("boot-2", [](const std::string& pci) { return pci == "0000:3b:00"; });
   EXPECT_EQ(cleared.size(), 2u);
   ASSERT_EQ(a.all().size(), 1u);
   EXPECT_EQ(a.all().begin()->second.fault.pci, "0000:86:00");
@@ -119,7 +127,8 @@ TEST(ActiveFaults, QuietPeriodClearsOnlyTransientFaults) {
   a.Observe(Kernel("KernelHungTask", Severity::kFatal, "kworker"), 100, "b");
   a.Observe(Kernel("KernelPanic", Severity::kFatal), 100, "b");
   EXPECT_TRUE(a.ClearQuiet(100 + 599, std::chrono::seconds(600)).empty());
-  a.Observe(Kernel("KernelHungTask", Severity::kFatal, "kworker"), 650, "b");  // a repeat restarts the clock
+  a.Observe(Kernel("KernelHungTask", Severity::kFatal, "kworker"), 650,
+            "b");  // a repeat restarts the clock
   EXPECT_TRUE(a.ClearQuiet(100 + 700, std::chrono::seconds(600)).empty());
   auto cleared = a.ClearQuiet(650 + 600, std::chrono::seconds(600));
   ASSERT_EQ(cleared.size(), 1u);
@@ -151,16 +160,20 @@ TEST(ActiveFaults, GpuLevelFaultsArePublishedPerGpuWorstFirst) {
 }
 
 TEST(ActiveFaults, GpuFaultAnnotationErrorsNameTheAnnotation) {
-  for (const char* bad : {"", "[]", R"({"x": {}})", R"({"0000:3b:00": 1})",
-                          R"({"0000:3b:00": {"severity": "bad", "reason": "R", "since": "2026-11-30T08:00:00Z", "count": 1}})",
-                          R"({"0000:3b:00": {"severity": "critical", "reason": "R", "since": "yesterday", "count": 1}})",
-                          R"({"0000:3b:00": {"severity": "critical", "reason": "R", "since": "2026-11-30T08:00:00Z", "count": 0}})",
-                          R"({"0000:3b:00": {"severity": "critical", "reason": "R", "since": "2026-11-30T08:00:00Z", "count": 1, "xid": -4}})"}) {
+  for (
+      const char* bad :
+      {"", "[]", R"({"x": {}})", R"({"0000:3b:00": 1})",
+       R"({"0000:3b:00": {"severity": "bad", "reason": "R", "since": "2026-11-30T08:00:00Z", "count": 1}})",
+       R"({"0000:3b:00": {"severity": "critical", "reason": "R", "since": "yesterday", "count": 1}})",
+       R"({"0000:3b:00": {"severity": "critical", "reason": "R", "since": "2026-11-30T08:00:00Z", "count": 0}})",
+       R"({"0000:3b:00": {"severity": "critical", "reason": "R", "since": "2026-11-30T08:00:00Z", "count": 1, "xid": -4}})"}) {
     auto r = ParseGpuFaults(bad);
     ASSERT_FALSE(r) << bad;
-    EXPECT_NE(r.error().message.find("gpuheal.io/gpu-faults"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("gpuheal.io/gpu-faults"), std::string::npos)
+        << r.error().message;
   }
-  auto ok = ParseGpuFaults(R"({"00000000:3B:00.0": {"severity": "critical", "reason": "R", "since": "2026-11-30T08:00:00Z", "count": 1}})");
+  auto ok = ParseGpuFaults(
+      R"({"00000000:3B:00.0": {"severity": "critical", "reason": "R", "since": "2026-11-30T08:00:00Z", "count": 1}})");
   ASSERT_TRUE(ok) << ok.error().message;
   EXPECT_EQ(ok->count("0000:3b:00"), 1u) << "bus ids normalised";
 }
@@ -201,7 +214,8 @@ TEST(ActiveFaults, SourcesAndDrainStateShowInTheMessage) {
   EXPECT_NE(msg.find("GPU 0000:3b:00 [drained]"), std::string::npos) << msg;
   EXPECT_NE(msg.find("(reported by kmsg and nvml)"), std::string::npos) << msg;
   EXPECT_TRUE(a.SetGpuNote("0000:3b:00", ""));
-  EXPECT_EQ(Find(a.Conditions({}), "AcceleratedHardwareReady").message.find("[drained]"), std::string::npos);
+  EXPECT_EQ(Find(a.Conditions({}), "AcceleratedHardwareReady").message.find("[drained]"),
+            std::string::npos);
   // Sources survive a restart.
   auto back = ActiveFaults::FromJson(a.ToJson());
   ASSERT_TRUE(back.ok());

@@ -19,7 +19,7 @@ TEST(Classifier, OverridesChangeSeverityAndAction) {
   auto c = Classifier::Create(std::move(o));
   ASSERT_TRUE(c.ok());
   auto f = Classify(**c, {"NVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=a, b",
-                     "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus."});
+                          "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus."});
   ASSERT_EQ(f.size(), 2u);
   EXPECT_EQ(f[0].severity, Severity::kFatal);
   EXPECT_EQ(f[0].action, Action::kQuarantine);
@@ -33,7 +33,7 @@ TEST(Classifier, OverrideBeatsTheLinesOwnSeverityFor154) {
   o.xid_overrides[154] = {Severity::kWarn, std::nullopt};
   auto c = Classifier::Create(std::move(o));
   auto f = Classify(**c, {"NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 "
-                     "(None) to 0x2 (Node Reboot Required)"});
+                          "(None) to 0x2 (Node Reboot Required)"});
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].severity, Severity::kWarn);
 }
@@ -52,7 +52,8 @@ TEST(Classifier, MultiRecordMessageIsAbandonedWhenTooMuchInterleaves) {
 
 TEST(Classifier, UntrustedRecordsAreClassifiedButMarked) {
   auto c = Classifier::Create({});
-  auto f = Classify(**c, {"12,5,100,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen "
+  auto f =
+      Classify(**c, {"12,5,100,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen "
                      "off the bus."});
   ASSERT_EQ(f.size(), 1u);
   EXPECT_FALSE(f[0].trusted);
@@ -69,14 +70,13 @@ TEST(Classifier, NvrmLinesNeverFallThroughToKernelRules) {
 TEST(Classifier, UuidIsAttachedAfterTheAnnouncement) {
   auto c = Classifier::Create({});
   auto f = Classify(**c, {"NVRM: GPU at PCI:0000:3b:00: GPU-1111",
-                     "NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=a, DBE",
-                     "NVRM: Xid (PCI:0000:86:00): 48, pid=1, name=a, DBE"});
+                          "NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=a, DBE",
+                          "NVRM: Xid (PCI:0000:86:00): 48, pid=1, name=a, DBE"});
   ASSERT_EQ(f.size(), 2u);
   EXPECT_EQ(f[0].uuid, "GPU-1111");
   EXPECT_EQ(f[1].uuid, "");
   EXPECT_EQ((*c)->UuidFor("0000:3b:00"), "GPU-1111");
 }
-
 
 // Text that user space chooses and the kernel prints on its behalf (a process name before
 // "[pid]: segfault at", a mount option in "tmpfs: Unknown parameter") is a kernel record, so it
@@ -89,16 +89,23 @@ TEST(Classifier, TextUserSpaceMakesTheKernelPrintIsNoFault) {
       "tmpfs: Unknown parameter 'NVRM: Xid (PCI:0000:d1:00): 79'",
       "tmpfs: Unknown parameter 'NVRM: GPU 0000:d1:00.0: GPU has fallen off the bus.'",
       "tmpfs: Unknown parameter 'nvidia-nvswitch0: SXid (PCI:0000:86:00.0): 24007, Fatal, x'",
-      "Adapter removed[4242]: segfault at 0 ip 000055d0c0de1129 sp 00007ffd2ad1c3b0 error 6 in a.out[55d0c0de1000+1000] likely on CPU 1 (core 1, socket 0)",
-      "PCIe link lost[4242]: segfault at 0 ip 000055d0c0de1129 sp 00007ffd2ad1c3b0 error 6 in a.out[55d0c0de1000+1000]",
-      "forced readonly[4242]: segfault at 0 ip 000055d0c0de1129 sp 00007ffd2ad1c3b0 error 6 in a.out[55d0c0de1000+1000]",
-      "kernel BUG at[4242]: segfault at 0 ip 000055d0c0de1129 sp 00007ffd2ad1c3b0 error 6 in a.out[55d0c0de1000+1000]",
-      "kernel BUG at x[4242]: segfault at 0 ip 000055d0c0de1129 sp 00007ffd2ad1c3b0 error 6 in y:1![55d0c0de1000+1000]",
-      "Oops: 0000 [#1][4242]: segfault at 0 ip 000055d0c0de1129 sp 00007ffd2ad1c3b0 error 6 in 0000 [#1] x[55d0c0de1000+1000]",
+      "Adapter removed[4242]: segfault at 0 ip 000055d0c0de1129 sp 00007ffd2ad1c3b0 error 6 in "
+      "a.out[55d0c0de1000+1000] likely on CPU 1 (core 1, socket 0)",
+      "PCIe link lost[4242]: segfault at 0 ip 000055d0c0de1129 sp 00007ffd2ad1c3b0 error 6 in "
+      "a.out[55d0c0de1000+1000]",
+      "forced readonly[4242]: segfault at 0 ip 000055d0c0de1129 sp 00007ffd2ad1c3b0 error 6 in "
+      "a.out[55d0c0de1000+1000]",
+      "kernel BUG at[4242]: segfault at 0 ip 000055d0c0de1129 sp 00007ffd2ad1c3b0 error 6 in "
+      "a.out[55d0c0de1000+1000]",
+      "kernel BUG at x[4242]: segfault at 0 ip 000055d0c0de1129 sp 00007ffd2ad1c3b0 error 6 in "
+      "y:1![55d0c0de1000+1000]",
+      "Oops: 0000 [#1][4242]: segfault at 0 ip 000055d0c0de1129 sp 00007ffd2ad1c3b0 error 6 in "
+      "0000 [#1] x[55d0c0de1000+1000]",
       "I/O error, dev [4242]: segfault at 0 ip 0 sp 0 error 6 in x, sector 1[55d0c0de1000+1000]",
       "Link is Down[4242]: segfault at 0 ip 0 sp 0 error 6 in a.out[55d0c0de1000+1000]",
       "NETDEV WATCHDO[4242]: segfault at 0 ip 0 sp 0 error 6 in a.out[55d0c0de1000+1000]",
-      "traps: a.out[4242] general protection fault ip:55d0c0de1129 sp:7ffd2ad1c3b0 error:0 in a.out[55d0c0de1000+1000]",
+      "traps: a.out[4242] general protection fault ip:55d0c0de1129 sp:7ffd2ad1c3b0 error:0 in "
+      "a.out[55d0c0de1000+1000]",
       "audit: type=1400 audit(0.0:1): apparmor=\"DENIED\" name=\"NVRM: Xid (PCI:0000:d1:00): 79\"",
       "x NVRM: Xid (PCI:0000:d1:00): 79, pid=1, name=x, GPU has fallen off the bus.",
       "a.out (4242): drop_caches: 1 EXT4-fs error (device sda1): x",
@@ -118,12 +125,18 @@ TEST(Classifier, KernelFormatsAtTheStartOfTheMessage) {
       {"BUG: soft lockup - CPU#3 stuck for 22s! [nccl:77]", "CPU#3"},
       {"rcu: INFO: rcu_sched detected stalls on CPUs/tasks:", ""},
       {"rcu: INFO: rcu_preempt detected expedited stalls on CPUs/tasks: {", ""},
-      {"general protection fault, probably for non-canonical address 0xdead000000000100: 0000 [#1] PREEMPT SMP NOPTI", ""},
-      {"Oops: general protection fault, probably for non-canonical address 0xdffffc0000000000: 0000 [#1] PREEMPT SMP KASAN NOPTI", ""},
+      {"general protection fault, probably for non-canonical address 0xdead000000000100: 0000 [#1] "
+       "PREEMPT SMP NOPTI",
+       ""},
+      {"Oops: general protection fault, probably for non-canonical address 0xdffffc0000000000: "
+       "0000 [#1] PREEMPT SMP KASAN NOPTI",
+       ""},
       {"BUG: unable to handle page fault for address: ffffffffc0a1b000", ""},
       {"BTRFS info (device dm-0 state EA): forced readonly", "dm-0"},
-      {"critical medium error, dev sdc, sector 77 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 2", "sdc"},
-      {"ixgbe 0000:01:00.0 eth0: NETDEV WATCHDOG: CPU: 3: transmit queue 2 timed out 5040 ms", "eth0"},
+      {"critical medium error, dev sdc, sector 77 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 2",
+       "sdc"},
+      {"ixgbe 0000:01:00.0 eth0: NETDEV WATCHDOG: CPU: 3: transmit queue 2 timed out 5040 ms",
+       "eth0"},
       {"igb 0000:04:00.0 eno1: PCIe link lost", "eno1"},
       {"ixgbe 0000:03:00.0: Adapter removed", "0000:03:00.0"},
       {"e1000e: eth0 NIC Link is Down", "eth0"},

@@ -1,8 +1,8 @@
 // The binary's exit codes and error messages: usage and config errors exit 2 with a message
 // that says what, where and how to fix.
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -11,11 +11,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "run_binary.h"
 
@@ -72,7 +71,8 @@ TEST(Cli, ExplainXidShowsItsEscalationAndConsequenceRules) {
 TEST(Cli, ExplainNvlink5AndSxid) {
   auto x149 = Exec("explain xid 149");
   ASSERT_EQ(x149.code, 0) << x149.out;
-  EXPECT_NE(x149.out.find("NETIR_LINK_EVT/NETIR_LINK_DOWN v1 ------100110"), std::string::npos) << x149.out;
+  EXPECT_NE(x149.out.find("NETIR_LINK_EVT/NETIR_LINK_DOWN v1 ------100110"), std::string::npos)
+      << x149.out;
   auto s = nlohmann::json::parse(Exec("explain sxid 23001 --json").out);
   EXPECT_EQ(s["nvidia_class"], "always fatal");
   EXPECT_EQ(s["severity"], "catastrophic");
@@ -106,7 +106,8 @@ TEST(Cli, ClassifyAMixedRealWorldCorpus) {
   for (size_t i = 0; i < want.size(); ++i) {
     const auto& g = got[i];
     const auto& w = want[i];
-    for (const char* key : {"line", "kind", "xid", "sxid", "pci", "severity", "action", "consequence_of"}) {
+    for (const char* key :
+         {"line", "kind", "xid", "sxid", "pci", "severity", "action", "consequence_of"}) {
       if (w.contains(key)) {
         EXPECT_EQ(g.value(key, nlohmann::json()), w[key]) << key << ": " << g.dump();
       }
@@ -116,7 +117,8 @@ TEST(Cli, ClassifyAMixedRealWorldCorpus) {
     if (g.contains("decode")) {
       EXPECT_NE(g["decode"].get<std::string>().find(nvidia), std::string::npos) << g.dump();
     } else {
-      auto bucket = nlohmann::json::parse(Exec("explain xid " + std::to_string(g["xid"].get<int>()) + " --json").out);
+      auto bucket = nlohmann::json::parse(
+          Exec("explain xid " + std::to_string(g["xid"].get<int>()) + " --json").out);
       EXPECT_EQ(bucket["nvidia_bucket"], nvidia) << g.dump();
     }
   }
@@ -129,7 +131,8 @@ TEST(Cli, ExplainUnknownXidIsAUsageError) {
 }
 
 TEST(Cli, ClassifyStdinAndFiles) {
-  auto r = Exec("classify < " + TempFile("[ 1.0] NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=a, DBE\nnoise\n"));
+  auto r = Exec("classify < " +
+                TempFile("[ 1.0] NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=a, DBE\nnoise\n"));
   ASSERT_EQ(r.code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["line"], 1);
@@ -153,13 +156,16 @@ TEST(Cli, ClassifyADirectoryIsAUsageError) {
 // found, marked truncated), the rest is skipped, and the next line keeps its number.
 TEST(Cli, ClassifyCutsAnOverlongLineAndStaysSmall) {
   auto r = testing::RunShell(
-      "{ printf 'NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=a, DBE '; head -c 100000000 /dev/zero | tr '\\0' x; "
-      "printf '\\nNVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.\\n'; } | " GPUHEAL_BIN " classify 2>&1");
+      "{ printf 'NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=a, DBE '; head -c 100000000 /dev/zero "
+      "| tr '\\0' x; "
+      "printf '\\nNVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.\\n'; } | " GPUHEAL_BIN
+      " classify 2>&1");
   ASSERT_EQ(r.code, 0) << r.out.substr(0, 500);
   rusage ru{};
   getrusage(RUSAGE_CHILDREN, &ru);
   EXPECT_LT(ru.ru_maxrss, 64 * 1024) << "KiB at peak";
-  EXPECT_NE(r.out.find("gpuheal classify: -:1: line longer than 64 KiB; classified its first 64 KiB, skipped the rest"),
+  EXPECT_NE(r.out.find("gpuheal classify: -:1: line longer than 64 KiB; classified its first 64 "
+                       "KiB, skipped the rest"),
             std::string::npos)
       << r.out.substr(0, 500);
   EXPECT_NE(r.out.find("\"xid\":48"), std::string::npos);
@@ -181,17 +187,20 @@ TEST(Cli, UsageAndConfigErrorsExitTwo) {
   EXPECT_NE(bad.out.find(":2:1: unknown key \"bogus\""), std::string::npos) << bad.out;
   auto listen = Exec("agent --standalone --config " + TempFile("kmsg: /dev/kmsg\nlisten: 9464\n"));
   EXPECT_EQ(listen.code, 2);
-  EXPECT_NE(listen.out.find(":2:9: \"listen\": listen address \"9464\" must be host:port"), std::string::npos)
+  EXPECT_NE(listen.out.find(":2:9: \"listen\": listen address \"9464\" must be host:port"),
+            std::string::npos)
       << listen.out;
   auto listen_flag = Exec("agent --standalone --listen 127.0.0.1:http");
   EXPECT_EQ(listen_flag.code, 2);
-  EXPECT_NE(listen_flag.out.find("--listen: listen address \"127.0.0.1:http\": port must be"), std::string::npos)
+  EXPECT_NE(listen_flag.out.find("--listen: listen address \"127.0.0.1:http\": port must be"),
+            std::string::npos)
       << listen_flag.out;
   auto npd = Exec("classify --npd-rules " + TempFile("{\"rules\": 5}") + " /dev/null");
   EXPECT_EQ(npd.code, 2);
   EXPECT_NE(npd.out.find("\"rules\" must be an array"), std::string::npos) << npd.out;
-  auto kmsg = Exec("agent --standalone --listen '' --state-dir /tmp/gpuheal-cli-state "
-                   "--kmsg /nonexistent/kmsg");
+  auto kmsg = Exec(
+      "agent --standalone --listen '' --state-dir /tmp/gpuheal-cli-state "
+      "--kmsg /nonexistent/kmsg");
   EXPECT_EQ(kmsg.code, 2);
   EXPECT_NE(kmsg.out.find("cannot open kernel log"), std::string::npos) << kmsg.out;
   auto file = Exec("agent --standalone --listen '' --state-dir /tmp/gpuheal-cli-state --kmsg " +
@@ -218,7 +227,8 @@ TEST(Cli, InjectWritesTheDriverFormat) {
                      "fallen off the bus.\n"),
             std::string::npos)
       << got;
-  EXPECT_NE(got.find("<4>NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.\n"), std::string::npos);
+  EXPECT_NE(got.find("<4>NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.\n"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -72,43 +72,55 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, ConfigErrors,
     ::testing::Values(
         BadCase{"kmsg: /dev/kmsg\nescalaton: {}\n", "agent.yaml:2:1: unknown key \"escalaton\""},
-        BadCase{"xids:\n  13: {severity: deadly}\n", "agent.yaml:2:18: \"xids.13.severity\" must be one of"},
+        BadCase{"xids:\n  13: {severity: deadly}\n",
+                "agent.yaml:2:18: \"xids.13.severity\" must be one of"},
         BadCase{"xids:\n  13: {action: reboot}\n", "must be one of log, event, reset-gpu"},
-        BadCase{"xids:\n  abc: {severity: warn}\n", "agent.yaml:2:3: \"xids key\" must be an integer"},
+        BadCase{"xids:\n  abc: {severity: warn}\n",
+                "agent.yaml:2:3: \"xids key\" must be an integer"},
         BadCase{"xids:\n  13: {}\n", "sets neither severity nor action"},
-        BadCase{"xids:\n  13: {severity: warn, colour: red}\n", "unknown key \"colour\" in xids.13"},
+        BadCase{"xids:\n  13: {severity: warn, colour: red}\n",
+                "unknown key \"colour\" in xids.13"},
         BadCase{"escalation:\n  count: 1\n", "\"escalation.count\" must be an integer from 2"},
         BadCase{"escalation:\n  window: forever\n", "positive duration"},
         BadCase{"accept_injected: maybe\n", "must be true or false"},
         BadCase{"monitors:\n  gpu: true\n", "unknown key \"gpu\" in monitors"},
         BadCase{"npd_rules: a.json\n", "must be a list"},
-        BadCase{"- a\n- b\n", "must be a mapping"},
-        BadCase{"kmsg: [unclosed\n", "not valid YAML"},
+        BadCase{"- a\n- b\n", "must be a mapping"}, BadCase{"kmsg: [unclosed\n", "not valid YAML"},
         BadCase{"self_check_period: 0s\n", "positive duration"},
         BadCase{"recovery:\n  quiet: 5m\n", "unknown key \"quiet\" in recovery"},
-        BadCase{"recovery:\n  quiet_period: 500ms\n", "agent.yaml:2:17: \"recovery.quiet_period\" must be at least 1s"},
+        BadCase{"recovery:\n  quiet_period: 500ms\n",
+                "agent.yaml:2:17: \"recovery.quiet_period\" must be at least 1s"},
         BadCase{"kubernetes: 5m\n", "\"kubernetes\" must be a mapping"},
-        BadCase{"nvidia:\n  nvml: maybe\n", "agent.yaml:2:9: \"nvidia.nvml\" must be auto, true or false"},
+        BadCase{"nvidia:\n  nvml: maybe\n",
+                "agent.yaml:2:9: \"nvidia.nvml\" must be auto, true or false"},
         BadCase{"nvidia:\n  poll: 5s\n", "unknown key \"poll\" in nvidia"},
         BadCase{"nvidia:\n  poll_period: 10ms\n", "\"nvidia.poll_period\" must be at least 100ms"},
-        BadCase{"nvidia:\n  expected_gpus: -1\n", "\"nvidia.expected_gpus\" must be an integer from 0"},
-        BadCase{"nvidia:\n  reset:\n    command: nvidia-smi --gpu-reset\n", "must be a non-empty list (argv, run without a shell"},
+        BadCase{"nvidia:\n  expected_gpus: -1\n",
+                "\"nvidia.expected_gpus\" must be an integer from 0"},
+        BadCase{"nvidia:\n  reset:\n    command: nvidia-smi --gpu-reset\n",
+                "must be a non-empty list (argv, run without a shell"},
         BadCase{"nvidia:\n  reset:\n    command: []\n", "must be a non-empty list"},
-        BadCase{"nvidia:\n  reset:\n    on_crit: true\n", "unknown key \"on_crit\" in nvidia.reset"},
-        BadCase{"nvidia:\n  dcgm:\n    enabled: yes please\n", "\"nvidia.dcgm.enabled\" must be true or false"},
+        BadCase{"nvidia:\n  reset:\n    on_crit: true\n",
+                "unknown key \"on_crit\" in nvidia.reset"},
+        BadCase{"nvidia:\n  dcgm:\n    enabled: yes please\n",
+                "\"nvidia.dcgm.enabled\" must be true or false"},
         // yaml-cpp keeps the first of two equal keys and drops the second without a word.
-        BadCase{"kmsg: /a\nkmsg: /b\n", "agent.yaml:2:1: key \"kmsg\" appears twice in the same mapping"},
+        BadCase{"kmsg: /a\nkmsg: /b\n",
+                "agent.yaml:2:1: key \"kmsg\" appears twice in the same mapping"},
         BadCase{"nvidia:\n  reset:\n    on_critical: true\n    on_critical: false\n",
                 "agent.yaml:4:5: key \"on_critical\" appears twice"},
-        BadCase{"xids: {13: {severity: warn, severity: fatal}}\n", "agent.yaml:1:29: key \"severity\" appears twice"},
+        BadCase{"xids: {13: {severity: warn, severity: fatal}}\n",
+                "agent.yaml:1:29: key \"severity\" appears twice"},
         BadCase{"xids:\n  13: {severity: warn}\n  \"013\": {severity: fatal}\n",
                 "agent.yaml:3:3: Xid 13 appears twice in \"xids\" (as 013)"},
         // A listen address used to fail only when the server started, without file or line.
         BadCase{"kmsg: /dev/kmsg\nlisten: localhost\n",
                 "agent.yaml:2:9: \"listen\": listen address \"localhost\" must be host:port"},
-        BadCase{"listen: \"127.0.0.1:99999\"\n",
-                "agent.yaml:1:9: \"listen\": listen address \"127.0.0.1:99999\": port must be 0-65535"},
-        BadCase{"listen: \":9464\"\n", "agent.yaml:1:9: \"listen\": listen address \":9464\" must be host:port"}),
+        BadCase{
+            "listen: \"127.0.0.1:99999\"\n",
+            "agent.yaml:1:9: \"listen\": listen address \"127.0.0.1:99999\": port must be 0-65535"},
+        BadCase{"listen: \":9464\"\n",
+                "agent.yaml:1:9: \"listen\": listen address \":9464\" must be host:port"}),
     [](const ::testing::TestParamInfo<BadCase>& param_info) {
       return "Case" + std::to_string(param_info.index);
     });
@@ -149,7 +161,8 @@ nvidia:
   EXPECT_TRUE(n.reset_on_critical);
   EXPECT_EQ(n.drain_timeout, std::chrono::minutes(2));
   EXPECT_EQ(n.reset_timeout, std::chrono::seconds(90));
-  EXPECT_EQ(n.reset_command, (std::vector<std::string>{"/usr/bin/nvidia-smi", "--gpu-reset", "-i", "{bus_id}"}));
+  EXPECT_EQ(n.reset_command,
+            (std::vector<std::string>{"/usr/bin/nvidia-smi", "--gpu-reset", "-i", "{bus_id}"}));
   EXPECT_TRUE(n.dcgm);
   EXPECT_EQ(n.dcgm_library, "libdcgm.so.3");
   EXPECT_EQ(n.dcgm_address, "127.0.0.1:5555");

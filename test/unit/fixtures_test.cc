@@ -6,8 +6,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "parse/classifier.h"
 #include "core/fault_json.h"
+#include "parse/classifier.h"
 
 namespace gpuheal {
 namespace {
@@ -39,7 +39,8 @@ TEST_P(FixtureTest, ClassifiesAsExpected) {
   ASSERT_TRUE(classifier.ok());
   std::vector<Fault> faults;
   size_t n = 0;
-  for (const auto& line : c.at("lines")) (*classifier)->ClassifyLine(line.get<std::string>(), ++n, faults);
+  for (const auto& line : c.at("lines"))
+    (*classifier)->ClassifyLine(line.get<std::string>(), ++n, faults);
   const auto& expect = c.at("expect");
   ASSERT_EQ(faults.size(), expect.size()) << c.dump(2);
   for (size_t i = 0; i < faults.size(); ++i) {

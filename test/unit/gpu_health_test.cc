@@ -53,17 +53,25 @@ TEST_F(GpuHealthTest, EachStateIsAFaultWhenItAppearsNotWhileItLasts) {
     std::function<void(GpuSnapshot&)> make;
   };
   const std::vector<Case> cases = {
-      {"NvidiaDoubleBitError", Severity::kFatal, [](GpuSnapshot& s) { s.ecc_volatile_uncorrected = 1; }},
+      {"NvidiaDoubleBitError", Severity::kFatal,
+       [](GpuSnapshot& s) { s.ecc_volatile_uncorrected = 1; }},
       {"NvidiaRowRemapFailure", Severity::kFatal, [](GpuSnapshot& s) { s.remap_failure = 1; }},
       {"NvidiaRowRemapPending", Severity::kCritical, [](GpuSnapshot& s) { s.remap_pending = 1; }},
-      {"NvidiaRetiredPagesPending", Severity::kCritical, [](GpuSnapshot& s) { s.retired_pages_pending = true; }},
-      {"NvidiaNVLinkError", Severity::kFatal, [](GpuSnapshot& s) { s.nvlinks_up = {0, 1, 3}; s.nvlinks_down = {2}; }},
-      {"NvidiaClockSlowdown", Severity::kWarn, [](GpuSnapshot& s) { s.clock_event_reasons = 0x80; }},
+      {"NvidiaRetiredPagesPending", Severity::kCritical,
+       [](GpuSnapshot& s) { s.retired_pages_pending = true; }},
+      {"NvidiaNVLinkError", Severity::kFatal,
+       [](GpuSnapshot& s) {
+         s.nvlinks_up = {0, 1, 3};
+         s.nvlinks_down = {2};
+       }},
+      {"NvidiaClockSlowdown", Severity::kWarn,
+       [](GpuSnapshot& s) { s.clock_event_reasons = 0x80; }},
       {"NvidiaPCIeLinkDegraded", Severity::kWarn, [](GpuSnapshot& s) { s.pcie_width = 8; }},
       {"NvidiaTemperatureHigh", Severity::kWarn, [](GpuSnapshot& s) { s.temperature = 87; }},
       {"NvidiaXID154Warning", Severity::kCritical, [](GpuSnapshot& s) { s.recovery_action = 1; }},
       {"NvidiaXID154Error", Severity::kFatal, [](GpuSnapshot& s) { s.recovery_action = 2; }},
-      {"NvidiaPersistenceModeDisabled", Severity::kInfo, [](GpuSnapshot& s) { s.persistence_mode = false; }},
+      {"NvidiaPersistenceModeDisabled", Severity::kInfo,
+       [](GpuSnapshot& s) { s.persistence_mode = false; }},
       {"NvidiaGPULost", Severity::kCatastrophic, [](GpuSnapshot& s) { s.lost = true; }},
   };
   for (const Case& c : cases) {
@@ -77,7 +85,8 @@ TEST_F(GpuHealthTest, EachStateIsAFaultWhenItAppearsNotWhileItLasts) {
     EXPECT_EQ(faults[0].uuid, "GPU-1");
     EXPECT_EQ(faults[0].source, "nvml");
     EXPECT_EQ(faults[0].condition, "AcceleratedHardwareReady");
-    EXPECT_TRUE(EvaluateGpu(&bad, bad, limits_, *classifier_).empty()) << c.reason << " repeated while it lasts";
+    EXPECT_TRUE(EvaluateGpu(&bad, bad, limits_, *classifier_).empty())
+        << c.reason << " repeated while it lasts";
   }
 }
 
@@ -88,7 +97,8 @@ TEST_F(GpuHealthTest, FirstPollReportsWhatIsAlreadyWrong) {
   bad.nvlinks_up = {0, 1, 2};
   bad.nvlinks_down = {3};
   auto r = Reasons(nullptr, bad);
-  EXPECT_EQ(r, (std::vector<std::string>{"NvidiaDoubleBitError", "NvidiaRowRemapPending", "NvidiaNVLinkError"}));
+  EXPECT_EQ(r, (std::vector<std::string>{"NvidiaDoubleBitError", "NvidiaRowRemapPending",
+                                         "NvidiaNVLinkError"}));
   // A GPU with no NVLink in use (all links down from the start) is not a fault.
   GpuSnapshot pcie = healthy_;
   pcie.nvlinks_up.clear();
@@ -104,12 +114,14 @@ TEST_F(GpuHealthTest, CountersAreFaultsWhenTheyRiseByTheThreshold) {
   GpuSnapshot more = next;
   more.ecc_volatile_corrected = 199;
   more.nvlink_errors = 199;
-  EXPECT_EQ(Reasons(&next, more), (std::vector<std::string>{"NvidiaSingleBitErrorStorm", "NvidiaNVLinkErrorRate"}));
+  EXPECT_EQ(Reasons(&next, more),
+            (std::vector<std::string>{"NvidiaSingleBitErrorStorm", "NvidiaNVLinkErrorRate"}));
   GpuSnapshot dbe = healthy_;
   dbe.ecc_volatile_uncorrected = 1;
   GpuSnapshot dbe2 = dbe;
   dbe2.ecc_volatile_uncorrected = 2;
-  EXPECT_EQ(Reasons(&dbe, dbe2), (std::vector<std::string>{"NvidiaDoubleBitError"})) << "another uncorrected error";
+  EXPECT_EQ(Reasons(&dbe, dbe2), (std::vector<std::string>{"NvidiaDoubleBitError"}))
+      << "another uncorrected error";
 }
 
 TEST_F(GpuHealthTest, PcieGenerationAloneIsInfoAndTemperatureLimitIsConfigurable) {
@@ -247,4 +259,3 @@ TEST(DcgmFaults, IncidentsAreKeyedByGpuAndSystem) {
 
 }  // namespace
 }  // namespace gpuheal
-

@@ -20,9 +20,7 @@ TEST(KeywordScanner, FindsEveryKeywordAnywhere) {
   EXPECT_EQ(scanner.Scan("NVR"), 0u);
 }
 
-TEST(KernelParser, NothingWithoutKeywords) {
-  EXPECT_FALSE(ParseKernel("anything", 0).has_value());
-}
+TEST(KernelParser, NothingWithoutKeywords) { EXPECT_FALSE(ParseKernel("anything", 0).has_value()); }
 
 TEST(KernelParser, HungTaskNeedsTheTaskPhrase) {
   KeywordScanner scanner(KernelKeywords());

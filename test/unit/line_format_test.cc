@@ -38,7 +38,7 @@ TEST(LineFormat, KmsgRecordWithFacilityAbove127IsNotTheKernel) {
   }
   EXPECT_EQ(ParseLine("1024,9,100,-;m").facility, 128);
   EXPECT_EQ(ParseLine("2048,9,100,-;m").format, LineFormat::kBare);  // no such facility
-  auto r = ParseLine("<1028>[  12.5] m");  // dmesg -r of such a record
+  auto r = ParseLine("<1028>[  12.5] m");                            // dmesg -r of such a record
   EXPECT_EQ(r.format, LineFormat::kDmesg);
   EXPECT_FALSE(r.kernel_origin);
 }
@@ -46,30 +46,34 @@ TEST(LineFormat, KmsgRecordWithFacilityAbove127IsNotTheKernel) {
 // The layouts of journalctl and dmesg that carry no host or a different clock. A real Xid 79 was
 // lost to `journalctl -k --no-hostname` (read as ident "NVRM", not the kernel).
 TEST(LineFormat, JournalctlAndDmesgLayouts) {
-  const std::string m = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.";
+  const std::string m =
+      "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the "
+      "bus.";
   const std::vector<std::string> kernel_lines = {
-      "May 18 19:02:39 kernel: " + m,                      // journalctl -k --no-hostname
-      "May 18 19:02:39.123456 node7 kernel: " + m,         // -o short-precise
-      "[ 1843.308145] node7 kernel: " + m,                 // -o short-monotonic
-      "[ 1843.308145] kernel: " + m,                       // -o short-monotonic --no-hostname
-      "2026-05-18T19:02:39,123456+00:00 " + m,             // dmesg --time-format iso
-      "2026-05-18T19:02:39+0000 kernel: " + m,             // -o short-iso --no-hostname
-      m,                                                   // -o cat
-      "               " + m,                               // an indented continuation line
+      "May 18 19:02:39 kernel: " + m,               // journalctl -k --no-hostname
+      "May 18 19:02:39.123456 node7 kernel: " + m,  // -o short-precise
+      "[ 1843.308145] node7 kernel: " + m,          // -o short-monotonic
+      "[ 1843.308145] kernel: " + m,                // -o short-monotonic --no-hostname
+      "2026-05-18T19:02:39,123456+00:00 " + m,      // dmesg --time-format iso
+      "2026-05-18T19:02:39+0000 kernel: " + m,      // -o short-iso --no-hostname
+      m,                                            // -o cat
+      "               " + m,                        // an indented continuation line
   };
   for (const std::string& l : kernel_lines) {
     auto p = ParseLine(l);
     EXPECT_EQ(p.message, m) << l;
     EXPECT_TRUE(p.kernel_origin) << l;
   }
-  for (const std::string& l : {"May 18 19:02:39 app[77]: " + m, "[ 1843.308145] node7 app[77]: " + m,
-                               "2026-05-18T19:02:39+0000 app[77]: " + m}) {
+  for (const std::string& l :
+       {"May 18 19:02:39 app[77]: " + m, "[ 1843.308145] node7 app[77]: " + m,
+        "2026-05-18T19:02:39+0000 app[77]: " + m}) {
     auto p = ParseLine(l);
     EXPECT_EQ(p.message, m) << l;
     EXPECT_FALSE(p.kernel_origin) << l;
   }
   // A dmesg message that happens to contain "word: " stays the kernel's whole message.
-  EXPECT_EQ(ParseLine("[   12.1] usb 1-1: new high-speed USB device").message, "usb 1-1: new high-speed USB device");
+  EXPECT_EQ(ParseLine("[   12.1] usb 1-1: new high-speed USB device").message,
+            "usb 1-1: new high-speed USB device");
 }
 
 TEST(LineFormat, KmsgContinuation) {

@@ -21,7 +21,8 @@ TEST(LineWriter, AReaderThatStoppedCostsBoundedMemoryThenLinesAreDropped) {
     LineWriter w(p[1], 10'000, [&] { ++dropped; });
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < 1000; ++i) w.Write(line + "\n");  // 1 MB into a 64 kB pipe nobody reads
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500)) << "Write never blocks";
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500))
+        << "Write never blocks";
     EXPECT_GT(dropped.load(), 900);
   }  // destruction waits about a second for the reader, then gives up
   close(p[0]);
@@ -35,7 +36,8 @@ TEST(LineWriter, ASlowReaderGetsEveryLineInOrder) {
   std::string got;
   {
     LineWriter w(p[1], 1 << 20, [&] { ++dropped; });
-    for (int i = 0; i < 2000; ++i) w.Write(std::to_string(i) + std::string(100, '.') + "\n");  // > a pipe's worth
+    for (int i = 0; i < 2000; ++i)
+      w.Write(std::to_string(i) + std::string(100, '.') + "\n");  // > a pipe's worth
     char buf[4096];
     while (got.size() < 2000 * 101 + 6890) {  // exact size: digits + dots + newlines
       const ssize_t n = read(p[0], buf, sizeof buf);

@@ -27,18 +27,20 @@ TEST(MonitorSchedule, RunsDueMonitorsSequentiallySharingOneCache) {
   std::vector<std::string> order;
   size_t reads_seen = 0;
   ProcCache* cache_a = nullptr;
-  s.Add(std::make_unique<FunctionMonitor>("a", 1s, [&](ProcCache& c) {
-          order.push_back("a");
-          c.Read("/proc/uptime");
-          cache_a = &c;
-        }),
+  s.Add(std::make_unique<FunctionMonitor>("a", 1s,
+                                          [&](ProcCache& c) {
+                                            order.push_back("a");
+                                            c.Read("/proc/uptime");
+                                            cache_a = &c;
+                                          }),
         t0);
-  s.Add(std::make_unique<FunctionMonitor>("b", 1s, [&](ProcCache& c) {
-          order.push_back("b");
-          c.Read("/proc/uptime");  // cached: read once per tick
-          reads_seen = c.reads();
-          EXPECT_EQ(&c, cache_a);
-        }),
+  s.Add(std::make_unique<FunctionMonitor>("b", 1s,
+                                          [&](ProcCache& c) {
+                                            order.push_back("b");
+                                            c.Read("/proc/uptime");  // cached: read once per tick
+                                            reads_seen = c.reads();
+                                            EXPECT_EQ(&c, cache_a);
+                                          }),
         t0);
   EXPECT_EQ(s.RunDue(t0 + 250ms), 2u);
   EXPECT_EQ(order.size(), 2u);

@@ -1,12 +1,11 @@
 #include "agent/node_state.h"
 
-#include <fstream>
-
-#include "parse/classifier.h"
-
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <set>
+
+#include "parse/classifier.h"
 
 namespace gpuheal {
 namespace {
@@ -108,7 +107,8 @@ TEST(NodeState, DistinctWorkloadsOnOneGpuEscalateWhileTheOthersAreClean) {
   NodeState st(EscalationPolicy{});
   const auto t0 = NodeState::Clock::time_point{} + 1000h;
   EXPECT_FALSE(st.Observe(App(13, "0000:3b:00", 1, "alpha"), t0)->escalated);
-  EXPECT_FALSE(st.Observe(App(13, "0000:3b:00", 2, "alpha"), t0 + 1min)->escalated) << "same program";
+  EXPECT_FALSE(st.Observe(App(13, "0000:3b:00", 2, "alpha"), t0 + 1min)->escalated)
+      << "same program";
   EXPECT_FALSE(st.Observe(App(13, "0000:3b:00", 3, "beta"), t0 + 2min)->escalated);
   auto r = st.Observe(App(13, "0000:3b:00", 4, "gamma"), t0 + 3min);
   ASSERT_TRUE(r->escalated);
@@ -137,7 +137,8 @@ TEST(NodeState, AnApplicationXidAfterAHardwareSignalOnTheSameGpuEscalates) {
   ASSERT_TRUE(r->escalated);
   EXPECT_EQ(r->escalation->rule, "hardware_signal");
   ASSERT_EQ(r->escalation->evidence.size(), 1u);
-  EXPECT_NE(r->escalation->evidence[0].find("NvidiaXID63Warning on GPU 0000:3b:00"), std::string::npos);
+  EXPECT_NE(r->escalation->evidence[0].find("NvidiaXID63Warning on GPU 0000:3b:00"),
+            std::string::npos);
   // A pending row remap read through NVML is a hardware signal too.
   NodeState nv(EscalationPolicy{});
   Fault remap;
@@ -171,7 +172,7 @@ TEST(NodeState, CountsPerGpuAndForgetsOutsideTheWindow) {
   NodeState st(EscalationPolicy{true, 3, std::chrono::hours(1), Severity::kFatal});
   const auto t0 = NodeState::Clock::time_point{} + 1000h;
   st.Observe(Xid(31, "0000:3b:00", Severity::kWarn), t0);
-  st.Observe(Xid(31, "0000:86:00", Severity::kWarn), t0 + 1min);  // another GPU
+  st.Observe(Xid(31, "0000:86:00", Severity::kWarn), t0 + 1min);         // another GPU
   auto r = st.Observe(Xid(31, "0000:3b:00", Severity::kWarn), t0 + 2h);  // first one expired
   EXPECT_EQ(r->count, 1);
   EXPECT_FALSE(r->escalated);
@@ -197,7 +198,8 @@ TEST(NodeState, Xid79AndTheFallenOffLineAreOneEvent) {
   auto lost = st.Observe(Xid(79, "0000:3b:00", Severity::kCatastrophic), t0);
   ASSERT_TRUE(lost);
   EXPECT_FALSE(lost->Follower());
-  auto text = st.Observe(Xid(79, "0000:3b:00", Severity::kCatastrophic, FaultKind::kGpuFallenOffBus), t0 + 1ms);
+  auto text = st.Observe(
+      Xid(79, "0000:3b:00", Severity::kCatastrophic, FaultKind::kGpuFallenOffBus), t0 + 1ms);
   ASSERT_TRUE(text) << "still reported";
   EXPECT_EQ(text->consequence_of, 79);
   EXPECT_EQ(text->incident, lost->incident);
@@ -212,8 +214,14 @@ TEST(NodeState, AFaultRememberedFromBeforeARestartJoinsItsCompanionLine) {
   NodeState st(EscalationPolicy{});
   const auto t0 = NodeState::Clock::time_point{} + 1000h;
   st.Remember(Xid(79, "0000:3b:00", Severity::kCatastrophic), t0);
-  EXPECT_EQ(st.Observe(Xid(79, "0000:3b:00", Severity::kCatastrophic, FaultKind::kGpuFallenOffBus), t0 + 2s)->consequence_of, 79);
-  EXPECT_FALSE(st.Observe(Xid(79, "0000:86:00", Severity::kCatastrophic, FaultKind::kGpuFallenOffBus), t0 + 2s)->Follower());
+  EXPECT_EQ(st.Observe(Xid(79, "0000:3b:00", Severity::kCatastrophic, FaultKind::kGpuFallenOffBus),
+                       t0 + 2s)
+                ->consequence_of,
+            79);
+  EXPECT_FALSE(
+      st.Observe(Xid(79, "0000:86:00", Severity::kCatastrophic, FaultKind::kGpuFallenOffBus),
+                 t0 + 2s)
+          ->Follower());
   EXPECT_FALSE(st.Observe(Xid(79, "0000:3b:00", Severity::kCatastrophic), t0 + 1min)->Follower());
 }
 
@@ -275,13 +283,13 @@ TEST(NodeState, GpuHealthFaultsAreKeyedByReasonGpuAndDevice) {
   EXPECT_EQ(NodeState::KeyOf(f), "gpu/NvidiaNVLinkError/0000:3b:00/nvlink5");
 }
 
-
 // The real H200 kernel log (driver 580.159.04), replayed line for line with its own timestamps
 // through the classifier and the node state the agent uses: the boot banner is no fault, one
 // Xid 31 and one Xid 43 (a user's `trap;`) from two programs, then eight runs of one buggy
 // program. Every fault stays at the workload level: warn, an Event, nothing escalated.
 TEST(NodeState, TheRealH200SequenceStaysAtTheWorkloadLevel) {
-  std::ifstream in(std::string(GPUHEAL_SOURCE_DIR) + "/test/fixtures/real-gpu/h200-dmesg-app-faults.txt");
+  std::ifstream in(std::string(GPUHEAL_SOURCE_DIR) +
+                   "/test/fixtures/real-gpu/h200-dmesg-app-faults.txt");
   ASSERT_TRUE(in) << "fixture missing";
   auto c = Classifier::Create({});
   ASSERT_TRUE(c.ok());

@@ -8,7 +8,8 @@
 namespace gpuheal {
 namespace {
 
-const std::string kFixture = std::string(GPUHEAL_SOURCE_DIR) + "/test/fixtures/npd/kernel-monitor.json";
+const std::string kFixture =
+    std::string(GPUHEAL_SOURCE_DIR) + "/test/fixtures/npd/kernel-monitor.json";
 
 TEST(NpdRules, AnExistingKernelMonitorConfigLoadsUnchanged) {
   auto cfg = LoadNpdConfig(kFixture);
@@ -29,9 +30,11 @@ TEST(NpdRules, APermanentRulesOwnConditionIsReportedAsKernelReadyWithItsReason) 
   auto cfg = LoadNpdConfig(kFixture);
   ASSERT_TRUE(cfg.ok()) << cfg.error().message;
   ASSERT_EQ(cfg->notes.size(), 3u);  // rules 3 and 5 name KernelDeadlock, rule 4 ReadonlyFilesystem
-  EXPECT_NE(cfg->notes[0].find("kernel-monitor.json: rules[3] (reason DockerHung): NPD condition \"KernelDeadlock\" "
-                               "is reported as KernelReady=False with reason DockerHung"),
-            std::string::npos)
+  EXPECT_NE(
+      cfg->notes[0].find(
+          "kernel-monitor.json: rules[3] (reason DockerHung): NPD condition \"KernelDeadlock\" "
+          "is reported as KernelReady=False with reason DockerHung"),
+      std::string::npos)
       << cfg->notes[0];
   EXPECT_NE(cfg->notes[1].find("\"ReadonlyFilesystem\""), std::string::npos) << cfg->notes[1];
 
@@ -44,15 +47,17 @@ TEST(NpdRules, APermanentRulesOwnConditionIsReportedAsKernelReadyWithItsReason) 
 }
 
 TEST(NpdRules, ARuleNamingAKubeletConditionIsRefused) {
-  for (const char* kubelet : {"Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"}) {
+  for (const char* kubelet :
+       {"Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"}) {
     auto r = ParseNpdConfig(fmt::format(R"js({{"conditions":[{{"type":"{0}"}}],
         "rules":[{{"type":"permanent","condition":"{0}","reason":"R","pattern":"x"}}]}})js",
                                         kubelet),
                             "npd.json");
     ASSERT_FALSE(r.ok()) << kubelet;
-    EXPECT_NE(r.error().message.find(fmt::format("npd.json: rules[0] (reason R): condition \"{}\" belongs to the "
-                                                 "kubelet, and gpuheal never writes the kubelet's conditions",
-                                                 kubelet)),
+    EXPECT_NE(r.error().message.find(
+                  fmt::format("npd.json: rules[0] (reason R): condition \"{}\" belongs to the "
+                              "kubelet, and gpuheal never writes the kubelet's conditions",
+                              kubelet)),
               std::string::npos)
         << r.error().message;
   }
@@ -64,8 +69,9 @@ TEST(NpdRules, ARuleSetTooLargeForRe2NamesItsFiles) {
   for (const std::string name : {"a.json", "b.json"}) {
     std::string rules;
     for (int i = 0; i < 50; ++i) {
-      rules += fmt::format(R"js({}{{"type":"temporary","reason":"R{}","pattern":"{} rule{} [a-z]{{1000}}"}})js",
-                           i ? "," : "", i, name, i);
+      rules += fmt::format(
+          R"js({}{{"type":"temporary","reason":"R{}","pattern":"{} rule{} [a-z]{{1000}}"}})js",
+          i ? "," : "", i, name, i);
     }
     auto cfg = ParseNpdConfig(fmt::format(R"js({{"rules":[{}]}})js", rules), name);
     ASSERT_TRUE(cfg.ok()) << cfg.error().message;
@@ -73,8 +79,9 @@ TEST(NpdRules, ARuleSetTooLargeForRe2NamesItsFiles) {
   }
   auto m = NpdMatcher::Create(std::move(v));
   ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.error().message.find("a.json, b.json: RE2 could not compile these 100 NPD rules together"),
-            std::string::npos)
+  EXPECT_NE(
+      m.error().message.find("a.json, b.json: RE2 could not compile these 100 NPD rules together"),
+      std::string::npos)
       << m.error().message;
 }
 
@@ -86,7 +93,9 @@ TEST(NpdRules, RulesMatchAtTheEndOfTheBufferLikeNpd) {
   auto c = Classifier::Create(std::move(opts));
   ASSERT_TRUE(c.ok()) << c.error().message;
   std::vector<Fault> out;
-  (*c)->ClassifyLine("Out of memory: Killed process 123 (python) total-vm:100kB, anon-rss:50kB, file-rss:0kB", 1, out);
+  (*c)->ClassifyLine(
+      "Out of memory: Killed process 123 (python) total-vm:100kB, anon-rss:50kB, file-rss:0kB", 1,
+      out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].kind, FaultKind::kRule);
   EXPECT_EQ(out[0].reason, "OOMKilling");
@@ -119,12 +128,14 @@ TEST(NpdRules, ErrorsNameTheFileAndRule) {
       R"js({"rules":[{"type":"temporary","reason":"R","pattern":"(a)\\1"}]})js", "f");
   EXPECT_FALSE(backref.ok());
 
-  auto bad_type = ParseNpdConfig(R"js({"rules":[{"type":"sometimes","reason":"R","pattern":"x"}]})js", "f");
+  auto bad_type =
+      ParseNpdConfig(R"js({"rules":[{"type":"sometimes","reason":"R","pattern":"x"}]})js", "f");
   ASSERT_FALSE(bad_type.ok());
   EXPECT_NE(bad_type.error().message.find("temporary"), std::string::npos);
 
   auto undeclared = ParseNpdConfig(
-      R"js({"conditions":[],"rules":[{"type":"permanent","condition":"X","reason":"R","pattern":"x"}]})js", "f");
+      R"js({"conditions":[],"rules":[{"type":"permanent","condition":"X","reason":"R","pattern":"x"}]})js",
+      "f");
   ASSERT_FALSE(undeclared.ok());
   EXPECT_NE(undeclared.error().message.find("not declared"), std::string::npos);
 

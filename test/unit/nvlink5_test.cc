@@ -21,7 +21,8 @@ TEST(Nvlink5, EveryPatternIsTheSheetsNotation) {
 TEST(Nvlink5, RowsPerXidAsTheSheetHasThem) {
   std::map<int, int> n;
   for (const Nvlink5Row& r : Nvlink5Rows()) ++n[r.xid];
-  EXPECT_EQ(n, (std::map<int, int>{{144, 6}, {145, 33}, {146, 20}, {147, 2}, {148, 1}, {149, 31}, {150, 1}}));
+  EXPECT_EQ(n, (std::map<int, int>{
+                   {144, 6}, {145, 33}, {146, 20}, {147, 2}, {148, 1}, {149, 31}, {150, 1}}));
 }
 
 TEST(Nvlink5, EveryRowDecidesItselfConsistently) {
@@ -37,19 +38,21 @@ TEST(Nvlink5, EveryRowDecidesItselfConsistently) {
       const auto d = DecideNvlink5(r.xid, regs);
       ASSERT_TRUE(d) << r.unit << " " << p;
       EXPECT_EQ(d->resolution, r.resolution) << r.unit << " " << p << " " << d->decode;
-      const Severity want = r.resolution == Nvlink5Resolution::kResetGpu    ? Severity::kCritical
-                            : r.resolution == Nvlink5Resolution::kXid154Eval ? Severity::kWarn
-                            : (r.second_action_reset || (r.nvidia_severity.find("atal") != std::string_view::npos &&
-                                                         !r.nvidia_severity.starts_with("Non")))
-                                ? Severity::kWarn
-                                : Severity::kInfo;
+      const Severity want =
+          r.resolution == Nvlink5Resolution::kResetGpu     ? Severity::kCritical
+          : r.resolution == Nvlink5Resolution::kXid154Eval ? Severity::kWarn
+          : (r.second_action_reset || (r.nvidia_severity.find("atal") != std::string_view::npos &&
+                                       !r.nvidia_severity.starts_with("Non")))
+              ? Severity::kWarn
+              : Severity::kInfo;
       EXPECT_EQ(d->severity, want) << r.unit << " " << p << " " << d->decode;
     }
   }
 }
 
 TEST(Nvlink5, RegistersAreParsedFromTheLine) {
-  auto r = ParseNvlink5Registers("NETIR_LINK_EVT  Fatal   XC0 i0 Link 01 (0x021425c6 0x00000010 0x0 0x0)");
+  auto r = ParseNvlink5Registers(
+      "NETIR_LINK_EVT  Fatal   XC0 i0 Link 01 (0x021425c6 0x00000010 0x0 0x0)");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->intrinfo, 0x021425c6u);
   EXPECT_EQ(r->status, 0x10u);
@@ -76,7 +79,8 @@ TEST(Nvlink5, FatalWordIsNotTheDecision) {
   auto odd = DecideNvlink5(144, {0x00000021, 0x00000041, true});  // 0x40 has no row
   ASSERT_TRUE(odd);
   EXPECT_EQ(odd->severity, Severity::kWarn);
-  EXPECT_NE(odd->decode.find("0x40: not in NVIDIA's decode sheet"), std::string::npos) << odd->decode;
+  EXPECT_NE(odd->decode.find("0x40: not in NVIDIA's decode sheet"), std::string::npos)
+      << odd->decode;
 }
 
 TEST(Sxid, TablesAreConsistent) {

@@ -8,10 +8,12 @@ namespace gpuheal {
 namespace {
 
 TEST(RecoveryRequest, ParsesNormalisesAndRejectsWithReasons) {
-  auto r = ParseRecoveryRequest(R"({"id": "nr-7", "gpus": ["00000000:3B:00.0", "0000:3b:00", "0000:86:00"]})");
+  auto r = ParseRecoveryRequest(
+      R"({"id": "nr-7", "gpus": ["00000000:3B:00.0", "0000:3b:00", "0000:86:00"]})");
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->id, "nr-7");
-  EXPECT_EQ(r->gpus, (std::vector<std::string>{"0000:3b:00", "0000:86:00"})) << "normalised, duplicates dropped";
+  EXPECT_EQ(r->gpus, (std::vector<std::string>{"0000:3b:00", "0000:86:00"}))
+      << "normalised, duplicates dropped";
   for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
            {"{", "is not JSON"},
            {"[]", "is not a JSON object"},
@@ -22,7 +24,8 @@ TEST(RecoveryRequest, ParsesNormalisesAndRejectsWithReasons) {
     auto bad = ParseRecoveryRequest(text);
     ASSERT_FALSE(bad) << text;
     EXPECT_NE(bad.error().message.find(want), std::string::npos) << bad.error().message;
-    EXPECT_EQ(bad.error().message.rfind("gpuheal.io/gpu-recovery-request", 0), 0u) << "names the annotation";
+    EXPECT_EQ(bad.error().message.rfind("gpuheal.io/gpu-recovery-request", 0), 0u)
+        << "names the annotation";
   }
 }
 
@@ -55,7 +58,8 @@ TEST(RecoveryRequest, TheControllerReadsTheAnswer) {
   EXPECT_EQ(a->id, "nr-1");
   EXPECT_EQ(a->state, "failed");
   EXPECT_EQ(a->detail, "GPU 0000:3b:00: reset: exit 3");
-  auto rejected = ParseRecoveryStatus(R"({"id": "nr-2", "state": "rejected", "error": "not a PCI bus id", "gpus": {}})");
+  auto rejected = ParseRecoveryStatus(
+      R"({"id": "nr-2", "state": "rejected", "error": "not a PCI bus id", "gpus": {}})");
   ASSERT_TRUE(rejected);
   EXPECT_EQ(rejected->detail, "not a PCI bus id");
   for (const char* bad : {"", "{", "[]", R"({"id": "x"})", R"({"id": "x", "state": "done"})"}) {

@@ -29,8 +29,8 @@ TEST(Severity, OnlyFatalAndWorseFlipConditions) {
 }
 
 TEST(Severity, ActionsAndConditionsRoundTrip) {
-  for (auto a : {Action::kLog, Action::kEvent, Action::kResetGpu, Action::kQuarantine,
-                 Action::kIsolate}) {
+  for (auto a :
+       {Action::kLog, Action::kEvent, Action::kResetGpu, Action::kQuarantine, Action::kIsolate}) {
     EXPECT_EQ(ParseAction(ToString(a)), a);
   }
   for (Condition c : kAllConditions) EXPECT_EQ(ParseCondition(ToString(c)), c);

@@ -60,7 +60,8 @@ TEST(StateFile, UnusableDirectoryOpensUnwritable) {
   auto s = StateFile::Open("/proc/gpuheal-cannot-exist", nullptr);
   ASSERT_TRUE(s.ok());
   EXPECT_FALSE((*s)->writable());
-  EXPECT_NE((*s)->open_error().find("/proc/gpuheal-cannot-exist"), std::string::npos) << (*s)->open_error();
+  EXPECT_NE((*s)->open_error().find("/proc/gpuheal-cannot-exist"), std::string::npos)
+      << (*s)->open_error();
   EXPECT_FALSE((*s)->cursor().valid);
   auto saved = (*s)->Save(Cursor{"boot", 7, true});
   ASSERT_FALSE(saved.ok());

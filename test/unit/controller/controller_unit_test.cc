@@ -1,5 +1,4 @@
 #include <gtest/gtest.h>
-
 #include <yaml-cpp/yaml.h>
 
 #include <thread>
@@ -35,7 +34,8 @@ probation: 2m
 provider: {name: exec, command: [/usr/local/bin/replace-node, --force], timeout: 1m}
 paused: true
 critical: {action: node, request_timeout: 3m}
-)", "p.yaml");
+)",
+                       "p.yaml");
   ASSERT_TRUE(p) << p.error().message;
   EXPECT_EQ(p->TolerationFor("AcceleratedHardwareReady"), 5min);
   EXPECT_EQ(p->TolerationFor("StorageReady"), 1h);
@@ -60,8 +60,10 @@ critical: {action: node, request_timeout: 3m}
 // The policy shipped in deploy/kubernetes/controller.yaml is valid and states the defaults.
 TEST(Policy, TheShippedConfigMapIsValidAndStatesTheDefaults) {
   std::string text;
-  for (const YAML::Node& doc : YAML::LoadAllFromFile(std::string(GPUHEAL_SOURCE_DIR) + "/deploy/kubernetes/controller.yaml")) {
-    if (doc["kind"].as<std::string>() == "ConfigMap") text = doc["data"]["policy.yaml"].as<std::string>();
+  for (const YAML::Node& doc : YAML::LoadAllFromFile(std::string(GPUHEAL_SOURCE_DIR) +
+                                                     "/deploy/kubernetes/controller.yaml")) {
+    if (doc["kind"].as<std::string>() == "ConfigMap")
+      text = doc["data"]["policy.yaml"].as<std::string>();
   }
   ASSERT_FALSE(text.empty());
   auto p = ParsePolicy(text, "controller.yaml");
@@ -92,15 +94,18 @@ TEST(Policy, ErrorsNameFileLineAndField) {
       {"checkpoint:\n  window: soon\n", "\"checkpoint.window\" must be a duration such as 0s"},
       {"probation: 0s\n", "\"probation\" must be a positive duration"},
       {"eviction:\n  after_drain_timeout: kill\n", "must be wait or force-delete"},
-      {"pools:\n  max_unavailable_percent: 0\n", "\"pools.max_unavailable_percent\" must be an integer from 1 to 100"},
-      {"provider:\n  name: reboot\n", "\"provider.name\" must be one of none, delete-node, exec, standby"},
+      {"pools:\n  max_unavailable_percent: 0\n",
+       "\"pools.max_unavailable_percent\" must be an integer from 1 to 100"},
+      {"provider:\n  name: reboot\n",
+       "\"provider.name\" must be one of none, delete-node, exec, standby"},
       {"provider:\n  name: exec\n", "provider exec needs \"provider.command\""},
       {"provider:\n  name: none\n  command: [x]\n", "only for provider exec"},
       {"paused: maybe\n", "\"paused\" must be true or false"},
       {"critical:\n  action: reboot\n", "p.yaml:2:11: \"critical.action\" must be gpu-reset"},
       {"critical:\n  timeout: 1m\n", "unknown key \"timeout\" in critical"},
       {"[1, 2]\n", "must be a mapping"},
-      {"paused: false\npaused: true\n", "p.yaml:2:1: key \"paused\" appears twice in the same mapping"},
+      {"paused: false\npaused: true\n",
+       "p.yaml:2:1: key \"paused\" appears twice in the same mapping"},
       {"toleration:\n  KernelReady: 5m\n  default: 1m\n  KernelReady: 1h\n",
        "p.yaml:4:3: key \"KernelReady\" appears twice"},
   };
@@ -177,16 +182,19 @@ kube::Node NodeWith(std::vector<kube::NodeCondition> conds) {
 }
 
 TEST(NodeFaults, TheWorstFalseDomainDecides) {
-  EXPECT_FALSE(FaultOf(NodeWith({{"Ready", "False", "KubeletNotReady", "", ""},
-                                 {"AcceleratedHardwareReady", "True", "NvidiaGPUIsReady", "", ""}})))
+  EXPECT_FALSE(
+      FaultOf(NodeWith({{"Ready", "False", "KubeletNotReady", "", ""},
+                        {"AcceleratedHardwareReady", "True", "NvidiaGPUIsReady", "", ""}})))
       << "kubelet's conditions are not ours";
   auto f = FaultOf(NodeWith({{"KernelReady", "False", "KernelHungTask", "", "2026-11-30T08:00:00Z"},
-                             {"AcceleratedHardwareReady", "False", "NvidiaXID79Error", "gpu lost", "2026-11-30T08:05:00Z"}}));
+                             {"AcceleratedHardwareReady", "False", "NvidiaXID79Error", "gpu lost",
+                              "2026-11-30T08:05:00Z"}}));
   ASSERT_TRUE(f);
   EXPECT_EQ(f->condition, "AcceleratedHardwareReady");
   EXPECT_EQ(f->severity, Severity::kCatastrophic);
   EXPECT_EQ(SeverityOfReason("NvidiaXID48Error"), Severity::kFatal);
-  EXPECT_EQ(SeverityOfReason("NvidiaXID13Error"), Severity::kFatal) << "a warning raised by repetition";
+  EXPECT_EQ(SeverityOfReason("NvidiaXID13Error"), Severity::kFatal)
+      << "a warning raised by repetition";
   EXPECT_EQ(SeverityOfReason("NvidiaGPUFallenOffBus"), Severity::kCatastrophic);
   EXPECT_EQ(SeverityOfReason("NvidiaGPULost"), Severity::kCatastrophic);
   EXPECT_EQ(SeverityOfReason("KernelPanic"), Severity::kFatal);
@@ -196,19 +204,23 @@ TEST(NodeFaults, TheWorstFalseDomainDecides) {
 // The agent's decision in the message's prefix wins over the catalog's reading of the reason:
 // an Xid 48 the agent's config made catastrophic is isolated; an Xid 79 set to quarantine is not.
 TEST(NodeFaults, TheAgentsDecisionInTheMessageWinsOverTheReason) {
-  auto up = FaultOf(NodeWith({{"AcceleratedHardwareReady", "False", "NvidiaXID48Error",
-                               "[catastrophic/isolate] GPU 0000:3b:00: Xid 48", "2026-11-30T08:05:00Z"}}));
+  auto up = FaultOf(
+      NodeWith({{"AcceleratedHardwareReady", "False", "NvidiaXID48Error",
+                 "[catastrophic/isolate] GPU 0000:3b:00: Xid 48", "2026-11-30T08:05:00Z"}}));
   ASSERT_TRUE(up);
   EXPECT_EQ(up->severity, Severity::kCatastrophic);
   EXPECT_EQ(up->action, Action::kIsolate);
-  auto down = FaultOf(NodeWith({{"AcceleratedHardwareReady", "False", "NvidiaXID79Error",
-                                 "[catastrophic/quarantine] GPU 0000:3b:00: Xid 79", "2026-11-30T08:05:00Z"}}));
+  auto down = FaultOf(
+      NodeWith({{"AcceleratedHardwareReady", "False", "NvidiaXID79Error",
+                 "[catastrophic/quarantine] GPU 0000:3b:00: Xid 79", "2026-11-30T08:05:00Z"}}));
   ASSERT_TRUE(down);
   EXPECT_EQ(down->severity, Severity::kCatastrophic);
   EXPECT_EQ(down->action, Action::kQuarantine);
   // Another tool's message (no prefix, or not one of ours): the reason decides, as before.
-  for (const char* m : {"gpu lost", "[note] gpu lost", "[catastrophic/explode] x", "[fatal/isolate]no space"}) {
-    auto f = FaultOf(NodeWith({{"AcceleratedHardwareReady", "False", "NvidiaXID48Error", m, "2026-11-30T08:05:00Z"}}));
+  for (const char* m :
+       {"gpu lost", "[note] gpu lost", "[catastrophic/explode] x", "[fatal/isolate]no space"}) {
+    auto f = FaultOf(NodeWith(
+        {{"AcceleratedHardwareReady", "False", "NvidiaXID48Error", m, "2026-11-30T08:05:00Z"}}));
     ASSERT_TRUE(f);
     EXPECT_EQ(f->severity, Severity::kFatal) << m;
     EXPECT_EQ(f->action, Action::kQuarantine) << m;
@@ -227,10 +239,12 @@ TEST(NodeFaults, CriticalGpuFaultsComeFromTheAgentsAnnotationWhenNoDomainIsFalse
   EXPECT_TRUE(f->gpu_level);
   EXPECT_EQ(f->severity, Severity::kCritical);
   EXPECT_EQ(f->reason, "NvidiaXID119Warning") << "the earliest";
-  EXPECT_EQ(f->gpus, (std::vector<std::string>{"0000:3b:00", "0000:5e:00"})) << "critical ones only";
+  EXPECT_EQ(f->gpus, (std::vector<std::string>{"0000:3b:00", "0000:5e:00"}))
+      << "critical ones only";
   EXPECT_FALSE(FaultOf(n, false)) << "not a node-level fault: the pool gate does not count it";
   // A False domain is worse and decides.
-  n.conditions[0] = {"AcceleratedHardwareReady", "False", "NvidiaXID48Error", "", "2026-11-30T08:00:00Z"};
+  n.conditions[0] = {"AcceleratedHardwareReady", "False", "NvidiaXID48Error", "",
+                     "2026-11-30T08:00:00Z"};
   ASSERT_TRUE(FaultOf(n));
   EXPECT_FALSE(FaultOf(n)->gpu_level);
   // Unreadable or empty: no GPU-level fault.

@@ -28,7 +28,8 @@ class BadServer : public ::testing::Test {
     server_.stop();
     if (thread_.joinable()) thread_.join();
   }
-  std::unique_ptr<Client> NewClient(RetryPolicy retry = {3, std::chrono::milliseconds(10), std::chrono::milliseconds(50)}) {
+  std::unique_ptr<Client> NewClient(RetryPolicy retry = {3, std::chrono::milliseconds(10),
+                                                         std::chrono::milliseconds(50)}) {
     Config cfg;
     cfg.server = "http://127.0.0.1:" + std::to_string(port_);
     cfg.timeout = std::chrono::seconds(5);
@@ -41,14 +42,17 @@ class BadServer : public ::testing::Test {
   int port_ = 0;
 };
 
-constexpr const char* kNode = R"({"kind":"Node","metadata":{"name":"n1","uid":"u1","resourceVersion":"5"}})";
+constexpr const char* kNode =
+    R"({"kind":"Node","metadata":{"name":"n1","uid":"u1","resourceVersion":"5"}})";
 
 TEST_F(BadServer, MalformedJsonIsAClearDecodeError) {
   server_.Get("/api/v1/nodes/n1", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"kind":"Node","metadata":{"name":"n1",)", "application/json");
   });
   server_.Get("/api/v1/nodes", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"kind":"NodeList","metadata":{"resourceVersion":"5"},"items":[{"metadata":)", "application/json");
+    res.set_content(
+        R"({"kind":"NodeList","metadata":{"resourceVersion":"5"},"items":[{"metadata":)",
+        "application/json");
   });
   Serve();
   auto c = NewClient();
@@ -66,24 +70,28 @@ TEST_F(BadServer, TruncatedWatchStreamDeliversWholeEventsOnly) {
   server_.Get("/api/v1/nodes", [](const httplib::Request&, httplib::Response& res) {
     // Not a compressible type, so this server does not gzip the stream (the API server does not
     // compress watches either; a cut gzip stream would also lose what the inflater buffered).
-    res.set_chunked_content_provider("application/octet-stream", [](size_t offset, httplib::DataSink& sink) {
-      if (offset == 0) {
-        const std::string whole = std::string(R"({"type":"ADDED","object":)") + kNode + "}\n";
-        sink.write(whole.data(), whole.size());
-        const std::string cut = R"({"type":"MODIFIED","object":{"kind":"No)";
-        sink.write(cut.data(), cut.size());
-        return true;
-      }
-      return false;  // the connection drops mid-event
-    });
+    res.set_chunked_content_provider(
+        "application/octet-stream", [](size_t offset, httplib::DataSink& sink) {
+          if (offset == 0) {
+            const std::string whole = std::string(R"({"type":"ADDED","object":)") + kNode + "}\n";
+            sink.write(whole.data(), whole.size());
+            const std::string cut = R"({"type":"MODIFIED","object":{"kind":"No)";
+            sink.write(cut.data(), cut.size());
+            return true;
+          }
+          return false;  // the connection drops mid-event
+        });
   });
   Serve();
   auto c = NewClient();
   std::vector<std::string> seen;
-  auto r = c->Watch(NodePath(), "1", [&](const WatchEventRaw& ev) {
-    seen.push_back(ev.type);
-    return true;
-  }, std::chrono::seconds(5));
+  auto r = c->Watch(
+      NodePath(), "1",
+      [&](const WatchEventRaw& ev) {
+        seen.push_back(ev.type);
+        return true;
+      },
+      std::chrono::seconds(5));
   // Either the cut is reported as a transport error or the stream simply ends; the partial
   // event is never delivered.
   if (!r.ok()) {
@@ -98,7 +106,8 @@ TEST_F(BadServer, GarbageWatchLineIsAnErrorNamingTheWatch) {
   });
   Serve();
   auto c = NewClient();
-  auto r = c->Watch(NodePath(), "1", [](const WatchEventRaw&) { return true; }, std::chrono::seconds(5));
+  auto r = c->Watch(
+      NodePath(), "1", [](const WatchEventRaw&) { return true; }, std::chrono::seconds(5));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("watch /api/v1/nodes"), std::string::npos) << r.error().message;
 }
@@ -107,7 +116,8 @@ TEST_F(BadServer, InformerSurvivesBrokenWatchesAndReconnectsWithBackoff) {
   std::atomic<int> watches{0};
   server_.Get("/api/v1/nodes", [&](const httplib::Request& req, httplib::Response& res) {
     if (!req.has_param("watch")) {
-      res.set_content(R"({"kind":"NodeList","metadata":{"resourceVersion":"5"},"items":[)" + std::string(kNode) + "]}",
+      res.set_content(R"({"kind":"NodeList","metadata":{"resourceVersion":"5"},"items":[)" +
+                          std::string(kNode) + "]}",
                       "application/json");
       return;
     }
@@ -148,8 +158,9 @@ TEST_F(BadServer, EndlessServerErrorsAreRetriedABoundedNumberOfTimes) {
   server_.Get("/api/v1/nodes/n1", [&](const httplib::Request&, httplib::Response& res) {
     ++calls;
     res.status = 503;
-    res.set_content(R"({"kind":"Status","status":"Failure","message":"etcd is down","reason":"ServiceUnavailable","code":503})",
-                    "application/json");
+    res.set_content(
+        R"({"kind":"Status","status":"Failure","message":"etcd is down","reason":"ServiceUnavailable","code":503})",
+        "application/json");
   });
   Serve();
   auto c = NewClient();
@@ -184,11 +195,13 @@ TEST_F(BadServer, TooManyRequestsHonoursRetryAfter) {
 TEST(BadServerNone, NobodyListeningIsATransportErrorNamingTheUrl) {
   Config cfg;
   cfg.server = "http://127.0.0.1:1";  // nothing listens on port 1
-  auto c = Client::Create(std::move(cfg), RetryPolicy{2, std::chrono::milliseconds(10), std::chrono::milliseconds(20)});
+  auto c = Client::Create(
+      std::move(cfg), RetryPolicy{2, std::chrono::milliseconds(10), std::chrono::milliseconds(20)});
   ASSERT_TRUE(c.ok());
   auto r = (*c)->Get(NodePath("n1"));
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("GET http://127.0.0.1:1/api/v1/nodes/n1"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("GET http://127.0.0.1:1/api/v1/nodes/n1"), std::string::npos)
+      << r.error().message;
 }
 
 }  // namespace

@@ -64,7 +64,8 @@ TEST(Kubeconfig, ErrorsNameTheFileAndField) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find("context \"three\" not found"), std::string::npos);
   auto http = ParseKubeconfig(
-      "clusters: [{name: c, cluster: {server: 'http://x'}}]\ncontexts: [{name: a, context: {cluster: c}}]\ncurrent-context: a\n",
+      "clusters: [{name: c, cluster: {server: 'http://x'}}]\ncontexts: [{name: a, context: "
+      "{cluster: c}}]\ncurrent-context: a\n",
       "/tmp/kc");
   ASSERT_FALSE(http.ok());
   EXPECT_NE(http.error().message.find("must be https://"), std::string::npos);

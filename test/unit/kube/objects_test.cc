@@ -41,30 +41,42 @@ TEST(Objects, AHeartbeatIsNoChangeButAConditionOrTaintIs) {
   // A kubelet heartbeat: a new resourceVersion and lastHeartbeatTime, nothing else.
   std::string beat = kNode;
   beat.replace(beat.find(R"("resourceVersion":"42")"), 22, R"("resourceVersion":"43")");
-  const Node heartbeat = with(beat, R"("message":"ok",)", R"("message":"ok","lastHeartbeatTime":"2026-11-30T05:00:00Z",)");
+  const Node heartbeat = with(beat, R"("message":"ok",)",
+                              R"("message":"ok","lastHeartbeatTime":"2026-11-30T05:00:00Z",)");
   EXPECT_EQ(heartbeat.meta.resource_version, "43");
   EXPECT_FALSE(ChangedBeyondVersion(*base, heartbeat));
-  EXPECT_FALSE(ChangedBeyondVersion(*base, with(kNode, R"("other.io/y":"big")", R"("other.io/y":"bigger")")))
+  EXPECT_FALSE(
+      ChangedBeyondVersion(*base, with(kNode, R"("other.io/y":"big")", R"("other.io/y":"bigger")")))
       << "an annotation the projection drops";
-  EXPECT_TRUE(ChangedBeyondVersion(*base, with(kNode, R"("status":"True")", R"("status":"False")")));
-  EXPECT_TRUE(ChangedBeyondVersion(*base, with(kNode, R"("value":"fatal")", R"("value":"catastrophic")")));
-  EXPECT_TRUE(ChangedBeyondVersion(*base, with(kNode, R"("gpuheal.io/x":"1")", R"("gpuheal.io/x":"2")")));
-  EXPECT_TRUE(ChangedBeyondVersion(*base, with(kNode, R"("unschedulable":true)", R"("unschedulable":false)")));
-  EXPECT_TRUE(ChangedBeyondVersion(*base, with(kNode, R"("nvidia.com/gpu":"8")", R"("nvidia.com/gpu":"7")")));
+  EXPECT_TRUE(
+      ChangedBeyondVersion(*base, with(kNode, R"("status":"True")", R"("status":"False")")));
+  EXPECT_TRUE(
+      ChangedBeyondVersion(*base, with(kNode, R"("value":"fatal")", R"("value":"catastrophic")")));
+  EXPECT_TRUE(
+      ChangedBeyondVersion(*base, with(kNode, R"("gpuheal.io/x":"1")", R"("gpuheal.io/x":"2")")));
+  EXPECT_TRUE(ChangedBeyondVersion(
+      *base, with(kNode, R"("unschedulable":true)", R"("unschedulable":false)")));
+  EXPECT_TRUE(ChangedBeyondVersion(
+      *base, with(kNode, R"("nvidia.com/gpu":"8")", R"("nvidia.com/gpu":"7")")));
 
-  auto pod = DecodePod(R"({"metadata":{"namespace":"ml","name":"p","resourceVersion":"1"},"spec":{"nodeName":"gpu-1"},
+  auto pod = DecodePod(
+      R"({"metadata":{"namespace":"ml","name":"p","resourceVersion":"1"},"spec":{"nodeName":"gpu-1"},
                            "status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}})");
-  auto pod2 = DecodePod(R"({"metadata":{"namespace":"ml","name":"p","resourceVersion":"2"},"spec":{"nodeName":"gpu-1"},
+  auto pod2 = DecodePod(
+      R"({"metadata":{"namespace":"ml","name":"p","resourceVersion":"2"},"spec":{"nodeName":"gpu-1"},
                             "status":{"phase":"Running","conditions":[{"type":"Ready","status":"False"}]}})");
-  auto pod3 = DecodePod(R"({"metadata":{"namespace":"ml","name":"p","resourceVersion":"3"},"spec":{"nodeName":"gpu-1"},
+  auto pod3 = DecodePod(
+      R"({"metadata":{"namespace":"ml","name":"p","resourceVersion":"3"},"spec":{"nodeName":"gpu-1"},
                             "status":{"phase":"Failed"}})");
   ASSERT_TRUE(pod.ok() && pod2.ok() && pod3.ok());
-  EXPECT_FALSE(ChangedBeyondVersion(*pod, *pod2)) << "the pod's Ready condition is not in the projection";
+  EXPECT_FALSE(ChangedBeyondVersion(*pod, *pod2))
+      << "the pod's Ready condition is not in the projection";
   EXPECT_TRUE(ChangedBeyondVersion(*pod2, *pod3));
 }
 
 TEST(Objects, DecodesPodsAndLists) {
-  auto list = DecodePodList(R"({"kind":"PodList","metadata":{"resourceVersion":"77","continue":"abc"},
+  auto list =
+      DecodePodList(R"({"kind":"PodList","metadata":{"resourceVersion":"77","continue":"abc"},
    "items":[{"metadata":{"namespace":"ml","name":"p","uid":"u","deletionTimestamp":"2026-11-30T04:00:00Z",
      "ownerReferences":[{"kind":"ReplicaSet","name":"rs","controller":true}]},
      "spec":{"nodeName":"gpu-1","containers":[{"name":"a","resources":{"limits":{"nvidia.com/gpu":"2"}}},
@@ -93,7 +105,8 @@ TEST(Objects, WatchEventsAndStatus) {
       R"({"type":"ERROR","object":{"kind":"Status","status":"Failure","message":"too old resource version","reason":"Expired","code":410}})");
   ASSERT_TRUE(gone.ok());
   EXPECT_EQ(gone->error_code, 410);
-  const ApiStatus s = DecodeStatus(R"({"kind":"Status","code":409,"reason":"Conflict","message":"the object has been modified"})");
+  const ApiStatus s = DecodeStatus(
+      R"({"kind":"Status","code":409,"reason":"Conflict","message":"the object has been modified"})");
   EXPECT_EQ(s.code, 409);
   EXPECT_EQ(s.reason, "Conflict");
 }
