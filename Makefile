@@ -2,7 +2,7 @@
 #   make drill  the main job: setup + build + a local control plane + the self-healing drill
 #               (DRILL_ARGS="--scenario pdb --repeat 5 ..." for more; docs/drill.md)
 #   make run    the standalone agent on this host's kernel log
-#   make test   setup + build (incl. the test control plane, cached) + every test tier
+#   make test   setup + build (incl. the test control plane, cached) + the format check + every test tier
 
 SHELL := /bin/bash
 BUILD := build
@@ -19,6 +19,7 @@ build: setup
 	@cmake --build --preset default -j $(JOBS)
 
 test: build
+	@bash scripts/check-format.sh
 	@bash scripts/run-tests.sh $(BUILD)
 
 # Only the integration tier (a real control plane built from Go modules, cached in ~/.cache/gpuheal).
