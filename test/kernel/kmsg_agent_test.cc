@@ -287,6 +287,9 @@ TEST_F(KmsgAgentTest, TextAnUnprivilegedUserMakesTheKernelPrintIsNoFault) {
     ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) << name << ": " << status;
   }
   const std::string option = fmt::format("NVRM: Xid (PCI:{}): 79", pci_);
+#if !defined(__SANITIZE_THREAD__)
+  // (Not under TSan: its runtime thread makes the child multi-threaded, and unshare(CLONE_NEWUSER)
+  // refuses a multi-threaded process with EINVAL.)
   const int mounted = AsNobody([&] {
     if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) _exit(121);
     std::ofstream("/proc/self/setgroups") << "deny";
@@ -296,6 +299,7 @@ TEST_F(KmsgAgentTest, TextAnUnprivilegedUserMakesTheKernelPrintIsNoFault) {
   });
   ASSERT_TRUE(WIFEXITED(mounted) && WEXITSTATUS(mounted) == 0)
       << "user namespace setup: " << mounted;
+#endif
   // The agent has read everything before this marker once it reports the marker.
   Inject(13, "marker");
   ASSERT_TRUE(agent->WaitEvent(Mine(13, "marker"), 5s));
@@ -303,8 +307,10 @@ TEST_F(KmsgAgentTest, TextAnUnprivilegedUserMakesTheKernelPrintIsNoFault) {
     EXPECT_FALSE(kernel.Find(name + "[").empty())
         << "the kernel printed no segfault line for " << name;
   }
+#if !defined(__SANITIZE_THREAD__)
   EXPECT_FALSE(kernel.Find("Unknown parameter '" + option).empty())
       << "the kernel printed no mount error";
+#endif
   for (const auto& e : agent->events()) {
     const std::string m = e.value("message", "");
     EXPECT_TRUE(m.find("segfault") == std::string::npos &&
