@@ -59,7 +59,14 @@ std::string Describe(const ActiveFault& a, const std::map<std::string, std::stri
 }  // namespace
 
 RecoveryRule RecoveryRuleOf(const Fault& f) {
-  if (f.escalated) return RecoveryRule::kQuietPeriod;  // a repeating warning: it stops, it clears
+  if (f.escalated) {
+    // Raised on evidence of the GPU's own memory fault: it clears as that fault does (a new boot
+    // with the GPU present, or a verified reset), not by going quiet, which a quarantined GPU is.
+    if (f.escalation && f.escalation->rule == "hardware_signal" && !f.pci.empty()) {
+      return RecoveryRule::kRebootWithGpuPresent;
+    }
+    return RecoveryRule::kQuietPeriod;  // a repeating warning: it stops, it clears
+  }
   if (IsGpuFault(f))
     return f.pci.empty() ? RecoveryRule::kReboot : RecoveryRule::kRebootWithGpuPresent;
   const std::string& r = f.reason;

@@ -105,6 +105,23 @@ TEST(ActiveFaults, RecoveryRulesPerReason) {
   Fault escalated = Xid(13, "0000:3b:00", Severity::kFatal);
   escalated.escalated = true;
   EXPECT_EQ(RecoveryRuleOf(escalated), RecoveryRule::kQuietPeriod);
+  escalated.escalation = Fault::Escalation{"distinct_workloads", {"a", "b", "c"}};
+  EXPECT_EQ(RecoveryRuleOf(escalated), RecoveryRule::kQuietPeriod);
+  // Raised because the GPU showed a memory fault: quiet is no evidence of repair.
+  escalated.escalation = Fault::Escalation{"hardware_signal", {"Xid 48"}};
+  EXPECT_EQ(RecoveryRuleOf(escalated), RecoveryRule::kRebootWithGpuPresent);
+}
+
+TEST(ActiveFaults, AHardwareSignalEscalationOutlivesTheQuietPeriodAndASavedRestart) {
+  ActiveFaults a;
+  Fault f = Xid(31, "0000:3b:00", Severity::kFatal);
+  f.escalated = true;
+  f.escalation = Fault::Escalation{"hardware_signal", {"Xid 48 on 0000:3b:00"}};
+  a.Observe(f, 100, "boot-1");
+  EXPECT_TRUE(a.ClearQuiet(100 + 3600, std::chrono::seconds(600)).empty());
+  ASSERT_EQ(a.all().size(), 1u);
+  // A new boot with the GPU present clears it, as it would the memory fault itself.
+  EXPECT_EQ(a.ClearAfterReboot("boot-2", [](const std::string&) { return true; }).size(), 1u);
 }
 
 TEST(ActiveFaults, RebootClearsGpuFaultsOnlyWhenTheGpuIsBack) {
