@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <vector>
 
@@ -228,8 +229,9 @@ constexpr Nvlink5Row kRows[] = {
 // A pattern's mask (bits it fixes) and value. Validated by a unit test: 32 of '0', '1', '-'.
 struct MaskValue {
   uint32_t mask = 0, value = 0;
+  bool Matches(uint32_t v) const { return (v & mask) == value; }
 };
-MaskValue Compile(std::string_view p) {
+constexpr MaskValue Compile(std::string_view p) {
   MaskValue mv;
   for (size_t i = 0; i < p.size() && i < 32; ++i) {
     const uint32_t bit = uint32_t{1} << (31 - i);
@@ -240,10 +242,17 @@ MaskValue Compile(std::string_view p) {
   return mv;
 }
 
-bool Matches(std::string_view pattern, uint32_t v) {
-  const MaskValue mv = Compile(pattern);
-  return (v & mv.mask) == mv.value;
-}
+// Both layouts of every row, compiled when the program is.
+struct CompiledRow {
+  MaskValue v1, v2;
+};
+constexpr auto kCompiled = [] {
+  std::array<CompiledRow, std::size(kRows)> out{};
+  for (size_t i = 0; i < std::size(kRows); ++i) {
+    out[i] = {Compile(kRows[i].pattern_v1), Compile(kRows[i].pattern_v2)};
+  }
+  return out;
+}();
 
 std::optional<uint32_t> Hex(std::string_view& s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == ',')) s.remove_prefix(1);
@@ -289,10 +298,10 @@ std::optional<Nvlink5Registers> ParseNvlink5Registers(std::string_view text) {
 
 std::optional<Nvlink5Decision> DecideNvlink5(int xid, const Nvlink5Registers& r) {
   std::vector<const Nvlink5Row*> unit_rows;
-  for (const Nvlink5Row& row : kRows) {
-    if (row.xid == xid &&
-        (Matches(row.pattern_v1, r.intrinfo) || Matches(row.pattern_v2, r.intrinfo))) {
-      unit_rows.push_back(&row);
+  for (size_t i = 0; i < std::size(kRows); ++i) {
+    if (kRows[i].xid == xid &&
+        (kCompiled[i].v1.Matches(r.intrinfo) || kCompiled[i].v2.Matches(r.intrinfo))) {
+      unit_rows.push_back(&kRows[i]);
     }
   }
   if (unit_rows.empty()) return std::nullopt;

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
-
 #include "core/nvlink5.h"
 #include "core/reasons.h"
 #include "core/sxid_catalog.h"
@@ -26,17 +24,6 @@ void FillProvenance(Fault& f, const Record& rec) {
   f.kmsg_seq = rec.kmsg_seq;
   f.kmsg_usec = rec.kmsg_usec;
   f.message = std::string(rec.message);
-}
-
-// "... Link 09 (0x..." in an NVLink5 line: the link the registers belong to.
-std::optional<int> NvlinkOf(std::string_view text) {
-  const size_t at = text.find(" Link ");
-  if (at == std::string_view::npos) return std::nullopt;
-  std::string_view r = text.substr(at + 6);
-  int v = 0;
-  auto [p, ec] = std::from_chars(r.data(), r.data() + r.size(), v);
-  if (ec != std::errc() || p == r.data() || v < 0) return std::nullopt;
-  return v;
 }
 
 }  // namespace
@@ -145,7 +132,7 @@ void Classifier::ClassifyNvidia(const Record& rec, std::vector<Fault>& out) {
           // NVIDIA's decode sheet (WORKFLOW_NVLINK5_ERR) by unit, subcode and error status; the
           // Fatal/Nonfatal word only where the sheet has no row for the registers.
           std::optional<Nvlink5Decision> d;
-          if (auto regs = ParseNvlink5Registers(sig.text)) d = DecideNvlink5(sig.number, *regs);
+          if (sig.nvlink_regs) d = DecideNvlink5(sig.number, *sig.nvlink_regs);
           if (d) {
             f.severity = d->severity;
             f.decode = d->decode;
@@ -156,7 +143,7 @@ void Classifier::ClassifyNvidia(const Record& rec, std::vector<Fault>& out) {
                             sig.nvlink_fatal ? (*sig.nvlink_fatal ? "Fatal" : "Nonfatal")
                                              : "(missing) severity");
           }
-          f.link = NvlinkOf(sig.text);
+          f.link = sig.link;
         }
         f.action = XidAction(sig.number, f.severity);
       }

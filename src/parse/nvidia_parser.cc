@@ -77,10 +77,12 @@ void ParseNvlink5(std::string_view text, NvidiaSignal& out) {
     out.nvlink_fatal = true;
   else if (rest.starts_with("Nonfatal") || rest.starts_with("Non-fatal"))
     out.nvlink_fatal = false;
-  const size_t reg = rest.find("(0x");
-  if (reg == std::string_view::npos) return;
-  std::string_view r = rest.substr(reg + 3);
-  if (auto v = ConsumeHex(r)) out.subcode = static_cast<int>((*v >> 20) & 0x3f);
+  if (const size_t at = rest.find(" Link "); at != std::string_view::npos) {
+    std::string_view l = rest.substr(at + 6);
+    if (auto v = ConsumeInt(l); v && *v >= 0) out.link = *v;
+  }
+  out.nvlink_regs = ParseNvlink5Registers(rest);
+  if (out.nvlink_regs) out.subcode = static_cast<int>((out.nvlink_regs->intrinfo >> 20) & 0x3f);
 }
 
 void ParseRecoveryAction(std::string_view text, NvidiaSignal& out) {

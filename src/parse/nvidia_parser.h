@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/nvlink5.h"
+
 namespace gpuheal {
 
 enum class NvidiaMessage {
@@ -33,7 +35,9 @@ struct NvidiaSignal {
   // NVLink5 (Xid 144-150): "UNIT Fatal|Nonfatal ... (0xREG0 ...)".
   std::string unit;
   std::optional<bool> nvlink_fatal;
-  std::optional<int> subcode;
+  std::optional<int> subcode;                   // bits 20-25 of the first register
+  std::optional<Nvlink5Registers> nvlink_regs;  // "(0xINTRINFO 0xSTATUS ...)"
+  std::optional<int> link;                      // "Link NN"
   // Xid 154: "... changed from 0x0 (None) to 0x2 (Node Reboot Required)".
   std::optional<int> recovery_action;
   // "channel 0x%08x" in the text: the GPU channel the fault stopped (Xid 13, 31, 43, 45, ...).
