@@ -42,6 +42,7 @@
 #include "apply_manifest.h"
 #include "bench_util.h"
 #include "core/time.h"
+#include "kube/client.h"
 #include "kube_test_util.h"
 #include "local_control_plane.h"
 

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <random>
-
 #include "core/clock.h"
 #include "kube/backoff.h"
 
@@ -15,9 +13,10 @@ const std::vector<double> kWriteBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.
 
 }  // namespace
 
-KubeReporter::KubeReporter(std::unique_ptr<kube::Client> client, KubeReporterOptions opts,
-                           Metrics& metrics)
+KubeReporter::KubeReporter(std::unique_ptr<kube::Api> client, const Clock& clock,
+                           KubeReporterOptions opts, Metrics& metrics)
     : client_(std::move(client)),
+      clock_(clock),
       opts_(std::move(opts)),
       writes_(
           metrics.GetCounter("gpuheal_api_writes_total", "Node status writes to the API server")),
@@ -39,6 +38,8 @@ KubeReporter::KubeReporter(std::unique_ptr<kube::Client> client, KubeReporterOpt
   eo.create_only = true;  // the agent's RBAC: events create only (deploy/kubernetes/agent.yaml)
   events_ = std::make_unique<kube::EventRecorder>(*client_, eo);
   node_ref_ = {"Node", "v1", "", opts_.node_name, opts_.node_name};
+  rng_.seed(std::random_device{}());
+  next_heartbeat_ = clock_.Steady();
 }
 
 KubeReporter::~KubeReporter() { Stop(); }
@@ -93,15 +94,14 @@ void KubeReporter::RecordEvent(std::string type, std::string reason, std::string
 
 bool KubeReporter::api_ok() const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (write_started_ && std::chrono::steady_clock::now() - *write_started_ > opts_.write_deadline)
-    return false;
+  if (write_started_ && clock_.Steady() - *write_started_ > opts_.write_deadline) return false;
   return api_ok_;
 }
 
 std::string KubeReporter::last_error() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (write_started_) {
-    const auto pending = std::chrono::steady_clock::now() - *write_started_;
+    const auto pending = clock_.Steady() - *write_started_;
     if (pending > opts_.write_deadline) {
       return fmt::format(
           "a node status write has had no answer for {} s (deadline {} s)",
@@ -141,7 +141,7 @@ bool KubeReporter::Init() {
 
 bool KubeReporter::WriteConditions(const std::vector<DesiredCondition>& desired,
                                    const std::map<std::string, std::string>& annotations) {
-  const std::string now = kube::RfcTime(std::chrono::system_clock::now());
+  const std::string now = kube::RfcTime(clock_.Now());
   nlohmann::json conds = nlohmann::json::array();
   for (const auto& d : desired) {
     nlohmann::json c = {{"type", d.type},
@@ -168,95 +168,89 @@ bool KubeReporter::WriteConditions(const std::vector<DesiredCondition>& desired,
 }
 
 bool KubeReporter::AllowEvent(const std::string& reason) {
-  const auto now = std::chrono::steady_clock::now();
-  auto [it, inserted] =
-      event_buckets_.try_emplace(reason, Bucket{static_cast<double>(opts_.event_burst), now});
-  Bucket& b = it->second;
-  const double refill = std::chrono::duration<double>(now - b.last) /
-                        std::chrono::duration<double>(opts_.event_refill);
-  b.tokens = std::min<double>(opts_.event_burst, b.tokens + refill);
-  b.last = now;
-  if (b.tokens < 1) return false;
-  b.tokens -= 1;
-  return true;
+  const auto now = clock_.Steady();
+  const double rate = 1.0 / std::chrono::duration<double>(opts_.event_refill).count();
+  auto it = event_buckets_.try_emplace(reason, rate, opts_.event_burst, now).first;
+  return it->second.TryTake(now);
 }
 
 void KubeReporter::Run() {
-  std::mt19937_64 rng(std::random_device{}());
-  int failures = 0;
-  auto backoff = [&] {
-    return kube::JitteredBackoff(opts_.initial_backoff, opts_.max_backoff, failures++, rng);
-  };
-  bool initialized = false;
-  auto next_heartbeat = std::chrono::steady_clock::now();
-  auto retry_at = std::chrono::steady_clock::time_point{};
+  auto wake = clock_.Steady();  // the first pass at once: it reads the Node
   for (;;) {
-    std::vector<DesiredCondition> desired;
-    std::map<std::string, std::string> annotations;
-    std::deque<PendingEvent> events;
-    uint64_t gen = 0;
-    int64_t detected = 0;
     bool stopping = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      auto wake = std::max(retry_at, std::min(next_heartbeat, std::chrono::steady_clock::now() +
-                                                                  opts_.event_patch_interval));
       cv_.wait_until(lock, wake, [&] {
         if (stop_) return true;
-        if (std::chrono::steady_clock::now() < retry_at) return false;
+        if (clock_.Steady() < retry_at_) return false;
         return desired_gen_ != written_gen_ || !pending_events_.empty();
       });
       stopping = stop_;
-      desired = desired_;
-      annotations = desired_annotations_;
-      gen = desired_gen_;
-      detected = detected_usec_;
-      events.swap(pending_events_);
     }
-    const auto now = std::chrono::steady_clock::now();
-    bool ok = true;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      write_started_ = now;
-    }
-    if (!initialized) initialized = ok = Init();
-    if (ok && gen > 0 && (gen != written_gen_ || now >= next_heartbeat)) {
-      ok = WriteConditions(desired, annotations);
-      if (ok) {
-        if (detected) write_latency_.Observe(static_cast<double>(MonotonicUsec() - detected) / 1e6);
-        next_heartbeat = std::chrono::steady_clock::now() + opts_.heartbeat;
-        std::lock_guard<std::mutex> lock(mu_);
-        written_gen_ = gen;
-        if (detected_usec_ == detected) detected_usec_ = 0;
-      }
-    }
-    if (ok) {
-      for (const auto& ev : events) {
-        if (!AllowEvent(ev.reason)) {
-          events_dropped_.Inc();
-          continue;
-        }
-        auto r = events_->Record(node_ref_, ev.type, ev.reason, ev.message);
-        if (r.ok()) events_written_.Inc();
-      }
-      events_->Flush(stopping);
-      failures = 0;
-      retry_at = {};
-      std::lock_guard<std::mutex> lock(mu_);
-      write_started_.reset();
-      api_ok_ = true;
-      last_error_.clear();
-      api_up_.Set(1);
-    } else {
-      // Keep the events for the next attempt (newest first is not needed: order is kept).
-      std::lock_guard<std::mutex> lock(mu_);
-      write_started_.reset();
-      for (auto it = events.rbegin(); it != events.rend(); ++it) pending_events_.push_front(*it);
-      retry_at = std::chrono::steady_clock::now() + backoff();
-    }
-    cv_.notify_all();
+    wake = Step(stopping);
     if (stopping) return;
   }
+}
+
+std::chrono::steady_clock::time_point KubeReporter::Step(bool stopping) {
+  std::vector<DesiredCondition> desired;
+  std::map<std::string, std::string> annotations;
+  std::deque<PendingEvent> events;
+  uint64_t gen = 0;
+  int64_t detected = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    desired = desired_;
+    annotations = desired_annotations_;
+    gen = desired_gen_;
+    detected = detected_usec_;
+    events.swap(pending_events_);
+  }
+  const auto now = clock_.Steady();
+  bool ok = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    write_started_ = now;
+  }
+  if (!initialized_) initialized_ = ok = Init();
+  if (ok && gen > 0 && (gen != written_gen_ || now >= next_heartbeat_)) {
+    ok = WriteConditions(desired, annotations);
+    if (ok) {
+      if (detected) write_latency_.Observe(static_cast<double>(MonotonicUsec() - detected) / 1e6);
+      next_heartbeat_ = clock_.Steady() + opts_.heartbeat;
+      std::lock_guard<std::mutex> lock(mu_);
+      written_gen_ = gen;
+      if (detected_usec_ == detected) detected_usec_ = 0;
+    }
+  }
+  if (ok) {
+    for (const auto& ev : events) {
+      if (!AllowEvent(ev.reason)) {
+        events_dropped_.Inc();
+        continue;
+      }
+      auto r = events_->Record(node_ref_, ev.type, ev.reason, ev.message);
+      if (r.ok()) events_written_.Inc();
+    }
+    events_->Flush(stopping);
+    failures_ = 0;
+    retry_at_ = {};
+    std::lock_guard<std::mutex> lock(mu_);
+    write_started_.reset();
+    api_ok_ = true;
+    last_error_.clear();
+    api_up_.Set(1);
+  } else {
+    // Keep the events for the next attempt, in their order.
+    std::lock_guard<std::mutex> lock(mu_);
+    write_started_.reset();
+    for (auto it = events.rbegin(); it != events.rend(); ++it) pending_events_.push_front(*it);
+    retry_at_ = clock_.Steady() +
+                kube::JitteredBackoff(opts_.initial_backoff, opts_.max_backoff, failures_++, rng_);
+  }
+  cv_.notify_all();
+  return std::max(retry_at_,
+                  std::min(next_heartbeat_, clock_.Steady() + opts_.event_patch_interval));
 }
 
 }  // namespace gpuheal

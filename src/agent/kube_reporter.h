@@ -18,12 +18,15 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "agent/active_faults.h"
-#include "kube/client.h"
+#include "core/clock.h"
+#include "core/token_bucket.h"
+#include "kube/api.h"
 #include "kube/events.h"
 #include "serve/metrics.h"
 
@@ -45,10 +48,17 @@ struct KubeReporterOptions {
 
 class KubeReporter {
  public:
-  KubeReporter(std::unique_ptr<kube::Client> client, KubeReporterOptions opts, Metrics& metrics);
+  KubeReporter(std::unique_ptr<kube::Api> client, const Clock& clock, KubeReporterOptions opts,
+               Metrics& metrics);
   ~KubeReporter();
   void Start();
   void Stop();  // writes what is pending (bounded by one attempt), then returns
+
+  // One pass of the reporter's loop: reads the Node once, writes the pending conditions (or the
+  // heartbeat that is due) and Events, or schedules a retry with backoff. Returns when it wants
+  // to run again even if nothing changes. The reporter's thread runs it whenever something is
+  // pending; a test runs it directly instead of Start(), stepping its clock.
+  std::chrono::steady_clock::time_point Step(bool stopping = false);
 
   // Called by the agent's loop; never block on the API. `detected_mono_usec` (CLOCK_MONOTONIC)
   // is when the fault that changed them was detected, for the detection->write histogram.
@@ -65,10 +75,6 @@ class KubeReporter {
   struct PendingEvent {
     std::string type, reason, message;
   };
-  struct Bucket {
-    double tokens;
-    std::chrono::steady_clock::time_point last;
-  };
   void Run();
   bool Init();  // reads the Node: its uid and the current status of our condition types
   bool WriteConditions(const std::vector<DesiredCondition>& desired,
@@ -76,7 +82,8 @@ class KubeReporter {
   bool AllowEvent(const std::string& reason);
   void Fail(const std::string& what);
 
-  std::unique_ptr<kube::Client> client_;
+  std::unique_ptr<kube::Api> client_;
+  const Clock& clock_;
   KubeReporterOptions opts_;
   std::unique_ptr<kube::EventRecorder> events_;
   kube::ObjectReference node_ref_;
@@ -94,9 +101,13 @@ class KubeReporter {
   std::string last_error_;
   std::optional<std::chrono::steady_clock::time_point> write_started_;  // a write in flight
 
-  // Reporter thread only.
+  // Reporter thread only (Step).
   std::map<std::string, std::string> server_status_;  // condition type -> status on the server
-  std::map<std::string, Bucket> event_buckets_;
+  std::map<std::string, TokenBucket> event_buckets_;  // per reason
+  std::mt19937_64 rng_;
+  int failures_ = 0;
+  bool initialized_ = false;
+  std::chrono::steady_clock::time_point next_heartbeat_{}, retry_at_{};
   std::thread thread_;
 
   Counter& writes_;

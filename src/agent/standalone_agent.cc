@@ -51,13 +51,14 @@ StandaloneAgent::~StandaloneAgent() {
   if (signal_fd_ >= 0) close(signal_fd_);
 }
 
-Result<std::unique_ptr<StandaloneAgent>> StandaloneAgent::Create(
-    AgentConfig config, int out_fd, std::unique_ptr<kube::Client> client,
-    KubeReporterOptions reporter_options, std::unique_ptr<kube::Client> watch_client) {
+Result<std::unique_ptr<StandaloneAgent>> StandaloneAgent::Create(AgentConfig config, int out_fd,
+                                                                 AgentPorts ports) {
   std::unique_ptr<StandaloneAgent> a(new StandaloneAgent(std::move(config), out_fd));
-  a->kube_client_ = std::move(client);
-  a->watch_client_ = std::move(watch_client);
-  a->reporter_options_ = std::move(reporter_options);
+  a->kube_client_ = std::move(ports.api);
+  a->watch_client_ = std::move(ports.watch_api);
+  a->reporter_options_ = std::move(ports.reporter);
+  a->reader_ = std::move(ports.kernel_log);
+  if (ports.clock) a->clock_ = ports.clock;
   if (auto s = a->Init(); !s) return s.error();
   return a;
 }
@@ -89,9 +90,11 @@ Status StandaloneAgent::Init() {
   // A state directory that takes no writes (read-only, full) is no reason to stop detecting.
   if (!state_->writable()) StateWrite(Error{state_->open_error()}, "cursor");
 
-  auto reader = KmsgReader::Open(config_.kmsg_path);
-  if (!reader) return reader.error();
-  reader_ = std::move(*reader);
+  if (!reader_) {
+    auto reader = KmsgReader::Open(config_.kmsg_path);
+    if (!reader) return reader.error();
+    reader_ = std::move(*reader);
+  }
 
   boot_id_ = ReadBootId();
   const Cursor& saved = state_->cursor();
@@ -147,8 +150,8 @@ Status StandaloneAgent::Init() {
       &metrics_.GetHistogram("gpuheal_detection_latency_seconds",
                              "Kernel record timestamp to fault event emitted", kLatencyBuckets);
   if (kube_client_)
-    reporter_ =
-        std::make_unique<KubeReporter>(std::move(kube_client_), reporter_options_, metrics_);
+    reporter_ = std::make_unique<KubeReporter>(std::move(kube_client_), *clock_, reporter_options_,
+                                               metrics_);
   metrics_
       .GetGauge("gpuheal_agent_info", "Agent build and mode",
                 {{"version", GPUHEAL_VERSION}, {"mode", reporter_ ? "kubernetes" : "standalone"}})
@@ -337,17 +340,17 @@ void StandaloneAgent::OnKmsgReadable() {
   for (int i = 0; i < kMaxRecordsPerWake; ++i) {
     std::string_view rec;
     switch (reader_->Next(rec)) {
-      case KmsgReader::Status::kRecord:
+      case KernelLog::Status::kRecord:
         ProcessRecord(rec);
         continue;
-      case KmsgReader::Status::kOverrun:
+      case KernelLog::Status::kOverrun:
         overruns_->Inc();
         continue;
-      case KmsgReader::Status::kAgain:
-      case KmsgReader::Status::kEof:
+      case KernelLog::Status::kAgain:
+      case KernelLog::Status::kEof:
         i = kMaxRecordsPerWake;
         break;
-      case KmsgReader::Status::kError:
+      case KernelLog::Status::kError:
         if (reader_ok_) {
           reader_errno_ = reader_->last_errno();
           Log("error", "kernel log read failed",

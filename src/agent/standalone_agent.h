@@ -21,24 +21,36 @@
 #include "agent/node_state.h"
 #include "agent/nvml_monitor.h"
 #include "agent/state_file.h"
+#include "core/clock.h"
 #include "core/recovery_request.h"
 #include "kube/informer.h"
 #include "parse/classifier.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
+#include "sources/kernel_log.h"
 #include "sources/kmsg_reader.h"
 
 namespace gpuheal {
+
+// What the agent talks to, injected: the binary passes the real ones, tests fakes.
+struct AgentPorts {
+  // With a Kubernetes API the agent also reports to Kubernetes through a KubeReporter.
+  std::unique_ptr<kube::Api> api;
+  KubeReporterOptions reporter;
+  // The watch of this agent's own Node (GPU recovery requests); null: none.
+  std::unique_ptr<kube::Api> watch_api;
+  // The kernel log; null: config.kmsg_path opened with KmsgReader.
+  std::unique_ptr<KernelLog> kernel_log;
+  // Time for the reporter; null: the system's.
+  const Clock* clock = nullptr;
+};
 
 class StandaloneAgent {
  public:
   // Config errors (bad NPD rules, unusable state dir, kernel log that cannot be opened) come back
   // as errors; the caller exits 2 for them.
-  // With a Kubernetes client, the agent also reports to Kubernetes through a KubeReporter.
-  static Result<std::unique_ptr<StandaloneAgent>> Create(
-      AgentConfig config, int out_fd, std::unique_ptr<kube::Client> client = nullptr,
-      KubeReporterOptions reporter_options = {},
-      std::unique_ptr<kube::Client> watch_client = nullptr);
+  static Result<std::unique_ptr<StandaloneAgent>> Create(AgentConfig config, int out_fd,
+                                                         AgentPorts ports = {});
   ~StandaloneAgent();
 
   // Runs until SIGINT/SIGTERM or Stop(). Returns the process exit code.
@@ -84,7 +96,7 @@ class StandaloneAgent {
   std::unique_ptr<NvmlMonitor> nvml_;  // null when NVML is off or absent
   std::unique_ptr<DcgmMonitor> dcgm_;  // null unless nvidia.dcgm.enabled
   std::unique_ptr<Classifier> classifier_;
-  std::unique_ptr<KmsgReader> reader_;
+  std::unique_ptr<KernelLog> reader_;
   std::unique_ptr<StateFile> state_;
   NodeState node_state_;
   Metrics metrics_;
@@ -114,10 +126,12 @@ class StandaloneAgent {
   std::string health_state_error_;  // state_error_ for the HTTP thread
   Gauge* state_writable_ = nullptr;
   Counter* state_write_errors_ = nullptr;
-  std::unique_ptr<kube::Client> kube_client_;  // handed to reporter_ in Init()
+  SystemClock system_clock_;
+  const Clock* clock_ = &system_clock_;
+  std::unique_ptr<kube::Api> kube_client_;  // handed to reporter_ in Init()
   KubeReporterOptions reporter_options_;
   std::unique_ptr<KubeReporter> reporter_;
-  std::unique_ptr<kube::Client> watch_client_;  // the watch of this agent's own Node
+  std::unique_ptr<kube::Api> watch_client_;  // the watch of this agent's own Node
   std::unique_ptr<kube::Informer<kube::Node>> node_watch_;
   std::string handled_request_id_, handled_request_raw_;  // at most once per id (persisted)
   std::string requests_path_;

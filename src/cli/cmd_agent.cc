@@ -126,8 +126,11 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
       kube_client = std::move(*client);
       if (watch) watch_client = std::move(*watch);
     }
-    auto agent = StandaloneAgent::Create(std::move(cfg), STDOUT_FILENO, std::move(kube_client), ro,
-                                         std::move(watch_client));
+    AgentPorts ports;
+    ports.api = std::move(kube_client);
+    ports.reporter = ro;
+    ports.watch_api = std::move(watch_client);
+    auto agent = StandaloneAgent::Create(std::move(cfg), STDOUT_FILENO, std::move(ports));
     if (!agent) {
       std::cerr << "gpuheal agent: " << agent.error().message << "\n";
       exit_code = kExitUsage;

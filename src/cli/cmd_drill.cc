@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "drill/drill.h"
+#include "kube/client.h"
 #include "kube/kube_config.h"
 
 namespace gpuheal::cli {

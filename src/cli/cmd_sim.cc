@@ -9,6 +9,7 @@
 #include "agent/config.h"
 #include "cli/commands.h"
 #include "core/log.h"
+#include "kube/client.h"
 #include "kube/kube_config.h"
 #include "sim/sim.h"
 

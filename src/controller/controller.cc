@@ -21,8 +21,8 @@ std::vector<std::string> RepairNodeIndex(const kube::NodeRepair& r) { return {r.
 
 }  // namespace
 
-Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Client> client,
-                                                       std::unique_ptr<kube::Client> watch_client,
+Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Api> client,
+                                                       std::unique_ptr<kube::Api> watch_client,
                                                        ControllerOptions opts) {
   std::unique_ptr<Controller> c(new Controller());
   c->opts_ = std::move(opts);
@@ -61,11 +61,11 @@ Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Cli
   w.pods = [self](const std::string& n) { return self->pods_->ByIndex("node", n); };
   w.repairs = [self](const std::string& n) { return self->repairs_->ByIndex("node", n); };
   w.backlog = [self] { return self->queue_.Len() > 0; };
-  c->repairer_ = std::make_unique<Repairer>(*c->client_, std::move(w), c->opts_.policy,
+  c->repairer_ = std::make_unique<Repairer>(*c->client_, c->clock_, std::move(w), c->opts_.policy,
                                             c->opts_.dry_run, c->metrics_);
   c->repairer_->SetBreakerKey(c->opts_.lease_namespace, c->opts_.lease_name);
 
-  kube::Client& wc = *c->watch_client_;
+  kube::Api& wc = *c->watch_client_;
   c->nodes_ = std::make_unique<kube::Informer<kube::Node>>(wc, kube::NodePath(),
                                                            kube::DecodeNodeList, kube::DecodeNode);
   c->pods_ = std::make_unique<kube::Informer<kube::Pod>>(wc, "/api/v1/pods", kube::DecodePodList,

@@ -13,6 +13,7 @@
 #include "controller/policy.h"
 #include "controller/repair.h"
 #include "controller/work_queue.h"
+#include "core/clock.h"
 #include "kube/informer.h"
 #include "kube/leader_election.h"
 #include "serve/http_server.h"
@@ -36,8 +37,8 @@ struct ControllerOptions {
 class Controller {
  public:
   // `client` for reads and writes, `watch_client` for the informers' long watches.
-  static Result<std::unique_ptr<Controller>> Create(std::unique_ptr<kube::Client> client,
-                                                    std::unique_ptr<kube::Client> watch_client,
+  static Result<std::unique_ptr<Controller>> Create(std::unique_ptr<kube::Api> client,
+                                                    std::unique_ptr<kube::Api> watch_client,
                                                     ControllerOptions opts);
   ~Controller();
   // Runs until SIGINT/SIGTERM. A replica that loses its Lease (e.g. it could not renew it through
@@ -51,7 +52,8 @@ class Controller {
   void Worker();
 
   ControllerOptions opts_;
-  std::unique_ptr<kube::Client> client_, watch_client_;
+  std::unique_ptr<kube::Api> client_, watch_client_;
+  SystemClock clock_;
   Metrics metrics_;
   std::unique_ptr<kube::Informer<kube::Node>> nodes_;
   std::unique_ptr<kube::Informer<kube::Pod>> pods_;

@@ -4,7 +4,7 @@
 
 namespace gpuheal::kube {
 
-EventRecorder::EventRecorder(Client& client, EventRecorderOptions opts)
+EventRecorder::EventRecorder(Api& client, EventRecorderOptions opts)
     : client_(client), opts_(std::move(opts)) {}
 
 EventRecorderStats EventRecorder::stats() const {

@@ -16,7 +16,7 @@
 
 #include "core/result.h"
 #include "core/time.h"
-#include "kube/client.h"
+#include "kube/api.h"
 
 namespace gpuheal::kube {
 
@@ -50,7 +50,7 @@ struct EventRecorderStats {
 
 class EventRecorder {
  public:
-  EventRecorder(Client& client, EventRecorderOptions opts);
+  EventRecorder(Api& client, EventRecorderOptions opts);
 
   // Records one occurrence. `type` is "Normal" or "Warning". Returns true when it was written
   // now, false when folded into a pending update; an Error when the API write failed (the
@@ -78,7 +78,7 @@ class EventRecorder {
   Result<bool> CreateEvent(Entry& e);
   Result<bool> PatchEvent(Entry& e);
 
-  Client& client_;
+  Api& client_;
   EventRecorderOptions opts_;
   mutable std::mutex mu_;
   Lru lru_;  // most recently seen first

@@ -22,8 +22,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kube/api.h"
 #include "kube/backoff.h"
-#include "kube/client.h"
 #include "kube/objects.h"
 
 namespace gpuheal::kube {
@@ -64,7 +64,7 @@ class Informer {
   };
 
   // `collection_path` may carry a labelSelector/fieldSelector query.
-  Informer(Client& client, std::string collection_path, Decoder<kube::List<T>> decode_list,
+  Informer(Api& client, std::string collection_path, Decoder<kube::List<T>> decode_list,
            Decoder<T> decode, InformerOptions opts = {})
       : client_(client),
         path_(std::move(collection_path)),
@@ -362,7 +362,7 @@ class Informer {
     }
   }
 
-  Client& client_;
+  Api& client_;
   const std::string path_;
   const Decoder<kube::List<T>> decode_list_;
   const Decoder<T> decode_;

@@ -20,7 +20,7 @@ Result<bool> ValidateLeaderElection(const LeaderElectionConfig& c) {
   return true;
 }
 
-LeaderElector::LeaderElector(Client& client, LeaderElectionConfig cfg)
+LeaderElector::LeaderElector(Api& client, LeaderElectionConfig cfg)
     : client_(client), cfg_(std::move(cfg)) {}
 
 LeaderElector::~LeaderElector() { Stop(); }

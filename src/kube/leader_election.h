@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "kube/client.h"
+#include "kube/api.h"
 
 namespace gpuheal::kube {
 
@@ -36,7 +36,7 @@ Result<bool> ValidateLeaderElection(const LeaderElectionConfig& c);
 
 class LeaderElector {
  public:
-  LeaderElector(Client& client, LeaderElectionConfig cfg);
+  LeaderElector(Api& client, LeaderElectionConfig cfg);
   ~LeaderElector();
   void Start();
   // Stops campaigning; a leader releases the Lease and calls on_stopped_leading.
@@ -50,7 +50,7 @@ class LeaderElector {
   void Release();
   bool Sleep(std::chrono::milliseconds d);  // false when stopped meanwhile
 
-  Client& client_;
+  Api& client_;
   LeaderElectionConfig cfg_;
   std::atomic<bool> leader_{false};
   mutable std::mutex mu_;

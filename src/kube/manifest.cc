@@ -77,7 +77,7 @@ Result<std::vector<nlohmann::json>> ReadManifest(const std::string& file) {
   return out;
 }
 
-Status CreateObjects(Client& c, const std::vector<nlohmann::json>& objects,
+Status CreateObjects(Api& c, const std::vector<nlohmann::json>& objects,
                      const std::function<bool(const nlohmann::json&)>& want) {
   for (const auto& obj : objects) {
     if (want && !want(obj)) continue;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/result.h"
-#include "kube/client.h"
+#include "kube/api.h"
 
 namespace gpuheal::kube {
 
@@ -27,7 +27,7 @@ Result<std::vector<nlohmann::json>> ReadManifest(const std::string& file);
 
 // Creates each object `want` accepts (all when empty); an object that already exists (409) is
 // left as it is. Errors name the object and the API server's answer.
-Status CreateObjects(Client& c, const std::vector<nlohmann::json>& objects,
+Status CreateObjects(Api& c, const std::vector<nlohmann::json>& objects,
                      const std::function<bool(const nlohmann::json&)>& want = {});
 
 }  // namespace gpuheal::kube

@@ -95,8 +95,11 @@ Status Sim::StartAgent(const SimNode& n) {
   KubeReporterOptions ro;
   ro.node_name = n.name;
   ro.heartbeat = cfg.heartbeat_period;
-  auto agent =
-      StandaloneAgent::Create(std::move(cfg), h->out_fd, std::move(*client), ro, std::move(*watch));
+  AgentPorts ports;
+  ports.api = std::move(*client);
+  ports.reporter = ro;
+  ports.watch_api = std::move(*watch);
+  auto agent = StandaloneAgent::Create(std::move(cfg), h->out_fd, std::move(ports));
   if (!agent) return Error{fmt::format("sim: the agent of {}: {}", n.name, agent.error().message)};
   h->agent = std::move(*agent);
   h->thread = std::thread([a = h->agent.get()] { (void)a->Run(); });

@@ -10,31 +10,25 @@
 #include <string_view>
 
 #include "core/result.h"
+#include "sources/kernel_log.h"
 
 namespace gpuheal {
 
-class KmsgReader {
+class KmsgReader final : public KernelLog {
  public:
-  enum class Status { kRecord, kAgain, kOverrun, kEof, kError };
-
   // Opens `path` non-blocking. A character device is read record-per-read; a FIFO line by line.
   static Result<std::unique_ptr<KmsgReader>> Open(const std::string& path);
-  ~KmsgReader();
+  ~KmsgReader() override;
   KmsgReader(const KmsgReader&) = delete;
   KmsgReader& operator=(const KmsgReader&) = delete;
 
-  int fd() const { return fd_; }
-  const std::string& path() const { return path_; }
-
-  // On kRecord, `record` holds the raw record ("PRI,SEQ,TS,FLAGS;MSG" plus "\n KEY=VALUE" lines,
-  // without the final newline) and stays valid until the next call.
-  Status Next(std::string_view& record);
-  // Skips what the kernel buffer holds now: the next record read is the next one written. A FIFO
-  // has no history to skip.
-  void SeekEnd();
-  // Back to the oldest record the kernel buffer still holds. A FIFO has no history.
-  void SeekStart();
-  int last_errno() const { return errno_; }
+  int fd() const override { return fd_; }
+  const std::string& path() const override { return path_; }
+  Status Next(std::string_view& record) override;
+  // A FIFO has no history: SeekEnd and SeekStart do nothing there.
+  void SeekEnd() override;
+  void SeekStart() override;
+  int last_errno() const override { return errno_; }
 
  private:
   KmsgReader(int fd, std::string path, bool device);

@@ -14,6 +14,7 @@
 #include "agent_process.h"
 #include "apply_manifest.h"
 #include "drill/inject.h"
+#include "kube/client.h"
 #include "kube_test_util.h"
 #include "nvml_scenario.h"
 #include "run_binary.h"

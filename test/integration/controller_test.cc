@@ -402,8 +402,9 @@ TEST_F(ControllerTest, QuarantineFromAStaleCacheLosesNoOtherWritersTaint) {
       "breaker: {share_percent: 100}\npools: {max_unavailable_percent: 100}\n", "test.yaml");
   ASSERT_TRUE(policy);
   Metrics metrics;
+  SystemClock clock;
   {
-    controller::Repairer r(*client_, w, *policy, false, metrics);
+    controller::Repairer r(*client_, clock, w, *policy, false, metrics);
     (void)r.Reconcile(a);
     (void)r.Reconcile(b);
   }
@@ -452,7 +453,8 @@ TEST_F(ControllerTest, InABurstEveryQuarantineGoesBeforeAnyRecord) {
       "breaker: {share_percent: 100}\npools: {max_unavailable_percent: 100}\n", "test.yaml");
   ASSERT_TRUE(policy);
   Metrics metrics;
-  controller::Repairer r(*client_, w, *policy, false, metrics);
+  SystemClock clock;
+  controller::Repairer r(*client_, clock, w, *policy, false, metrics);
   // Whole microseconds, as the record writes them: the first reconcile may read the clock less
   // than a microsecond later (CI caught the truncated time landing before an unfloored `before`).
   const auto before =

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "kube/client.h"
 #include "kube/leader_election.h"
 
 namespace {

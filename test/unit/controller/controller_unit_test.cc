@@ -142,12 +142,12 @@ TEST(WorkQueue, DelaysAndShutdown) {
   EXPECT_EQ(q.Get(), "later");
   EXPECT_EQ(q.Get(), "late");
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 190ms);
-  std::thread t([&] {
-    std::this_thread::sleep_for(50ms);
-    q.ShutDown();
-  });
-  EXPECT_FALSE(q.Get().has_value());
+  // A worker blocked in Get (or about to be) gets nothing once the queue shuts down.
+  std::optional<std::string> got = "unset";
+  std::thread t([&] { got = q.Get(); });
+  q.ShutDown();
   t.join();
+  EXPECT_FALSE(got.has_value());
   // Shut down, nothing is queued; reopened (a replica that won its Lease again), it works empty.
   q.Add("while-down");
   q.AddAfter("delayed", 5s);

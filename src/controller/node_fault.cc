@@ -1,0 +1,131 @@
+#include "controller/node_fault.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "core/condition_decision.h"
+#include "core/gpu_faults.h"
+#include "core/keys.h"
+#include "core/reasons.h"
+#include "core/time.h"
+#include "core/xid_catalog.h"
+
+namespace gpuheal::controller {
+
+Severity SeverityOfReason(const std::string& reason) {
+  if (reason == reason::kNvidiaGPUFallenOffBus || reason == reason::kNvidiaGPULost)
+    return Severity::kCatastrophic;
+  std::string_view r = reason;
+  if (r.starts_with("NvidiaXID") && (r.ends_with("Error") || r.ends_with("Warning"))) {
+    r.remove_prefix(9);
+    int xid = 0;
+    auto [p, ec] = std::from_chars(r.data(), r.data() + r.size(), xid);
+    const std::string_view rest(p, static_cast<size_t>(r.data() + r.size() - p));
+    if (ec == std::errc() && (rest == "Error" || rest == "Warning")) {
+      if (const XidInfo* info = FindXid(xid)) return std::max(info->severity, Severity::kFatal);
+    }
+  }
+  return Severity::kFatal;
+}
+
+std::optional<NodeFault> FaultOf(const kube::Node& n, bool include_gpu_level) {
+  std::optional<NodeFault> worst;
+  for (const auto& c : n.conditions) {
+    if (c.status != "False" || !IsDomain(c.type)) continue;
+    NodeFault f;
+    f.condition = c.type;
+    f.reason = c.reason;
+    f.message = c.message;
+    // The agent's decision when its message carries one; else (another tool's condition) the
+    // reason code's. A False domain is a node-level fault: at least fatal.
+    if (auto d = ParseDecisionPrefix(c.message)) {
+      f.severity = std::max(d->severity, Severity::kFatal);
+      f.action = d->action;
+    } else {
+      f.severity = SeverityOfReason(c.reason);
+      f.action = DefaultAction(f.severity);
+    }
+    f.since = kube::ParseTime(c.last_transition_time).value_or(std::chrono::system_clock::now());
+    if (!worst || f.severity > worst->severity ||
+        (f.severity == worst->severity && f.since < worst->since))
+      worst = f;
+  }
+  if (worst || !include_gpu_level) return worst;
+  auto ann = n.meta.annotations.find(std::string(keys::kGpuFaults));
+  if (ann == n.meta.annotations.end()) return worst;
+  auto gpus = ParseGpuFaults(ann->second);
+  if (!gpus)
+    return worst;  // the node's own reconcile says so (FaultOf runs for every node in the gates)
+  // Critical faults of single GPUs (worse ones hold a condition False and were handled above).
+  for (const auto& [pci, g] : *gpus) {
+    if (g.severity != Severity::kCritical) continue;
+    if (!worst) {
+      worst = NodeFault{"AcceleratedHardwareReady", g.reason, "",   Severity::kCritical,
+                        Action::kResetGpu,          g.since,  true, {}};
+    } else if (g.since < worst->since) {
+      worst->reason = g.reason;
+      worst->since = g.since;
+    }
+    worst->gpus.push_back(pci);
+    worst->message += fmt::format("{}GPU {}: {}{} x{} since {}", worst->message.empty() ? "" : "; ",
+                                  pci, g.reason, g.xid ? fmt::format(" (Xid {})", g.xid) : "",
+                                  g.count, kube::RfcTime(g.since));
+  }
+  return worst;
+}
+
+bool Evictable(const kube::Pod& p, const Policy& policy) {
+  if (p.meta.controller_kind == "DaemonSet" || p.meta.controller_kind == "Node")
+    return false;  // Node: mirror pod
+  if (p.phase == "Succeeded" || p.phase == "Failed") return false;
+  if (std::find(policy.skip_namespaces.begin(), policy.skip_namespaces.end(), p.meta.namespace_) !=
+      policy.skip_namespaces.end()) {
+    return false;
+  }
+  if (!policy.skip_pod_labels.empty()) {
+    bool all = true;
+    for (const auto& [k, v] : policy.skip_pod_labels) {
+      auto it = p.meta.labels.find(k);
+      all &= it != p.meta.labels.end() && it->second == v;
+    }
+    if (all) return false;
+  }
+  return !policy.gpu_pods_only || p.gpu_requests > 0;
+}
+
+bool HasTaint(const kube::Node& n, std::string_view key, const std::string& value,
+              const std::string& effect) {
+  for (const auto& t : n.taints) {
+    if (t.key == key && (value.empty() || t.value == value) &&
+        (effect.empty() || t.effect == effect))
+      return true;
+  }
+  return false;
+}
+
+std::string TaintEffectFor(const kube::Node& node, const NodeFault& f, bool may_disrupt) {
+  if (f.action != Action::kIsolate) return "NoSchedule";
+  const bool have =
+      HasTaint(node, keys::kFaultTaint, std::string(ToString(f.severity)), "NoExecute");
+  return may_disrupt || have ? "NoExecute" : "NoSchedule";
+}
+
+std::string PoolOf(const kube::Node& n, const Policy& policy) {
+  for (std::string_view key : {std::string_view(policy.pool_label), keys::kKarpenterPoolLabel}) {
+    auto it = n.meta.labels.find(std::string(key));
+    if (it != n.meta.labels.end()) return it->second;
+  }
+  return "";
+}
+
+std::optional<RecoveryAnswer> AnswerTo(const kube::Node& node, const std::string& id) {
+  auto st = node.meta.annotations.find(std::string(keys::kGpuRecoveryStatus));
+  if (st == node.meta.annotations.end()) return std::nullopt;
+  auto a = ParseRecoveryStatus(st->second);
+  if (!a || a->id != id) return std::nullopt;
+  return *a;
+}
+
+}  // namespace gpuheal::controller

@@ -1,0 +1,50 @@
+#pragma once
+// What the controller reads off a Node: its worst fault, the pods a drain evicts, its pool, the
+// agent's answer to a GPU recovery request. Pure functions of the objects: no API calls.
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "controller/policy.h"
+#include "core/recovery_request.h"
+#include "core/severity.h"
+#include "kube/objects.h"
+
+namespace gpuheal::controller {
+
+// The worst False domain of a node; without one (and include_gpu_level), its critical GPU faults
+// from the agent's gpuheal.io/gpu-faults annotation (gpu_level: the GPU-level rung).
+struct NodeFault {
+  std::string condition, reason, message;
+  Severity severity = Severity::kFatal;
+  Action action = Action::kQuarantine;  // kIsolate: NoExecute once the gates allow the disruption
+  std::chrono::system_clock::time_point
+      since;  // the condition's lastTransitionTime (GPU level: first seen)
+  bool gpu_level = false;
+  std::vector<std::string> gpus;  // GPU level: the GPUs to drain and reset
+};
+std::optional<NodeFault> FaultOf(const kube::Node& n, bool include_gpu_level = true);
+// Severity of a reason code on a False condition whose message carries no agent decision
+// (core/condition_decision.h): the catalog's for NvidiaXID<N>Error (at least fatal: repetition
+// may have raised it), catastrophic for a lost GPU, fatal otherwise.
+Severity SeverityOfReason(const std::string& reason);
+
+// Pods the drain evicts: not DaemonSet-owned, not mirror pods, not finished, not in a skipped
+// namespace or matching the skip labels, and (gpu_pods_only) requesting GPUs.
+bool Evictable(const kube::Pod& p, const Policy& policy);
+
+// Whether `n` has a taint `key` (and `value`, `effect` where not empty).
+bool HasTaint(const kube::Node& n, std::string_view key, const std::string& value,
+              const std::string& effect);
+// The effect of gpuheal's fault taint for `f` on `node`: NoSchedule, or NoExecute for an
+// isolating fault once the gates allow the disruption (`may_disrupt`) or where ours already is.
+std::string TaintEffectFor(const kube::Node& node, const NodeFault& f, bool may_disrupt);
+// The node's pool: the policy's pool label, else Karpenter's NodePool label.
+std::string PoolOf(const kube::Node& n, const Policy& policy);
+// The node's agent's answer to request `id` (gpuheal.io/gpu-recovery-status), if it has given one.
+std::optional<RecoveryAnswer> AnswerTo(const kube::Node& node, const std::string& id);
+
+}  // namespace gpuheal::controller

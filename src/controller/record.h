@@ -1,0 +1,90 @@
+#pragma once
+// The repair's state as one reconcile sees and updates it: the open NodeRepair record, and the
+// cluster as the controller's caches show it (World). Every rung reads and writes these.
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kube/objects.h"
+#include "core/time.h"
+
+namespace gpuheal::controller {
+
+// The cluster as the controller's informers show it (tests: a fake API's objects).
+struct World {
+  std::function<std::optional<kube::Node>(const std::string&)> node;
+  std::function<std::vector<kube::Node>()> nodes;
+  std::function<std::vector<kube::Pod>(const std::string& node)> pods;
+  std::function<std::vector<kube::NodeRepair>(const std::string& node)> repairs;
+  // Whether other nodes wait in the work queue (null: never). In a burst every faulty node is
+  // quarantined before any node's record and drain.
+  std::function<bool()> backlog;
+};
+
+// When to look at the node again: nullopt only when something changes.
+using Next = std::optional<std::chrono::milliseconds>;
+
+inline std::chrono::milliseconds Until(std::chrono::system_clock::time_point now,
+                                       std::chrono::system_clock::time_point at) {
+  return std::max(std::chrono::milliseconds(0),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(at - now));
+}
+
+// The record's action saying a standby took this node's place: the NodeRepair record is the
+// repair's state, so a restarted controller reads the promotion from it.
+inline constexpr std::string_view kPromotedStandby = "promoted standby";
+
+inline bool Terminal(const std::string& phase) {
+  return phase == "Recovered" || phase == "Replaced" || phase == "Failed";
+}
+
+// The open NodeRepair as a reconcile sees and updates it; `dirty` until its status is written.
+struct RepairRecord {
+  kube::NodeRepair cr;
+  bool dirty = false;
+  // Phases recorded by this reconcile and not yet written: each gets an Event once written.
+  std::vector<std::pair<std::string, std::string>>
+      new_phases;  // phase, event message ("" = the record's)
+
+  void Phase(const std::string& phase, std::chrono::system_clock::time_point now,
+             std::string event_message = "") {
+    if (cr.phase == phase && cr.phase_times.count(phase)) return;
+    cr.phase = phase;
+    if (!cr.phase_times.count(phase)) {
+      // With microseconds: the checkpoint window and the drain timeout count from these times,
+      // and whole seconds cut a 1 s window to anything between 0 and 1 s.
+      cr.phase_times[phase] = kube::MicroTime(now);
+      new_phases.emplace_back(phase, std::move(event_message));
+    }
+    dirty = true;
+  }
+  void Message(const std::string& m) {
+    if (cr.message != m) {
+      cr.message = m;
+      dirty = true;
+    }
+  }
+  void Action(const std::string& a) {
+    if (std::find(cr.actions.begin(), cr.actions.end(), a) == cr.actions.end()) {
+      cr.actions.push_back(a);
+      dirty = true;
+    }
+  }
+  bool HasAction(std::string_view prefix) const {
+    return std::any_of(cr.actions.begin(), cr.actions.end(),
+                       [&](const std::string& a) { return a.starts_with(prefix); });
+  }
+  std::optional<std::chrono::system_clock::time_point> At(const std::string& phase) const {
+    auto it = cr.phase_times.find(phase);
+    if (it == cr.phase_times.end()) return std::nullopt;
+    return kube::ParseTime(it->second);
+  }
+};
+
+}  // namespace gpuheal::controller

@@ -1,0 +1,129 @@
+// The delete-node provider: deletes the node's owner (a Cluster API Machine or a Karpenter
+// NodeClaim, proven from the owner's side) so that its provisioner replaces the machine, or the
+// Node object itself when nothing owns it. At most once: the uid precondition, and a 404 is done.
+
+#include <fmt/format.h>
+
+#include "controller/remediator.h"
+#include "core/reasons.h"
+
+namespace gpuheal::controller {
+namespace {
+
+using std::chrono::milliseconds;
+using SysTime = std::chrono::system_clock::time_point;
+
+// A Node's owner, proven from the owner's side: the Node's own annotations are written by an
+// identity the agent shares, so they only say where to look, never what to delete.
+struct Owner {
+  std::string path, uid, what;  // path "": no owner; the Node object itself is deleted
+  std::string unproven;         // set: the Node names an owner that does not name it back
+  bool gone = false;            // unproven because the named owner does not exist (404)
+};
+
+// nullopt: the API server could not tell (ask again).
+std::optional<Owner> OwnerOf(kube::Api& client, const kube::Node& node) {
+  Owner o;
+  auto field = [](const nlohmann::json& j, std::initializer_list<const char*> path) {
+    const nlohmann::json* cur = &j;
+    for (const char* k : path) {
+      if (!cur->is_object() || !cur->contains(k)) return std::string();
+      cur = &(*cur)[k];
+    }
+    return cur->is_string() ? cur->get<std::string>() : std::string();
+  };
+  auto machine = node.meta.annotations.find(std::string(kube::kCapiMachineAnnotation));
+  auto ns = node.meta.annotations.find(std::string(kube::kCapiNamespaceAnnotation));
+  if (machine != node.meta.annotations.end() && ns != node.meta.annotations.end()) {
+    o.path = fmt::format("/apis/cluster.x-k8s.io/v1beta1/namespaces/{}/machines/{}", ns->second,
+                         machine->second);
+    o.what = fmt::format("Cluster API Machine {}/{}", ns->second, machine->second);
+    auto res = client.Get(o.path);
+    if (!res || res->status == 429 || res->status >= 500) return std::nullopt;
+    if (!res->ok()) {
+      o.gone = res->status == 404;
+      o.unproven = o.gone ? "it does not exist" : "it cannot be read: " + res->Describe();
+      return o;
+    }
+    const auto j = nlohmann::json::parse(res->body, nullptr, false);
+    const std::string ref = field(j, {"status", "nodeRef", "name"});
+    if (ref != node.meta.name) {
+      o.unproven =
+          ref.empty() ? "its status.nodeRef names no node" : "its status.nodeRef names node " + ref;
+      return o;
+    }
+    o.uid = field(j, {"metadata", "uid"});
+    return o;
+  }
+  auto list = client.Get("/apis/karpenter.sh/v1/nodeclaims");
+  if (!list || (!list->ok() && list->status != 404))
+    return std::nullopt;  // cannot tell whether Karpenter owns it
+  const auto j = list->ok() ? nlohmann::json::parse(list->body, nullptr, false) : nlohmann::json();
+  if (!j.is_object() || !j.contains("items") || !j["items"].is_array()) return o;
+  for (const auto& item : j["items"]) {
+    const std::string name = field(item, {"metadata", "name"});
+    const std::string provider_id = field(item, {"status", "providerID"});
+    if (name.empty()) continue;
+    if (field(item, {"status", "nodeName"}) == node.meta.name ||
+        (!provider_id.empty() && provider_id == node.provider_id)) {
+      o.path = "/apis/karpenter.sh/v1/nodeclaims/" + name;
+      o.what = "Karpenter NodeClaim " + name;
+      o.uid = field(item, {"metadata", "uid"});
+      return o;
+    }
+  }
+  return o;
+}
+
+class DeleteNode final : public Remediator {
+ public:
+  explicit DeleteNode(RepairContext& ctx) : ctx_(ctx) {}
+  Next Remediate(const kube::Node& node, const NodeFault& f, RepairRecord& r,
+                 SysTime now) override;
+
+ private:
+  RepairContext& ctx_;
+};
+
+Next DeleteNode::Remediate(const kube::Node& node, const NodeFault& /*f*/, RepairRecord& r,
+                          SysTime now) {
+  r.Phase("Remediating", now);
+  // The owner, when there is one, so that its controller replaces the machine; else the Node
+  // object itself. Deleted at most once (uid precondition; 404 is done).
+  const bool deleted_before = r.HasAction("deleted ");
+  auto owner = OwnerOf(ctx_.api(), node);
+  if (!owner) return milliseconds(2000);
+  if (!owner->unproven.empty() && !(owner->gone && deleted_before)) {
+    // A Node that names an owner which does not name it back: deleting that owner could replace
+    // another node's machine, and deleting just the Node object would not replace this one.
+    const std::string why = fmt::format("the Node names {} ({}), but {}", owner->what,
+                                        kube::kCapiMachineAnnotation, owner->unproven);
+    r.Action("did not delete " + owner->what + ": ownership not proven");
+    r.Phase("Failed", now, "owner not proven: " + why);
+    r.Message("owner not proven: " + why + "; the node stays quarantined until an operator looks");
+    ctx_.Event(node, "Warning", std::string(reason::kRemediationFailed), r.cr.message);
+    return std::nullopt;
+  }
+  if (owner->path.empty()) {
+    owner->path = kube::NodePath(node.meta.name);
+    owner->uid = node.meta.uid;
+    owner->what = "the Node object";
+  }
+  r.Action("deleted " + owner->what);
+  ctx_.WriteStatus(r);
+  if (!owner->gone) {
+    auto res = ctx_.api().Delete(owner->path, owner->uid);
+    if (!res || (!res->ok() && res->status != 404)) return milliseconds(2000);
+  }
+  r.Phase("Replaced", now);
+  r.Message("deleted " + owner->what + ": its provisioner replaces the node");
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::unique_ptr<Remediator> MakeDeleteNodeRemediator(RepairContext& ctx) {
+  return std::make_unique<DeleteNode>(ctx);
+}
+
+}  // namespace gpuheal::controller

@@ -1,0 +1,58 @@
+#pragma once
+// The Remediator port: one implementation per provider (none, standby, delete-node, exec), each
+// in its own file. The Repairer quarantines, gates and drains; the provider decides what
+// "repaired" means once the node is drained and its toleration window is over.
+//
+// A provider acts through RepairContext (the API, the cluster as the controller sees it, the
+// policy, Events, the record's writer) and keeps its state in the NodeRepair record, so that a
+// restarted controller continues where the last one stopped and never repeats a disruptive act.
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "controller/node_fault.h"
+#include "controller/policy.h"
+#include "controller/record.h"
+#include "kube/api.h"
+
+namespace gpuheal::controller {
+
+class RepairContext {
+ public:
+  virtual ~RepairContext() = default;
+  virtual kube::Api& api() = 0;
+  virtual const World& world() const = 0;
+  virtual const Policy& policy() const = 0;
+  virtual bool dry_run() const = 0;
+  // An Event on the Node, written off the reconcile path.
+  virtual void Event(const kube::Node& node, const std::string& type, const std::string& reason,
+                     const std::string& message) = 0;
+  // Writes the record's status now (false: not written; retry later).
+  virtual bool WriteStatus(RepairRecord& r) = 0;
+};
+
+class Remediator {
+ public:
+  virtual ~Remediator() = default;
+  // At quarantine, before any gate: a provider that only adds capacity acts here (standby).
+  // Returns when to retry; nullopt to go on.
+  virtual Next AtQuarantine(const kube::Node& /*node*/, const NodeFault& /*f*/,
+                            RepairRecord& /*r*/, std::chrono::system_clock::time_point /*now*/) {
+    return std::nullopt;
+  }
+  // Once the node is drained and its toleration window is over.
+  virtual Next Remediate(const kube::Node& node, const NodeFault& f, RepairRecord& r,
+                         std::chrono::system_clock::time_point now) = 0;
+};
+
+// The provider `policy.provider` names.
+std::unique_ptr<Remediator> MakeRemediator(const Policy& policy, RepairContext& ctx);
+
+// The providers, for tests that drive one directly.
+std::unique_ptr<Remediator> MakeNoneRemediator();
+std::unique_ptr<Remediator> MakeStandbyRemediator(RepairContext& ctx);
+std::unique_ptr<Remediator> MakeDeleteNodeRemediator(RepairContext& ctx);
+std::unique_ptr<Remediator> MakeExecRemediator(RepairContext& ctx);
+
+}  // namespace gpuheal::controller

@@ -1,0 +1,166 @@
+// The gates that hold every disruptive step (never the quarantine): the pause, the attempt cap,
+// the cluster circuit breaker and the per-pool share of nodes out of service.
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "controller/repair.h"
+#include "core/keys.h"
+#include "core/log.h"
+#include "core/reasons.h"
+#include "core/time.h"
+
+namespace gpuheal::controller {
+
+using std::chrono::duration_cast;
+
+void Repairer::CheckBreakerKey(SysTime now) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!breaker_open_ || lease_name_.empty() || now - breaker_key_checked_ < std::chrono::seconds(2))
+    return;
+  breaker_key_checked_ = now;
+  lock.unlock();
+  auto res = api_.Get(kube::LeasePath(lease_namespace_, lease_name_));
+  if (!res || !res->ok()) return;
+  auto lease = kube::DecodeLease(res->body);
+  if (!lease) return;
+  auto it = lease->meta.annotations.find(std::string(keys::kBreakerReset));
+  if (it == lease->meta.annotations.end()) return;
+  auto at = kube::ParseTime(it->second);
+  if (!at) {
+    Log("warn", "ignoring an unreadable circuit breaker key: it must be an RFC 3339 UTC time",
+        {{"annotation", keys::kBreakerReset}, {"value", it->second.substr(0, 64)}});
+    return;
+  }
+  lock.lock();
+  breaker_reset_at_ = std::max(breaker_reset_at_, *at);
+}
+
+void Repairer::BreakerEvent(const std::string& type, const std::string& reason,
+                            const std::string& msg) {
+  if (lease_name_.empty()) return;
+  Enqueue(
+      {{"Lease", "coordination.k8s.io/v1", lease_namespace_, lease_name_, ""}, type, reason, msg});
+}
+
+std::string_view ToString(GateResult::Kind k) {
+  switch (k) {
+    case GateResult::Kind::kNone:
+      return "";
+    case GateResult::Kind::kPaused:
+      return "paused";
+    case GateResult::Kind::kAttemptCap:
+      return "HardwareInspection";
+    case GateResult::Kind::kBreaker:
+      return "circuit breaker open";
+    case GateResult::Kind::kPool:
+      return "pool gate";
+  }
+  return "";
+}
+
+void Repairer::Held(const kube::Node& node, RepairRecord& r, const GateResult& held) {
+  if (r.cr.message != held.why) {
+    metrics_
+        .GetCounter("gpuheal_controller_blocked_total", "Repairs held by a gate, by gate",
+                    {{"gate", std::string(ToString(held.kind))}})
+        .Inc();
+    Event(node, "Warning", std::string(reason::kRepairBlocked), held.why);
+  }
+  r.Message(held.why);
+  if (held.kind == GateResult::Kind::kAttemptCap) r.Phase("Blocked", clock_.Now());
+}
+
+GateResult Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate) {
+  using K = GateResult::Kind;
+  const auto held = [](K kind, std::string detail) {
+    return GateResult{kind, fmt::format("{}: {}", ToString(kind), detail)};
+  };
+  const auto now = clock_.Now();
+  auto paused = node.meta.labels.find(std::string(keys::kPausedLabel));
+  if (policy_.paused || (paused != node.meta.labels.end() && paused->second == "true")) {
+    return held(K::kPaused, "disruptive actions are held (gpuheal.io/paused)");
+  }
+  if (attempts > policy_.max_repairs) {
+    return held(
+        K::kAttemptCap,
+        fmt::format("{} repairs within {} h exceed the cap of {}; left quarantined", attempts,
+                    duration_cast<std::chrono::hours>(policy_.repairs_window).count(),
+                    policy_.max_repairs));
+  }
+  const std::vector<kube::Node> all = world_.nodes();
+  // Circuit breaker: a correlated event (many GPU nodes unhealthy within the window) is more
+  // likely a shared cause (driver rollout, fabric, power) than bad hardware.
+  CheckBreakerKey(now);
+  std::unique_lock<std::mutex> lock(mu_);
+  const SysTime acknowledged = breaker_reset_at_;
+  lock.unlock();
+  size_t gpu_nodes = 0, recent = 0;
+  for (const auto& n : all) {
+    if (n.gpu_capacity <= 0) continue;
+    ++gpu_nodes;
+    auto nf = FaultOf(n);
+    if (nf && now - nf->since <= policy_.breaker_window && nf->since > acknowledged) ++recent;
+  }
+  const std::string why =
+      fmt::format("{} of {} GPU nodes turned unhealthy within {} s (limit {:.0f}%)", recent,
+                  gpu_nodes, duration_cast<std::chrono::seconds>(policy_.breaker_window).count(),
+                  policy_.breaker_share * 100);
+  lock.lock();
+  const bool was_open = breaker_open_;
+  bool by_hand = false;
+  if (gpu_nodes > 0 &&
+      static_cast<double>(recent) > policy_.breaker_share * static_cast<double>(gpu_nodes)) {
+    breaker_last_over_ = now;
+    if (!breaker_open_) {
+      breaker_opened_at_ = now;
+      metrics_
+          .GetCounter("gpuheal_controller_breaker_trips_total",
+                      "Times the cluster circuit breaker opened")
+          .Inc();
+    }
+    breaker_open_ = true;
+  } else if (breaker_open_ && (now - breaker_last_over_ >= policy_.breaker_quiet ||
+                               acknowledged >= breaker_opened_at_)) {
+    by_hand = acknowledged >= breaker_opened_at_;
+    breaker_open_ = false;
+  }
+  metrics_
+      .GetGauge("gpuheal_controller_breaker_open",
+                "1 while the cluster circuit breaker holds evictions and remediation")
+      .Set(breaker_open_ ? 1 : 0);
+  const bool open = breaker_open_;
+  lock.unlock();
+  if (open != was_open) {
+    Log(open ? "warn" : "info", open ? "circuit breaker opened" : "circuit breaker closed",
+        {{"why", why}});
+    BreakerEvent(open ? "Warning" : "Normal",
+                 std::string(open ? reason::kBreakerOpened : reason::kBreakerClosed),
+                 open      ? "evictions and remediation held: " + why
+                 : by_hand ? "closed by hand (" + std::string(keys::kBreakerReset) + ")"
+                           : "closed after a quiet period: " + why);
+  }
+  if (open) return held(K::kBreaker, why);
+  if (!pool_gate) return {};
+  // Pool gate: count as Karpenter does, every unhealthy node of the pool (out of service: a
+  // node-level fault; a GPU-level one leaves the node in service).
+  const std::string pool = PoolOf(node, policy_);
+  size_t size = 0, unhealthy = 0;
+  for (const auto& n : all) {
+    if (PoolOf(n, policy_) != pool) continue;
+    ++size;
+    if (FaultOf(n, false)) ++unhealthy;
+  }
+  const size_t allowed =
+      std::max<size_t>(1, static_cast<size_t>(std::ceil(static_cast<double>(size) *
+                                                        policy_.max_unavailable_percent / 100.0)));
+  if (unhealthy > allowed) {
+    return held(K::kPool,
+                fmt::format("{} of {} nodes in pool \"{}\" unhealthy, at most {} repaired at once",
+                            unhealthy, size, pool, allowed));
+  }
+  return {};
+}
+
+}  // namespace gpuheal::controller

@@ -1,0 +1,89 @@
+// The GPU-level rung: a critical fault of single GPUs leaves the node in service; the node's agent
+// drains and resets just those GPUs (gpuheal.io/gpu-recovery-request, answered in
+// gpuheal.io/gpu-recovery-status). Without an answer in time, or on a failed reset, the node is
+// quarantined.
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "controller/repair.h"
+#include "core/keys.h"
+#include "core/reasons.h"
+
+namespace gpuheal::controller {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+Next Repairer::RepairGpu(const kube::Node& node, const NodeFault& f, RepairRecord& r) {
+  const auto now = clock_.Now();
+  // Gates: pause, the attempt cap and the breaker hold a GPU reset too; the pool gate does not
+  // (the node stays in service). A GPU past the attempt cap is bad hardware: quarantine the node.
+  if (const GateResult held = Gate(node, static_cast<int>(r.cr.attempts), false)) {
+    Held(node, r, held);
+    if (held.kind == GateResult::Kind::kAttemptCap) {
+      Quarantine(node, f);
+      return std::nullopt;
+    }
+    return milliseconds(10000);
+  }
+  const std::string id = r.cr.meta.name;
+  const bool requested =
+      std::any_of(r.cr.actions.begin(), r.cr.actions.end(),
+                  [](const std::string& a) { return a.rfind("requested GPU recovery", 0) == 0; });
+  if (!requested) {
+    const std::string gpus = fmt::format("{}", fmt::join(f.gpus, ", "));
+    if (dry_run_) {
+      r.Action("would request GPU recovery of " + gpus + " (dry-run)");
+      r.Message("dry-run: would ask the agent to drain and reset GPU " + gpus);
+      return std::nullopt;
+    }
+    const std::string request = nlohmann::json{{"id", id}, {"gpus", f.gpus}}.dump();
+    auto res = api_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
+      auto& ann = n["metadata"]["annotations"];
+      if (ann.is_object() && ann.value(std::string(keys::kGpuRecoveryRequest), "") == request)
+        return false;
+      ann[std::string(keys::kGpuRecoveryRequest)] = request;
+      return true;
+    });
+    if (!res || !res->ok()) return milliseconds(2000);
+    r.Action("requested GPU recovery of " + gpus + " from the node's agent");
+    r.Phase("Remediating", now,
+            fmt::format("{}: asked the node's agent to drain and reset GPU {} (request {})",
+                        f.reason, gpus, id));
+    r.Message(fmt::format("waiting for the agent to drain and reset GPU {}", gpus));
+    Event(node, "Normal", std::string(reason::kGPURecoveryRequested),
+          fmt::format("request {} for GPU {}", id, gpus));
+    return policy_.critical_request_timeout;
+  }
+  const std::optional<RecoveryAnswer> answer = AnswerTo(node, id);
+  const auto asked = r.At("Remediating").value_or(now);
+  std::string failure;
+  if (answer && answer->state == "succeeded") {
+    r.Phase(
+        "Recovered", now,
+        "the agent drained, reset and verified GPU " + fmt::format("{}", fmt::join(f.gpus, ", ")));
+    r.Message("GPU reset and verified by the node's agent; the node stayed in service");
+    return std::nullopt;
+  }
+  if (answer && (answer->state == "failed" || answer->state == "rejected")) {
+    failure = fmt::format("the agent's GPU recovery {}: {}", answer->state, answer->detail);
+  } else if (now - asked >= policy_.critical_request_timeout) {
+    failure =
+        fmt::format("no answer from the node's agent within {} s",
+                    duration_cast<std::chrono::seconds>(policy_.critical_request_timeout).count());
+  }
+  if (failure.empty()) {
+    if (answer) r.Message("the agent is recovering the GPU (" + answer->state + ")");
+    return Until(now, asked + policy_.critical_request_timeout);
+  }
+  // The GPU could not be recovered in place: the node is quarantined (an operator, a reboot or a
+  // node-level fault decides what comes next; the node is released when the fault clears).
+  if (!Quarantine(node, f)) return milliseconds(500);
+  r.Action(fmt::format("tainted {}={}, cordoned", keys::kFaultTaint, ToString(f.severity)));
+  r.Phase("Failed", now, failure + "; node quarantined");
+  r.Message(failure + "; node quarantined");
+  return std::nullopt;
+}
+
+}  // namespace gpuheal::controller

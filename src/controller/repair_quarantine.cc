@@ -1,0 +1,144 @@
+// The quarantine rung: gpuheal's fault taint and a cordon it owns, written at once and undone
+// by the release once every domain has been healthy for the probation period.
+
+#include <fmt/format.h>
+
+#include "controller/repair.h"
+#include "core/keys.h"
+#include "core/log.h"
+#include "core/reasons.h"
+#include "core/time.h"
+
+namespace gpuheal::controller {
+namespace {
+
+using std::chrono::milliseconds;
+
+// `taints` (a Node's spec.taints) with gpuheal's fault taint at value:effect: every other writer's
+// taint stays as it is, ours at another severity goes. Returns whether ours was there already.
+bool SetFaultTaint(nlohmann::json& taints, const std::string& value, const std::string& effect,
+                   std::chrono::system_clock::time_point now) {
+  auto field = [](const nlohmann::json& t, const char* k) {
+    auto it = t.find(k);
+    return it != t.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  nlohmann::json out = nlohmann::json::array();
+  bool have = false;
+  if (taints.is_array()) {
+    for (auto& t : taints) {
+      if (!t.is_object() || field(t, "key") != keys::kFaultTaint) {
+        out.push_back(std::move(t));
+      } else if (field(t, "value") == value && field(t, "effect") == effect) {
+        out.push_back(std::move(t));
+        have = true;
+      }
+    }
+  }
+  if (!have) {
+    out.push_back({{"key", keys::kFaultTaint},
+                   {"value", value},
+                   {"effect", effect},
+                   {"timeAdded", kube::RfcTime(now)}});
+  }
+  taints = std::move(out);
+  return have;
+}
+
+}  // namespace
+
+bool Repairer::Quarantine(const kube::Node& node, const NodeFault& f, bool may_disrupt) {
+  const std::string value(ToString(f.severity));
+  const std::string effect = TaintEffectFor(node, f, may_disrupt);
+  if (HasTaint(node, keys::kFaultTaint, value, effect) && node.unschedulable) return true;
+  if (dry_run_) return true;
+  // One write, from the cached Node: its taints are whole in the projection (key, value, effect,
+  // timeAdded), and the resourceVersion in the patch makes the API server refuse it (409) if the
+  // Node changed since. Quarantine is the latency-critical step; the GET of a read-modify-write
+  // would cost a second round trip. On a conflict (or any refusal: a ClusterRole from before
+  // gpuheal patched Nodes has no `patch`), the read-modify-write below.
+  if (!node.meta.resource_version.empty()) {
+    nlohmann::json taints = nlohmann::json::array();
+    for (const auto& t : node.taints) {
+      nlohmann::json j = {{"key", t.key}, {"effect", t.effect}};
+      if (!t.value.empty()) j["value"] = t.value;
+      if (!t.time_added.empty()) j["timeAdded"] = t.time_added;
+      taints.push_back(std::move(j));
+    }
+    SetFaultTaint(taints, value, effect, clock_.Now());
+    nlohmann::json patch = {{"metadata", {{"resourceVersion", node.meta.resource_version}}},
+                            {"spec", {{"taints", taints}}}};
+    if (!node.unschedulable) {
+      patch["spec"]["unschedulable"] = true;
+      patch["metadata"]["annotations"] = {
+          {std::string(keys::kCordonedAnnotation), "true"}};  // ours to undo
+    }
+    auto res = api_.Patch(kube::NodePath(node.meta.name), kube::PatchType::kMerge, patch);
+    if (res && res->ok()) return true;
+    if (res && res->status != 409) {
+      Log("warn",
+          "quarantine: the one-write patch was refused; reading and updating the Node instead",
+          {{"node", node.meta.name}, {"status", res->status}});
+    }
+  }
+  auto res = api_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
+    auto& spec = n["spec"];
+    nlohmann::json taints = spec.contains("taints") ? spec["taints"] : nlohmann::json::array();
+    const bool have = SetFaultTaint(taints, value, effect, clock_.Now());
+    const bool cordoned = spec.contains("unschedulable") && spec["unschedulable"].is_boolean() &&
+                          spec["unschedulable"].get<bool>();
+    if (have && cordoned) return false;
+    spec["taints"] = std::move(taints);
+    if (!cordoned) {
+      spec["unschedulable"] = true;
+      n["metadata"]["annotations"][std::string(keys::kCordonedAnnotation)] =
+          "true";  // ours to undo
+    }
+    return true;
+  });
+  return res && res->ok();
+}
+
+Next Repairer::Release(const kube::Node& node, RepairRecord* r) {
+  const bool standby_promoted = r && r->HasAction(kPromotedStandby);
+  if (!dry_run_) {
+    auto res = api_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
+      bool changed = false;
+      auto& spec = n["spec"];
+      nlohmann::json taints = nlohmann::json::array();
+      for (const auto& t : spec.value("taints", nlohmann::json::array())) {
+        if (t.value("key", "") == keys::kFaultTaint)
+          changed = true;
+        else
+          taints.push_back(t);
+      }
+      if (standby_promoted &&
+          std::none_of(taints.begin(), taints.end(), [](const nlohmann::json& t) {
+            return t.value("key", "") == keys::kStandbyTaint;
+          })) {
+        // The standby took this node's place: after repair, this node is the pool's standby.
+        taints.push_back(
+            {{"key", keys::kStandbyTaint}, {"value", "true"}, {"effect", "NoSchedule"}});
+        changed = true;
+      }
+      spec["taints"] = taints;
+      auto& ann = n["metadata"]["annotations"];
+      if (ann.is_object() && ann.contains(std::string(keys::kCordonedAnnotation))) {
+        ann.erase(std::string(keys::kCordonedAnnotation));
+        spec["unschedulable"] = false;  // only a cordon we set is lifted
+        changed = true;
+      }
+      return changed;
+    });
+    if (!res || !res->ok()) return milliseconds(2000);
+  }
+  Event(node, "Normal", std::string(reason::kReleased),
+        "all domains healthy for the probation period: gpuheal's taint and cordon removed");
+  if (r) {
+    r->Phase("Recovered", clock_.Now());
+    r->Message("recovered");
+    if (!WriteStatus(*r)) return milliseconds(2000);
+  }
+  return std::nullopt;
+}
+
+}  // namespace gpuheal::controller

@@ -1,0 +1,567 @@
+// The Repairer on the fake Kubernetes API and a stepped clock: every rung, every gate, a failure
+// of each API call, and a controller stopped after each write and restarted on what was saved.
+// The same ladder runs against a real control plane in test/integration/controller_test.cc.
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "controller/repair.h"
+#include "core/keys.h"
+#include "core/time.h"
+#include "fakes/fake_api.h"
+#include "fakes/fake_clock.h"
+
+namespace gpuheal::controller {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using testing::FakeApi;
+using testing::FakeClock;
+
+class RepairerTest : public ::testing::Test {
+ protected:
+  RepairerTest() {
+    policy.checkpoint_window = 30s;
+    policy.catastrophic_checkpoint_window = 5s;
+    policy.probation = 2min;
+    policy.toleration.clear();
+    policy.default_toleration = 10min;
+  }
+
+  World MakeWorld() {
+    World w;
+    w.node = [this](const std::string& n) -> std::optional<kube::Node> {
+      auto o = api.Object(kube::NodePath(n));
+      if (!o) return std::nullopt;
+      auto d = kube::DecodeNode(o->dump());
+      return d ? std::optional(*d) : std::nullopt;
+    };
+    w.nodes = [this] {
+      std::vector<kube::Node> out;
+      for (const auto& o : api.List(kube::NodePath()))
+        if (auto d = kube::DecodeNode(o.dump())) out.push_back(*d);
+      return out;
+    };
+    w.pods = [this](const std::string& n) {
+      std::vector<kube::Pod> out;
+      for (const auto& o : api.List(kube::PodPath("")))
+        if (auto d = kube::DecodePod(o.dump()); d && d->node_name == n) out.push_back(*d);
+      return out;
+    };
+    w.repairs = [this](const std::string& n) {
+      std::vector<kube::NodeRepair> out;
+      for (const auto& o : api.List(kNodeRepairs))
+        if (auto d = kube::DecodeNodeRepair(o.dump()); d && d->node == n) out.push_back(*d);
+      return out;
+    };
+    return w;
+  }
+
+  // Healthy GPU nodes of another pool: a fault on one test node is not a correlated event.
+  void SetUp() override { AddSpares(); }
+  void AddSpares() {
+    for (int i = 0; i < 10; ++i) AddNode("spare" + std::to_string(i), "spare");
+  }
+
+  std::unique_ptr<Repairer> Make() {
+    return std::make_unique<Repairer>(api, clock, MakeWorld(), policy, false, metrics);
+  }
+
+  void AddNode(const std::string& name, const std::string& pool = "a", bool standby = false) {
+    json node = {{"metadata", {{"labels", {{policy.pool_label, pool}}}}},
+                 {"spec", json::object()},
+                 {"status",
+                  {{"capacity", {{"nvidia.com/gpu", "8"}}},
+                   {"conditions", json::array({{{"type", "AcceleratedHardwareReady"},
+                                                {"status", "True"},
+                                                {"reason", "GPUsHealthy"},
+                                                {"message", ""},
+                                                {"lastTransitionTime", "2026-01-01T00:00:00Z"}}})}}}};
+    if (standby)
+      node["spec"]["taints"] = {
+          {{"key", keys::kStandbyTaint}, {"value", "true"}, {"effect", "NoSchedule"}}};
+    api.Put(kube::NodePath(name), node);
+  }
+
+  // AcceleratedHardwareReady=False as the agent writes it, since `ago`.
+  void Fault(const std::string& name, const std::string& reason = "NvidiaXID79Error",
+             std::chrono::seconds ago = 0s, const std::string& decision = "catastrophic/isolate") {
+    auto n = *api.Object(kube::NodePath(name));
+    n["status"]["conditions"] = {{{"type", "AcceleratedHardwareReady"},
+                                  {"status", "False"},
+                                  {"reason", reason},
+                                  {"message", "[" + decision + "] GPU 0000:3b:00: test"},
+                                  {"lastTransitionTime", kube::RfcTime(clock.Now() - ago)}}};
+    api.Put(kube::NodePath(name), n);
+  }
+
+  void Heal(const std::string& name) {
+    auto n = *api.Object(kube::NodePath(name));
+    n["status"]["conditions"] = {{{"type", "AcceleratedHardwareReady"},
+                                  {"status", "True"},
+                                  {"reason", "GPUsHealthy"},
+                                  {"message", ""},
+                                  {"lastTransitionTime", kube::RfcTime(clock.Now())}}};
+    api.Put(kube::NodePath(name), n);
+  }
+
+  void AddPod(const std::string& name, const std::string& node, int gpus = 1) {
+    api.Put(kube::PodPath("jobs", name),
+            {{"spec",
+              {{"nodeName", node},
+               {"containers",
+                {{{"name", "c"},
+                  {"resources", {{"limits", {{"nvidia.com/gpu", std::to_string(gpus)}}}}}}}}}},
+             {"status", {{"phase", "Running"}}}});
+  }
+
+  void Annotate(const std::string& path, std::string_view key, const std::string& value) {
+    auto o = *api.Object(path);
+    o["metadata"]["annotations"][std::string(key)] = value;
+    api.Put(path, o);
+  }
+
+  std::vector<kube::NodeRepair> Records(const std::string& node) {
+    return MakeWorld().repairs(node);
+  }
+  kube::NodeRepair Last(const std::string& node) {
+    auto r = Records(node);
+    EXPECT_FALSE(r.empty());
+    std::sort(r.begin(), r.end(), [](auto& a, auto& b) { return a.meta.name < b.meta.name; });
+    return r.empty() ? kube::NodeRepair{} : r.back();
+  }
+  kube::Node NodeObj(const std::string& name) {
+    auto o = api.Object(kube::NodePath(name));
+    if (!o) {
+      ADD_FAILURE() << "no node " << name;
+      return {};
+    }
+    auto n = kube::DecodeNode(o->dump());
+    if (!n) {
+      ADD_FAILURE() << n.error().message << ": " << o->dump();
+      return {};
+    }
+    return *n;
+  }
+  bool Quarantined(const std::string& name) {
+    const auto n = NodeObj(name);
+    return n.unschedulable && HasTaint(n, keys::kFaultTaint, "", "");
+  }
+
+  // Reconciles `node` as the work queue would, stepping the clock by each requested wait, until
+  // the reconcile asks for nothing or `limit` passes. Returns the reconciles it took.
+  int Settle(Repairer& r, const std::string& node, std::chrono::seconds limit = 1h) {
+    const auto end = clock.Now() + limit;
+    int n = 0;
+    while (clock.Now() < end && n < 500) {
+      ++n;
+      auto next = r.Reconcile(node);
+      if (!next) break;
+      clock.Advance(std::max<std::chrono::microseconds>(*next, 1ms));
+    }
+    return n;
+  }
+
+  FakeApi api;
+  FakeClock clock;
+  Metrics metrics;
+  Policy policy;
+};
+
+TEST_F(RepairerTest, AFaultIsQuarantinedAndRecordedInOneReconcile) {
+  AddNode("n1");
+  AddPod("p1", "n1");
+  Fault("n1");
+  auto r = Make();
+  auto next = r->Reconcile("n1");
+  ASSERT_TRUE(next);
+  EXPECT_TRUE(Quarantined("n1"));
+  const auto n = NodeObj("n1");
+  EXPECT_TRUE(HasTaint(n, keys::kFaultTaint, "catastrophic", "NoExecute"))
+      << "an isolating fault on a node the gates allow to disrupt: NoExecute";
+  EXPECT_EQ(n.meta.annotations.at(std::string(keys::kCordonedAnnotation)), "true");
+  const auto rec = Last("n1");
+  EXPECT_EQ(rec.phase, "CheckpointRequested");
+  EXPECT_TRUE(rec.phase_times.count("Detected") && rec.phase_times.count("Quarantined"));
+  EXPECT_EQ(rec.severity, "catastrophic");
+  const auto pod = api.Object(kube::PodPath("jobs", "p1"));
+  EXPECT_TRUE(pod->at("metadata").at("annotations").contains(keys::kCheckpointRequested));
+  EXPECT_EQ(*next, 5s) << "the catastrophic checkpoint window";
+  EXPECT_EQ(api.Count("POST", "/eviction"), 0u) << "not before the checkpoint window ends";
+}
+
+TEST_F(RepairerTest, TheLadderRunsToTheProviderAfterWindowAndToleration) {
+  AddNode("n1");
+  AddPod("p1", "n1");
+  AddPod("p2", "n1", 0);
+  policy.gpu_pods_only = true;
+  Fault("n1");
+  auto r = Make();
+  Settle(*r, "n1");
+  const auto rec = Last("n1");
+  for (const char* p : {"Detected", "Quarantined", "CheckpointRequested", "Draining", "Drained"})
+    EXPECT_TRUE(rec.phase_times.count(p)) << p;
+  EXPECT_EQ(rec.evicted_pods, std::vector<std::string>{"jobs/p1"});
+  EXPECT_FALSE(api.Object(kube::PodPath("jobs", "p1"))) << "evicted";
+  EXPECT_TRUE(api.Object(kube::PodPath("jobs", "p2"))) << "not a GPU pod";
+  EXPECT_EQ(api.CountOk("POST", "jobs/pods/p1/eviction"), 1u);
+  EXPECT_NE(rec.message.find("provider none"), std::string::npos) << rec.message;
+  // Drained at the end of the 5 s window; the provider after the 10 min toleration.
+  const auto drained = kube::ParseTime(rec.phase_times.at("Drained"));
+  const auto detected = kube::ParseTime(rec.phase_times.at("Detected"));
+  EXPECT_GE(*drained - *detected, 5s);
+  EXPECT_LT(*drained - *detected, 7s);
+}
+
+TEST_F(RepairerTest, ACheckpointDoneEndsTheWindowEarly) {
+  AddNode("n1");
+  AddPod("p1", "n1");
+  Fault("n1", "NvidiaXID48Error", 0s, "fatal/isolate");
+  auto r = Make();
+  EXPECT_EQ(*r->Reconcile("n1"), 30s);
+  Annotate(kube::PodPath("jobs", "p1"), keys::kCheckpointDone, "true");
+  clock.Advance(1s);
+  r->Reconcile("n1");
+  EXPECT_EQ(api.Count("POST", "/eviction"), 1u) << "evicted 1 s in, not at 30 s";
+}
+
+TEST_F(RepairerTest, APodDisruptionBudgetHoldsTheDrainUntilItAllows) {
+  AddNode("n1");
+  AddPod("p1", "n1");
+  Fault("n1");
+  api.RefuseEvictions("/pods/p1");
+  auto r = Make();
+  Settle(*r, "n1", 60s);
+  auto rec = Last("n1");
+  EXPECT_EQ(rec.phase, "Draining");
+  EXPECT_TRUE(rec.evicted_pods.empty()) << "a refused pod leaves the list";
+  EXPECT_NE(rec.message.find("PodDisruptionBudget"), std::string::npos) << rec.message;
+  EXPECT_TRUE(api.Object(kube::PodPath("jobs", "p1")));
+  api.AllowEvictions();
+  Settle(*r, "n1", 10s);
+  EXPECT_FALSE(api.Object(kube::PodPath("jobs", "p1")));
+  EXPECT_TRUE(Last("n1").phase_times.count("Drained"));
+}
+
+TEST_F(RepairerTest, TheReleaseWaitsForProbationAndUndoesOnlyWhatGpuhealDid) {
+  AddNode("n1");
+  Fault("n1");
+  auto r = Make();
+  Settle(*r, "n1", 20s);
+  ASSERT_TRUE(Quarantined("n1"));
+  Heal("n1");
+  auto next = r->Reconcile("n1");
+  ASSERT_TRUE(next);
+  EXPECT_EQ(*next, 2min) << "probation";
+  EXPECT_TRUE(Quarantined("n1"));
+  clock.Advance(*next);
+  EXPECT_FALSE(r->Reconcile("n1"));
+  const auto n = NodeObj("n1");
+  EXPECT_FALSE(n.unschedulable);
+  EXPECT_FALSE(HasTaint(n, keys::kFaultTaint, "", ""));
+  EXPECT_EQ(Last("n1").phase, "Recovered");
+}
+
+TEST_F(RepairerTest, AnOperatorsCordonOutlivesTheRelease) {
+  AddNode("n1");
+  auto n = *api.Object(kube::NodePath("n1"));
+  n["spec"]["unschedulable"] = true;  // an operator's cordon, before the fault
+  api.Put(kube::NodePath("n1"), n);
+  Fault("n1");
+  auto r = Make();
+  Settle(*r, "n1", 20s);
+  Heal("n1");
+  clock.Advance(3min);
+  r->Reconcile("n1");
+  EXPECT_TRUE(NodeObj("n1").unschedulable) << "not ours to lift";
+  EXPECT_FALSE(HasTaint(NodeObj("n1"), keys::kFaultTaint, "", ""));
+}
+
+TEST_F(RepairerTest, EachGateHoldsTheDrainButNeverTheQuarantine) {
+  // Paused by label.
+  AddNode("n1");
+  AddPod("p1", "n1");
+  auto n = *api.Object(kube::NodePath("n1"));
+  n["metadata"]["labels"][std::string(keys::kPausedLabel)] = "true";
+  api.Put(kube::NodePath("n1"), n);
+  Fault("n1");
+  auto r = Make();
+  EXPECT_EQ(*r->Reconcile("n1"), 10s);
+  EXPECT_TRUE(Quarantined("n1"));
+  EXPECT_TRUE(HasTaint(NodeObj("n1"), keys::kFaultTaint, "catastrophic", "NoSchedule"))
+      << "held: no NoExecute, which would evict past the gate";
+  EXPECT_EQ(Last("n1").message.rfind("paused:", 0), 0u) << Last("n1").message;
+  EXPECT_EQ(api.Count("PATCH", "/pods/p1"), 0u) << "no checkpoint request while paused";
+}
+
+TEST_F(RepairerTest, ThePoolGateAllowsTwentyPercent) {
+  for (int i = 0; i < 10; ++i) AddNode("n" + std::to_string(i));
+  for (int i = 0; i < 10; ++i) AddNode("b" + std::to_string(i), "b");  // keeps the breaker shut
+  for (int i = 0; i < 3; ++i) Fault("n" + std::to_string(i));
+  auto r = Make();
+  for (int i = 0; i < 3; ++i) r->Reconcile("n" + std::to_string(i));
+  for (int i = 0; i < 3; ++i) {
+    const auto rec = Last("n" + std::to_string(i));
+    EXPECT_TRUE(Quarantined("n" + std::to_string(i)));
+    EXPECT_EQ(rec.message.rfind("pool gate: 3 of 10 nodes in pool \"a\" unhealthy, at most 2", 0),
+              0u)
+        << rec.message;
+  }
+}
+
+TEST_F(RepairerTest, TheBreakerOpensOnACorrelatedEventAndClosesByHand) {
+  for (int i = 0; i < 5; ++i) AddNode("n" + std::to_string(i), "p" + std::to_string(i));
+  for (int i = 0; i < 5; ++i) Fault("n" + std::to_string(i));
+  api.Put(kube::LeasePath("gpuheal", "gpuheal-controller"),
+          {{"spec", {{"holderIdentity", "x"}}}});
+  auto r = Make();
+  r->SetBreakerKey("gpuheal", "gpuheal-controller");
+  r->Reconcile("n0");
+  EXPECT_EQ(Last("n0").message.rfind("circuit breaker open: 5 of 15 GPU nodes", 0), 0u)
+      << Last("n0").message;
+  EXPECT_TRUE(Quarantined("n0"));
+  clock.Advance(3s);
+  Annotate(kube::LeasePath("gpuheal", "gpuheal-controller"), keys::kBreakerReset,
+           kube::RfcTime(clock.Now()));
+  r->Reconcile("n0");
+  EXPECT_EQ(Last("n0").message.find("circuit breaker"), std::string::npos) << Last("n0").message;
+  r->FlushEvents();
+  EXPECT_GE(api.Count("POST", "/events"), 1u) << "the breaker's Events on the Lease";
+}
+
+TEST_F(RepairerTest, TheAttemptCapBlocksAndLeavesTheNodeQuarantined) {
+  policy.max_repairs = 1;
+  AddNode("n1");
+  Fault("n1", "NvidiaXID79Error", 0s);
+  auto r = Make();
+  Settle(*r, "n1", 20s);
+  Heal("n1");
+  clock.Advance(3min);
+  Settle(*r, "n1", 1s);
+  ASSERT_EQ(Last("n1").phase, "Recovered");
+  clock.Advance(1min);
+  Fault("n1");
+  EXPECT_FALSE(r->Reconcile("n1"));
+  const auto rec = Last("n1");
+  EXPECT_EQ(rec.phase, "Blocked");
+  EXPECT_EQ(rec.attempts, 2);
+  EXPECT_EQ(rec.message.rfind("HardwareInspection: 2 repairs", 0), 0u) << rec.message;
+  EXPECT_TRUE(Quarantined("n1"));
+}
+
+TEST_F(RepairerTest, TheQuarantineFallsBackToReadModifyWriteOnAConflict) {
+  AddNode("n1");
+  Fault("n1");
+  api.Fail("PATCH", "/api/v1/nodes/n1", 409);
+  auto r = Make();
+  r->Reconcile("n1");
+  EXPECT_TRUE(Quarantined("n1"));
+  EXPECT_GE(api.CountOk("PUT", "/api/v1/nodes/n1"), 1u);
+}
+
+TEST_F(RepairerTest, EachFailedCallIsRetriedAndNothingIsDoneTwice) {
+  struct Case {
+    const char* method;
+    const char* path;
+    long status;
+  };
+  for (const Case c : {Case{"PATCH", "/api/v1/nodes/n1", 500}, Case{"PUT", "/api/v1/nodes/n1", 503},
+                       Case{"POST", "/noderepairs", 500}, Case{"PATCH", "/noderepairs/", 500},
+                       Case{"GET", "/noderepairs/", 503}, Case{"PATCH", "/pods/p1", 500},
+                       Case{"POST", "/eviction", 500}, Case{"POST", "/eviction", 429}}) {
+    SCOPED_TRACE(std::string(c.method) + " " + c.path + " " + std::to_string(c.status));
+    api.Reset();
+    AddSpares();
+    AddNode("n1");
+    AddPod("p1", "n1");
+    Fault("n1");
+    api.Fail(c.method, c.path, c.status, 2);
+    auto r = Make();
+    Settle(*r, "n1", 15min);
+    const auto recs = Records("n1");
+    ASSERT_EQ(recs.size(), 1u) << "one episode";
+    EXPECT_TRUE(recs[0].phase_times.count("Drained")) << recs[0].phase << ": " << recs[0].message;
+    EXPECT_TRUE(Quarantined("n1"));
+    EXPECT_FALSE(api.Object(kube::PodPath("jobs", "p1")));
+  }
+}
+
+TEST_F(RepairerTest, TheGpuLevelRungAsksTheAgentAndEndsOnItsAnswer) {
+  AddNode("n1");
+  AddPod("p1", "n1");
+  auto n = *api.Object(kube::NodePath("n1"));
+  n["metadata"]["annotations"][std::string(keys::kGpuFaults)] =
+      json{{"0000:3b:00.0",
+            {{"severity", "critical"},
+             {"reason", "NvidiaXID94Error"},
+             {"xid", 94},
+             {"count", 1},
+             {"since", kube::RfcTime(clock.Now())}}}}
+          .dump();
+  api.Put(kube::NodePath("n1"), n);
+  auto r = Make();
+  auto next = r->Reconcile("n1");
+  ASSERT_TRUE(next);
+  EXPECT_EQ(*next, policy.critical_request_timeout);
+  EXPECT_FALSE(Quarantined("n1")) << "the node stays in service";
+  const auto rec = Last("n1");
+  EXPECT_EQ(rec.phase, "Remediating");
+  const auto req =
+      NodeObj("n1").meta.annotations.at(std::string(keys::kGpuRecoveryRequest));
+  EXPECT_NE(req.find(rec.meta.name), std::string::npos);
+  // The agent answers: reset and verified.
+  Annotate(kube::NodePath("n1"), keys::kGpuRecoveryStatus,
+           json{{"id", rec.meta.name}, {"state", "succeeded"}, {"detail", "ok"}}.dump());
+  clock.Advance(1s);
+  EXPECT_FALSE(r->Reconcile("n1"));
+  EXPECT_EQ(Last("n1").phase, "Recovered");
+  EXPECT_TRUE(api.Object(kube::PodPath("jobs", "p1"))) << "nothing evicted by the controller";
+}
+
+TEST_F(RepairerTest, TheGpuLevelRungQuarantinesWhenTheAgentIsSilent) {
+  AddNode("n1");
+  auto n = *api.Object(kube::NodePath("n1"));
+  n["metadata"]["annotations"][std::string(keys::kGpuFaults)] =
+      json{{"0000:3b:00.0",
+            {{"severity", "critical"},
+             {"reason", "NvidiaXID94Error"},
+             {"xid", 94},
+             {"count", 1},
+             {"since", kube::RfcTime(clock.Now())}}}}
+          .dump();
+  api.Put(kube::NodePath("n1"), n);
+  auto r = Make();
+  Settle(*r, "n1", 1h);
+  const auto rec = Last("n1");
+  EXPECT_EQ(rec.phase, "Failed");
+  EXPECT_NE(rec.message.find("no answer from the node's agent"), std::string::npos) << rec.message;
+  EXPECT_TRUE(Quarantined("n1"));
+}
+
+class RemediatorTest : public RepairerTest {};
+
+TEST_F(RemediatorTest, StandbyIsPromotedAtQuarantineAndTheNodeBecomesTheStandby) {
+  policy.provider = Provider::kStandby;
+  AddNode("n1");
+  AddNode("s1", "a", true);
+  Fault("n1");
+  auto r = Make();
+  r->Reconcile("n1");
+  EXPECT_FALSE(HasTaint(NodeObj("s1"), keys::kStandbyTaint, "", "")) << "promoted at once";
+  Settle(*r, "n1", 15min);
+  EXPECT_EQ(Last("n1").phase, "Remediating");
+  Heal("n1");
+  clock.Advance(3min);
+  r->Reconcile("n1");
+  EXPECT_TRUE(HasTaint(NodeObj("n1"), keys::kStandbyTaint, "true", "NoSchedule"));
+  EXPECT_EQ(Last("n1").phase, "Recovered");
+}
+
+TEST_F(RemediatorTest, DeleteNodeDeletesTheNodeObjectOnce) {
+  policy.provider = Provider::kDeleteNode;
+  AddNode("n1");
+  Fault("n1");
+  auto r = Make();
+  Settle(*r, "n1", 15min);
+  EXPECT_FALSE(api.Object(kube::NodePath("n1")));
+  EXPECT_EQ(api.Count("DELETE", "/api/v1/nodes/n1"), 1u);
+  EXPECT_EQ(Last("n1").phase, "Replaced");
+}
+
+TEST_F(RemediatorTest, DeleteNodeRefusesAnOwnerThatDoesNotNameTheNodeBack) {
+  policy.provider = Provider::kDeleteNode;
+  AddNode("n1");
+  Annotate(kube::NodePath("n1"), kube::kCapiMachineAnnotation, "m-7");
+  Annotate(kube::NodePath("n1"), kube::kCapiNamespaceAnnotation, "capi");
+  api.Put("/apis/cluster.x-k8s.io/v1beta1/namespaces/capi/machines/m-7",
+          {{"status", {{"nodeRef", {{"name", "another-node"}}}}}});
+  Fault("n1");
+  auto r = Make();
+  Settle(*r, "n1", 15min);
+  const auto rec = Last("n1");
+  EXPECT_EQ(rec.phase, "Failed");
+  EXPECT_NE(rec.message.find("owner not proven"), std::string::npos) << rec.message;
+  EXPECT_EQ(api.Count("DELETE", ""), 0u);
+  EXPECT_TRUE(Quarantined("n1"));
+}
+
+TEST_F(RemediatorTest, ExecRunsTheCommandOnceWithTheNodeInItsEnvironment) {
+  const std::string out = ::testing::TempDir() + "/exec-remediator-" + std::to_string(getpid());
+  std::remove(out.c_str());
+  policy.provider = Provider::kExec;
+  policy.exec_command = {"/bin/sh", "-c", "echo \"$NODE_NAME $REASON\" >> " + out};
+  AddNode("n1");
+  Fault("n1");
+  auto r = Make();
+  Settle(*r, "n1", 15min);
+  EXPECT_EQ(Last("n1").phase, "Replaced");
+  std::ifstream f(out);
+  std::string all((std::istreambuf_iterator<char>(f)), {});
+  EXPECT_EQ(all, "n1 NvidiaXID79Error\n");
+  std::remove(out.c_str());
+}
+
+// A controller stopped after its k-th write (the API unreachable from then on), then a new one
+// started on what the cluster kept: for every k the repair ends as it does uninterrupted, each
+// pod is evicted once and the remediation command runs at most once.
+TEST_F(RemediatorTest, ACrashAfterAnyWriteContinuesWithoutRepeatingADisruptiveStep) {
+  const std::string out = ::testing::TempDir() + "/exec-crash-" + std::to_string(getpid());
+  policy.provider = Provider::kExec;
+  policy.exec_command = {"/bin/sh", "-c", "echo ran >> " + out};
+  size_t total_writes = 0;
+  for (int k = 0;; ++k) {
+    SCOPED_TRACE("stopped after write " + std::to_string(k));
+    std::remove(out.c_str());
+    api.Reset();
+    AddSpares();
+    AddNode("n1");
+    AddPod("p1", "n1");
+    AddPod("p2", "n1");
+    Fault("n1");
+    const size_t seeded = api.writes();
+    api.Cut(k);
+    {
+      auto first = Make();
+      Settle(*first, "n1", 15min);
+    }
+    const auto calls = api.Calls();
+    const bool cut = std::any_of(calls.begin(), calls.end(),
+                                 [](const FakeApi::Call& c) { return c.status == 0; });
+    api.Heal();
+    auto second = Make();
+    Settle(*second, "n1", 15min);
+    const auto recs = Records("n1");
+    ASSERT_EQ(recs.size(), 1u);
+    const auto& rec = recs[0];
+    EXPECT_TRUE(Quarantined("n1"));
+    EXPECT_FALSE(api.Object(kube::PodPath("jobs", "p1")));
+    EXPECT_FALSE(api.Object(kube::PodPath("jobs", "p2")));
+    EXPECT_LE(api.CountOk("POST", "jobs/pods/p1/eviction"), 1u);
+    EXPECT_LE(api.CountOk("POST", "jobs/pods/p2/eviction"), 1u);
+    std::ifstream f(out);
+    std::string ran((std::istreambuf_iterator<char>(f)), {});
+    EXPECT_LE(std::count(ran.begin(), ran.end(), '\n'), 1) << "the command ran twice";
+    if (ran.empty()) {
+      EXPECT_EQ(rec.phase, "Failed") << "stopped while it ran: outcome unknown, not repeated";
+    } else {
+      EXPECT_TRUE(rec.phase == "Replaced" || rec.phase == "Failed") << rec.phase;
+    }
+    if (!cut) {
+      total_writes = api.writes() - seeded;
+      EXPECT_EQ(rec.phase, "Replaced");
+      break;
+    }
+    ASSERT_LT(k, 100) << "the ladder should end in far fewer writes";
+  }
+  EXPECT_GT(total_writes, 5u);
+  std::remove(out.c_str());
+}
+
+}  // namespace
+}  // namespace gpuheal::controller
