@@ -20,13 +20,11 @@ std::set<std::string> Domains() {
 Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
   Policy p;
   if (root.IsNull()) return p;
-  if (!root.IsMap()) return e.At(root, "the policy must be a mapping of keys to values");
-  if (auto k = CheckKeys(e, root,
-                         {"toleration", "checkpoint", "eviction", "skip", "pools", "breaker",
-                          "attempts", "probation", "provider", "paused", "critical"},
-                         "")) {
-    return *k;
-  }
+  GPUHEAL_TRY(top,
+              Section::Open(e, root, "",
+                            {"toleration", "checkpoint", "eviction", "skip", "pools", "breaker",
+                             "attempts", "probation", "provider", "paused", "critical"},
+                            "the policy must be a mapping of keys to values"));
   if (const YAML::Node t = root["toleration"]) {
     if (!t.IsMap())
       return e.At(t, "\"toleration\" must map condition types (or \"default\") to durations");
@@ -44,59 +42,32 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
         p.toleration[k] = d;
     }
   }
-  if (const YAML::Node c = root["checkpoint"]) {
-    if (!c.IsMap()) return e.At(c, "\"checkpoint\" must be a mapping");
-    if (auto k = CheckKeys(e, c, {"window", "catastrophic_window"}, "checkpoint")) return *k;
-    if (c["window"]) {
-      GPUHEAL_TRY(d, AsDuration(e, c["window"], "checkpoint.window", true));
-      p.checkpoint_window = d;
-    }
-    if (c["catastrophic_window"]) {
-      GPUHEAL_TRY(d,
-                  AsDuration(e, c["catastrophic_window"], "checkpoint.catastrophic_window", true));
-      p.catastrophic_checkpoint_window = d;
-    }
+  if (root["checkpoint"]) {
+    GPUHEAL_TRY(
+        c, Section::Open(e, root["checkpoint"], "checkpoint", {"window", "catastrophic_window"}));
+    GPUHEAL_CHECK(c.Duration("window", p.checkpoint_window, true));
+    GPUHEAL_CHECK(c.Duration("catastrophic_window", p.catastrophic_checkpoint_window, true));
   }
-  if (const YAML::Node v = root["eviction"]) {
-    if (!v.IsMap()) return e.At(v, "\"eviction\" must be a mapping");
-    if (auto k = CheckKeys(
-            e, v, {"grace_period_seconds", "drain_timeout", "after_drain_timeout", "gpu_pods_only"},
-            "eviction")) {
-      return *k;
-    }
-    if (v["grace_period_seconds"]) {
-      GPUHEAL_TRY(g,
-                  AsInt(e, v["grace_period_seconds"], "eviction.grace_period_seconds", 0, 86400));
-      p.eviction_grace_seconds = g;
-    }
-    if (v["drain_timeout"]) {
-      GPUHEAL_TRY(d, AsDuration(e, v["drain_timeout"], "eviction.drain_timeout"));
-      p.drain_timeout = d;
-    }
+  if (root["eviction"]) {
+    GPUHEAL_TRY(v, Section::Open(e, root["eviction"], "eviction",
+                                 {"grace_period_seconds", "drain_timeout", "after_drain_timeout",
+                                  "gpu_pods_only"}));
+    GPUHEAL_CHECK(v.Int("grace_period_seconds", p.eviction_grace_seconds, 0, 86400));
+    GPUHEAL_CHECK(v.Duration("drain_timeout", p.drain_timeout));
+    std::string after;
+    GPUHEAL_CHECK(v.String("after_drain_timeout", after));
     if (v["after_drain_timeout"]) {
-      GPUHEAL_TRY(s, AsString(e, v["after_drain_timeout"], "eviction.after_drain_timeout"));
-      if (s != "wait" && s != "force-delete") {
+      if (after != "wait" && after != "force-delete") {
         return e.At(v["after_drain_timeout"],
                     "\"eviction.after_drain_timeout\" must be wait or force-delete");
       }
-      p.force_delete_after_drain_timeout = s == "force-delete";
+      p.force_delete_after_drain_timeout = after == "force-delete";
     }
-    if (v["gpu_pods_only"]) {
-      GPUHEAL_TRY(b, AsBool(e, v["gpu_pods_only"], "eviction.gpu_pods_only"));
-      p.gpu_pods_only = b;
-    }
+    GPUHEAL_CHECK(v.Bool("gpu_pods_only", p.gpu_pods_only));
   }
-  if (const YAML::Node s = root["skip"]) {
-    if (!s.IsMap()) return e.At(s, "\"skip\" must be a mapping");
-    if (auto k = CheckKeys(e, s, {"namespaces", "pod_labels"}, "skip")) return *k;
-    if (const YAML::Node ns = s["namespaces"]) {
-      if (!ns.IsSequence()) return e.At(ns, "\"skip.namespaces\" must be a list of namespaces");
-      p.skip_namespaces.clear();
-      for (const YAML::Node& n : ns) {
-        GPUHEAL_TRY(v, AsString(e, n, "skip.namespaces[]"));
-        p.skip_namespaces.push_back(v);
-      }
-    }
+  if (root["skip"]) {
+    GPUHEAL_TRY(s, Section::Open(e, root["skip"], "skip", {"namespaces", "pod_labels"}));
+    GPUHEAL_CHECK(s.Strings("namespaces", p.skip_namespaces, false, "a list of namespaces"));
     if (const YAML::Node l = s["pod_labels"]) {
       if (!l.IsMap()) return e.At(l, "\"skip.pod_labels\" must map label keys to values");
       for (auto it = l.begin(); it != l.end(); ++it) {
@@ -105,61 +76,33 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
       }
     }
   }
-  if (const YAML::Node pl = root["pools"]) {
-    if (!pl.IsMap()) return e.At(pl, "\"pools\" must be a mapping");
-    if (auto k = CheckKeys(e, pl, {"label", "max_unavailable_percent"}, "pools")) return *k;
-    if (pl["label"]) {
-      GPUHEAL_TRY(v, AsString(e, pl["label"], "pools.label"));
-      if (v.empty()) return e.At(pl["label"], "\"pools.label\" must not be empty");
-      p.pool_label = v;
-    }
-    if (pl["max_unavailable_percent"]) {
-      GPUHEAL_TRY(v,
-                  AsInt(e, pl["max_unavailable_percent"], "pools.max_unavailable_percent", 1, 100));
-      p.max_unavailable_percent = v;
-    }
+  if (root["pools"]) {
+    GPUHEAL_TRY(pl, Section::Open(e, root["pools"], "pools", {"label", "max_unavailable_percent"}));
+    GPUHEAL_CHECK(pl.String("label", p.pool_label));
+    if (p.pool_label.empty()) return e.At(pl["label"], "\"pools.label\" must not be empty");
+    GPUHEAL_CHECK(pl.Int("max_unavailable_percent", p.max_unavailable_percent, 1, 100));
   }
-  if (const YAML::Node b = root["breaker"]) {
-    if (!b.IsMap()) return e.At(b, "\"breaker\" must be a mapping");
-    if (auto k = CheckKeys(e, b, {"share_percent", "window", "quiet"}, "breaker")) return *k;
-    if (b["share_percent"]) {
-      GPUHEAL_TRY(v, AsInt(e, b["share_percent"], "breaker.share_percent", 1, 100));
-      p.breaker_share = v / 100.0;
-    }
-    if (b["window"]) {
-      GPUHEAL_TRY(d, AsDuration(e, b["window"], "breaker.window"));
-      p.breaker_window = d;
-    }
-    if (b["quiet"]) {
-      GPUHEAL_TRY(d, AsDuration(e, b["quiet"], "breaker.quiet"));
-      p.breaker_quiet = d;
-    }
+  if (root["breaker"]) {
+    GPUHEAL_TRY(b,
+                Section::Open(e, root["breaker"], "breaker", {"share_percent", "window", "quiet"}));
+    int share = -1;
+    GPUHEAL_CHECK(b.Int("share_percent", share, 1, 100));
+    if (share >= 0) p.breaker_share = share / 100.0;
+    GPUHEAL_CHECK(b.Duration("window", p.breaker_window));
+    GPUHEAL_CHECK(b.Duration("quiet", p.breaker_quiet));
   }
-  if (const YAML::Node a = root["attempts"]) {
-    if (!a.IsMap()) return e.At(a, "\"attempts\" must be a mapping");
-    if (auto k = CheckKeys(e, a, {"max", "window"}, "attempts")) return *k;
-    if (a["max"]) {
-      GPUHEAL_TRY(v, AsInt(e, a["max"], "attempts.max", 1, 1000));
-      p.max_repairs = v;
-    }
-    if (a["window"]) {
-      GPUHEAL_TRY(d, AsDuration(e, a["window"], "attempts.window"));
-      p.repairs_window = d;
-    }
+  if (root["attempts"]) {
+    GPUHEAL_TRY(a, Section::Open(e, root["attempts"], "attempts", {"max", "window"}));
+    GPUHEAL_CHECK(a.Int("max", p.max_repairs, 1, 1000));
+    GPUHEAL_CHECK(a.Duration("window", p.repairs_window));
   }
-  if (root["probation"]) {
-    GPUHEAL_TRY(d, AsDuration(e, root["probation"], "probation"));
-    p.probation = d;
-  }
-  if (root["paused"]) {
-    GPUHEAL_TRY(b, AsBool(e, root["paused"], "paused"));
-    p.paused = b;
-  }
-  if (const YAML::Node c = root["critical"]) {
-    if (!c.IsMap()) return e.At(c, "\"critical\" must be a mapping");
-    if (auto k = CheckKeys(e, c, {"action", "request_timeout"}, "critical")) return *k;
+  GPUHEAL_CHECK(top.Duration("probation", p.probation));
+  GPUHEAL_CHECK(top.Bool("paused", p.paused));
+  if (root["critical"]) {
+    GPUHEAL_TRY(c, Section::Open(e, root["critical"], "critical", {"action", "request_timeout"}));
     if (c["action"]) {
-      GPUHEAL_TRY(a, AsString(e, c["action"], "critical.action"));
+      std::string a;
+      GPUHEAL_CHECK(c.String("action", a));
       if (a != "gpu-reset" && a != "node") {
         return e.At(
             c["action"],
@@ -168,17 +111,15 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
       }
       p.critical_node_level = a == "node";
     }
-    if (c["request_timeout"]) {
-      GPUHEAL_TRY(d, AsDuration(e, c["request_timeout"], "critical.request_timeout"));
-      p.critical_request_timeout = d;
-    }
+    GPUHEAL_CHECK(c.Duration("request_timeout", p.critical_request_timeout));
   }
-  if (const YAML::Node pr = root["provider"]) {
-    if (!pr.IsMap()) return e.At(pr, "\"provider\" must be a mapping with a \"name\"");
-    if (auto k = CheckKeys(e, pr, {"name", "command", "timeout"}, "provider")) return *k;
+  if (root["provider"]) {
+    GPUHEAL_TRY(pr, Section::Open(e, root["provider"], "provider", {"name", "command", "timeout"},
+                                  "\"provider\" must be a mapping with a \"name\""));
     if (!pr["name"])
-      return e.At(pr, "\"provider.name\" is required: none, delete-node, exec or standby");
-    GPUHEAL_TRY(name, AsString(e, pr["name"], "provider.name"));
+      return e.At(pr.node(), "\"provider.name\" is required: none, delete-node, exec or standby");
+    std::string name;
+    GPUHEAL_CHECK(pr.String("name", name));
     if (name == "none")
       p.provider = Provider::kNone;
     else if (name == "delete-node")
@@ -189,21 +130,11 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
       p.provider = Provider::kStandby;
     else
       return e.At(pr["name"], "\"provider.name\" must be one of none, delete-node, exec, standby");
-    if (const YAML::Node c = pr["command"]) {
-      if (!c.IsSequence() || c.size() == 0) {
-        return e.At(c, "\"provider.command\" must be a non-empty list (argv, run without a shell)");
-      }
-      for (const YAML::Node& a : c) {
-        GPUHEAL_TRY(v, AsString(e, a, "provider.command[]"));
-        p.exec_command.push_back(v);
-      }
-    }
-    if (pr["timeout"]) {
-      GPUHEAL_TRY(d, AsDuration(e, pr["timeout"], "provider.timeout"));
-      p.exec_timeout = d;
-    }
+    GPUHEAL_CHECK(pr.Strings("command", p.exec_command, true,
+                             "a non-empty list (argv, run without a shell)"));
+    GPUHEAL_CHECK(pr.Duration("timeout", p.exec_timeout));
     if (p.provider == Provider::kExec && p.exec_command.empty()) {
-      return e.At(pr,
+      return e.At(pr.node(),
                   "provider exec needs \"provider.command\" (argv; NODE_NAME and REASON are in its "
                   "environment)");
     }

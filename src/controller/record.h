@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "kube/objects.h"
 #include "core/time.h"
+#include "kube/objects.h"
 
 namespace gpuheal::controller {
 

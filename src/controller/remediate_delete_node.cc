@@ -78,15 +78,14 @@ std::optional<Owner> OwnerOf(kube::Api& client, const kube::Node& node) {
 class DeleteNode final : public Remediator {
  public:
   explicit DeleteNode(RepairContext& ctx) : ctx_(ctx) {}
-  Next Remediate(const kube::Node& node, const NodeFault& f, RepairRecord& r,
-                 SysTime now) override;
+  Next Remediate(const kube::Node& node, const NodeFault& f, RepairRecord& r, SysTime now) override;
 
  private:
   RepairContext& ctx_;
 };
 
 Next DeleteNode::Remediate(const kube::Node& node, const NodeFault& /*f*/, RepairRecord& r,
-                          SysTime now) {
+                           SysTime now) {
   r.Phase("Remediating", now);
   // The owner, when there is one, so that its controller replaces the machine; else the Node
   // object itself. Deleted at most once (uid precondition; 404 is done).

@@ -60,9 +60,9 @@ class Standby final : public Remediator {
       if (!res || !res->ok()) return milliseconds(2000);
       if (!released) continue;
       r.Action(std::string(kPromotedStandby) + " " + n.meta.name);
-      ctx_.Event(node, "Normal", std::string(reason::kStandbyPromoted),
-                 "standby " + n.meta.name +
-                     " promoted; this node becomes the standby once it recovers");
+      ctx_.Event(
+          node, "Normal", std::string(reason::kStandbyPromoted),
+          "standby " + n.meta.name + " promoted; this node becomes the standby once it recovers");
       return std::nullopt;
     }
     r.Message("no ready standby node in pool \"" + pool + "\"");

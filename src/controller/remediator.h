@@ -37,8 +37,8 @@ class Remediator {
   virtual ~Remediator() = default;
   // At quarantine, before any gate: a provider that only adds capacity acts here (standby).
   // Returns when to retry; nullopt to go on.
-  virtual Next AtQuarantine(const kube::Node& /*node*/, const NodeFault& /*f*/,
-                            RepairRecord& /*r*/, std::chrono::system_clock::time_point /*now*/) {
+  virtual Next AtQuarantine(const kube::Node& /*node*/, const NodeFault& /*f*/, RepairRecord& /*r*/,
+                            std::chrono::system_clock::time_point /*now*/) {
     return std::nullopt;
   }
   // Once the node is drained and its toleration window is over.

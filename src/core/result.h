@@ -72,6 +72,12 @@ class [[nodiscard]] Status {
 
 }  // namespace gpuheal
 
+// Returns the error of a Status (or Result) expression from the enclosing function.
+#define GPUHEAL_CHECK(expr)                                               \
+  do {                                                                    \
+    if (auto gpuheal_s_ = (expr); !gpuheal_s_) return gpuheal_s_.error(); \
+  } while (0)
+
 // Declares `var` from a Result-returning expression, or returns its error from the enclosing
 // function (which must return a Result or a Status).
 #define GPUHEAL_TRY(var, expr)          \

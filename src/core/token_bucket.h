@@ -30,7 +30,8 @@ class TokenBucket {
  private:
   void Refill(TimePoint now) {
     if (now > last_) {
-      tokens_ = std::min(burst_, tokens_ + std::chrono::duration<double>(now - last_).count() * rate_);
+      tokens_ =
+          std::min(burst_, tokens_ + std::chrono::duration<double>(now - last_).count() * rate_);
       last_ = now;
     }
   }

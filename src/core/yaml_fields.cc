@@ -150,6 +150,69 @@ Result<std::chrono::milliseconds> AsDuration(const ConfigError& err, const YAML:
                                key, allow_zero ? "" : "positive ", allow_zero ? "0s, " : ""));
 }
 
+Result<Section> Section::Open(const ConfigError& err, const YAML::Node& node, std::string name,
+                              const std::set<std::string>& known, std::string not_a_map) {
+  if (!node.IsMap()) {
+    return err.At(node, not_a_map.empty() ? fmt::format("\"{}\" must be a mapping", name)
+                                          : std::move(not_a_map));
+  }
+  if (auto e = CheckKeys(err, node, known, name)) return *e;
+  return Section(err, node, std::move(name));
+}
+
+std::string Section::Path(std::string_view key) const {
+  return name_.empty() ? std::string(key) : fmt::format("{}.{}", name_, key);
+}
+
+Status Section::String(const char* key, std::string& out) {
+  if (!node_[key]) return Status::Ok();
+  GPUHEAL_TRY(v, AsString(err_, node_[key], Path(key)));
+  out = std::move(v);
+  return Status::Ok();
+}
+
+Status Section::Bool(const char* key, bool& out) {
+  if (!node_[key]) return Status::Ok();
+  GPUHEAL_TRY(v, AsBool(err_, node_[key], Path(key)));
+  out = v;
+  return Status::Ok();
+}
+
+Status Section::Int(const char* key, int& out, int lo, int hi) {
+  if (!node_[key]) return Status::Ok();
+  GPUHEAL_TRY(v, AsInt(err_, node_[key], Path(key), lo, hi));
+  out = v;
+  return Status::Ok();
+}
+
+Status Section::Duration(const char* key, std::chrono::milliseconds& out, bool allow_zero,
+                         std::chrono::milliseconds min) {
+  if (!node_[key]) return Status::Ok();
+  GPUHEAL_TRY(v, AsDuration(err_, node_[key], Path(key), allow_zero));
+  if (v < min) {
+    return err_.At(node_[key],
+                   fmt::format("\"{}\" must be at least {}", Path(key),
+                               min.count() % 1000 == 0 ? fmt::format("{}s", min.count() / 1000)
+                                                       : fmt::format("{}ms", min.count())));
+  }
+  out = v;
+  return Status::Ok();
+}
+
+Status Section::Strings(const char* key, std::vector<std::string>& out, bool non_empty,
+                        std::string_view what) {
+  const YAML::Node list = node_[key];
+  if (!list) return Status::Ok();
+  if (!list.IsSequence() || (non_empty && list.size() == 0))
+    return err_.At(list, fmt::format("\"{}\" must be {}", Path(key), what));
+  out.clear();
+  for (const YAML::Node& item : list) {
+    GPUHEAL_TRY(v, AsString(err_, item, Path(key) + "[]"));
+    out.push_back(std::move(v));
+  }
+  return Status::Ok();
+}
+
 std::optional<std::chrono::milliseconds> ParseDuration(std::string_view s) {
   int64_t v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);

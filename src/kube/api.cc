@@ -14,8 +14,7 @@ Result<Response> Api::Create(const std::string& collection_path, const nlohmann:
   return Request("POST", collection_path, obj.dump());
 }
 
-Result<Response> Api::Patch(const std::string& path, PatchType type,
-                               const nlohmann::json& patch) {
+Result<Response> Api::Patch(const std::string& path, PatchType type, const nlohmann::json& patch) {
   const char* ct = type == PatchType::kJson    ? "application/json-patch+json"
                    : type == PatchType::kMerge ? "application/merge-patch+json"
                                                : "application/strategic-merge-patch+json";
@@ -23,8 +22,8 @@ Result<Response> Api::Patch(const std::string& path, PatchType type,
 }
 
 Result<Response> Api::Delete(const std::string& path, const std::string& uid,
-                                const std::string& resource_version,
-                                std::optional<int64_t> grace_period_seconds) {
+                             const std::string& resource_version,
+                             std::optional<int64_t> grace_period_seconds) {
   nlohmann::json opts = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}};
   if (!uid.empty()) opts["preconditions"]["uid"] = uid;
   if (!resource_version.empty()) opts["preconditions"]["resourceVersion"] = resource_version;
@@ -40,7 +39,7 @@ Result<Response> Api::Evict(const std::string& ns, const std::string& pod) {
 }
 
 Result<Response> Api::Update(const std::string& path,
-                                const std::function<bool(nlohmann::json&)>& mutate, int attempts) {
+                             const std::function<bool(nlohmann::json&)>& mutate, int attempts) {
   for (int i = 0; i < attempts; ++i) {
     auto cur = Get(path);
     if (!cur) return cur.error();

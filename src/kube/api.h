@@ -79,8 +79,8 @@ std::string UrlEncode(const std::string& s);
 
 template <typename T>
 Result<List<T>> Api::ListAll(const std::string& collection_path,
-                                Result<List<T>> (*decode)(std::string_view), int page_size,
-                                int* pages) {
+                             Result<List<T>> (*decode)(std::string_view), int page_size,
+                             int* pages) {
   List<T> all;
   std::string cont;
   int n = 0;

@@ -133,8 +133,8 @@ bool Selected(const json& obj, const std::string& labels, const std::string& fie
 }
 
 kube::Response StatusResponse(long code, const std::string& reason, const std::string& message) {
-  json s = {{"kind", "Status"},     {"apiVersion", "v1"}, {"status", "Failure"},
-            {"reason", reason},     {"message", message}, {"code", code}};
+  json s = {{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
+            {"reason", reason}, {"message", message}, {"code", code}};
   return {code, s.dump()};
 }
 
@@ -170,8 +170,9 @@ void StrategicMerge(json& target, const json& patch) {
       json& have = target[k];
       if (!have.is_array()) have = json::array();
       for (const auto& c : v) {
-        auto it = std::find_if(have.begin(), have.end(),
-                               [&](const json& h) { return h.value("type", "") == c.value("type", ""); });
+        auto it = std::find_if(have.begin(), have.end(), [&](const json& h) {
+          return h.value("type", "") == c.value("type", "");
+        });
         if (it == have.end()) {
           have.push_back(c);
         } else {
@@ -241,7 +242,8 @@ std::vector<std::pair<std::string, json>> FakeApi::ListLocked(const std::string&
   const std::string fields = QueryParam(query, "fieldSelector");
   std::vector<std::pair<std::string, json>> out;
   for (const auto& [p, obj] : objects_) {
-    const bool direct = p.rfind(coll + "/", 0) == 0 && p.find('/', coll.size() + 1) == std::string::npos;
+    const bool direct =
+        p.rfind(coll + "/", 0) == 0 && p.find('/', coll.size() + 1) == std::string::npos;
     const std::string cf = ClusterForm(p);
     const bool cluster_wide =
         cf.rfind(coll + "/", 0) == 0 && cf.find('/', coll.size() + 1) == std::string::npos;
@@ -319,8 +321,7 @@ size_t FakeApi::writes() const {
 }
 
 Result<kube::Response> FakeApi::Request(const std::string& method, const std::string& path,
-                                        const std::string& body,
-                                        const std::string& content_type) {
+                                        const std::string& body, const std::string& content_type) {
   std::lock_guard<std::mutex> lock(mu_);
   if (cut_after_ && *cut_after_ <= 0) {
     calls_.push_back({method, path, body, 0});
@@ -471,11 +472,10 @@ kube::Response FakeApi::Serve(const std::string& method, const std::string& full
   return StatusResponse(500, "InternalError", "unreachable");
 }
 
-Result<kube::Response> FakeApi::Watch(const std::string& collection_path,
-                                      const std::string& resource_version,
-                                      const std::function<bool(const kube::WatchEventRaw&)>& on_event,
-                                      std::chrono::seconds /*timeout*/,
-                                      const std::atomic<bool>* /*cancel*/) {
+Result<kube::Response> FakeApi::Watch(
+    const std::string& collection_path, const std::string& resource_version,
+    const std::function<bool(const kube::WatchEventRaw&)>& on_event,
+    std::chrono::seconds /*timeout*/, const std::atomic<bool>* /*cancel*/) {
   std::vector<kube::WatchEventRaw> events;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -486,7 +486,8 @@ Result<kube::Response> FakeApi::Watch(const std::string& collection_path,
     const std::string coll = collection_path.substr(0, collection_path.find('?'));
     for (const auto& c : history_) {
       if (c.rv <= from) continue;
-      const bool in = c.path.rfind(coll + "/", 0) == 0 || ClusterForm(c.path).rfind(coll + "/", 0) == 0;
+      const bool in =
+          c.path.rfind(coll + "/", 0) == 0 || ClusterForm(c.path).rfind(coll + "/", 0) == 0;
       if (in) events.push_back({c.type, c.object.dump(), std::to_string(c.rv)});
     }
   }

@@ -81,8 +81,8 @@ class FakeApi final : public kube::Api {
     nlohmann::json object;
     uint64_t rv;
   };
-  kube::Response Serve(const std::string& method, const std::string& path,
-                       const std::string& body, const std::string& content_type);
+  kube::Response Serve(const std::string& method, const std::string& path, const std::string& body,
+                       const std::string& content_type);
   void Stamp(const std::string& path, nlohmann::json& obj, const char* change);
   std::vector<std::pair<std::string, nlohmann::json>> ListLocked(const std::string& coll,
                                                                  const std::string& query) const;

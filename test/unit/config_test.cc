@@ -223,3 +223,41 @@ TEST(Config, ShippedDefaultConfigLoadsAndMatchesTheDefaults) {
 
 }  // namespace
 }  // namespace gpuheal
+
+namespace gpuheal {
+namespace {
+
+// Every field error says where (file:line:column), which key and what is accepted.
+TEST(ConfigErrors, EachNamesItsPlaceKeyAndWhatIsAccepted) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"nvidia: {poll_period: 50ms}", "c.yaml:1:23: \"nvidia.poll_period\" must be at least 100ms"},
+      {"recovery: {quiet_period: 500ms}",
+       "c.yaml:1:26: \"recovery.quiet_period\" must be at least 1s"},
+      {"monitors: 3", "c.yaml:1:11: \"monitors\" must map monitor names to true/false"},
+      {"monitors: {kernel: maybe}", "c.yaml:1:20: \"monitors.kernel\" must be true or false"},
+      {"xids: {79: 3}", "c.yaml:1:12: \"xids.79\" must be a mapping with severity and/or action"},
+      {"nvidia: {reset: {command: []}}",
+       "c.yaml:1:27: \"nvidia.reset.command\" must be a non-empty list (argv, run without a "
+       "shell; {bus_id} is replaced by the GPU's bus id)"},
+      {"nvidia: {reset: 1}", "c.yaml:1:17: \"nvidia.reset\" must be a mapping"},
+      {"nvidia: {dcgm: {library: [a]}}", "c.yaml:1:26: \"nvidia.dcgm.library\" must be a string"},
+      {"escalation: {window: 10ms}", "c.yaml:1:22: \"escalation.window\" must be at least 1s"},
+      {"escalation: {count: 1}",
+       "c.yaml:1:21: \"escalation.count\" must be an integer from 2 to "
+       "1000000"},
+      {"npd_rules: x", "c.yaml:1:12: \"npd_rules\" must be a list of NPD config file paths"},
+      {"kmsg_start: middle", "c.yaml:1:13: \"kmsg_start\" must be beginning or end"},
+      {"kubernetes: {heartbeat_period: 0s}",
+       "c.yaml:1:32: \"kubernetes.heartbeat_period\" must be a positive duration such as 500ms, "
+       "30s, 10m, 24h, 7d"},
+      {"- a", "c.yaml:1:1: the config must be a mapping of keys to values"},
+  };
+  for (const auto& [yaml, want] : cases) {
+    auto c = ParseAgentConfig(yaml, "c.yaml");
+    ASSERT_FALSE(c) << yaml;
+    EXPECT_EQ(c.error().message.substr(0, std::string(want).size()), want) << yaml;
+  }
+}
+
+}  // namespace
+}  // namespace gpuheal

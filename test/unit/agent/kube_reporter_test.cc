@@ -3,9 +3,10 @@
 // reporter's loop by hand (Step) instead of its thread. The same reporter runs against a real
 // API server in test/integration/agent_kube_test.cc.
 
+#include "agent/kube_reporter.h"
+
 #include <gtest/gtest.h>
 
-#include "agent/kube_reporter.h"
 #include "core/time.h"
 #include "fakes/fake_api.h"
 #include "fakes/fake_clock.h"
@@ -47,8 +48,8 @@ class KubeReporterTest : public ::testing::Test {
     return json::object();
   }
   static std::vector<DesiredCondition> Hw(const std::string& status, const std::string& msg) {
-    return {{"AcceleratedHardwareReady", status, status == "True" ? "GPUsHealthy" : "NvidiaXID79Error",
-             msg}};
+    return {{"AcceleratedHardwareReady", status,
+             status == "True" ? "GPUsHealthy" : "NvidiaXID79Error", msg}};
   }
 
   FakeClock clock;
@@ -138,14 +139,17 @@ TEST_F(KubeReporterTest, AnAnnotationTravelsWithTheConditions) {
   reporter->SetConditions(Hw("True", ""));
   reporter->SetAnnotation("gpuheal.io/gpu-faults", "{}");
   reporter->Step();
-  EXPECT_EQ(api->Object(kube::NodePath("n1"))->at("metadata").at("annotations").value(
-                "gpuheal.io/gpu-faults", ""),
+  EXPECT_EQ(api->Object(kube::NodePath("n1"))
+                ->at("metadata")
+                .at("annotations")
+                .value("gpuheal.io/gpu-faults", ""),
             "{}");
 }
 
 TEST_F(KubeReporterTest, EventsKeepAPerReasonBudget) {
   reporter->SetConditions(Hw("True", ""));
-  for (int i = 0; i < 5; ++i) reporter->RecordEvent("Warning", "NvidiaXID31Error", "x" + std::to_string(i));
+  for (int i = 0; i < 5; ++i)
+    reporter->RecordEvent("Warning", "NvidiaXID31Error", "x" + std::to_string(i));
   reporter->RecordEvent("Warning", "NvidiaXID79Error", "lost");
   reporter->Step(true);
   EXPECT_EQ(api->CountOk("POST", "/events"), 3u) << "2 of the first reason (burst), 1 other";

@@ -285,3 +285,35 @@ TEST(NodeFaults, WhichPodsTheDrainEvicts) {
 
 }  // namespace
 }  // namespace gpuheal::controller
+
+namespace gpuheal::controller {
+namespace {
+
+TEST(Policy, EachErrorNamesItsPlaceKeyAndWhatIsAccepted) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"provider: {command: [a]}",
+       "p.yaml:1:11: \"provider.name\" is required: none, delete-node, exec or standby"},
+      {"provider: 3", "p.yaml:1:11: \"provider\" must be a mapping with a \"name\""},
+      {"provider: {name: exec}", "p.yaml:1:11: provider exec needs \"provider.command\""},
+      {"provider: {name: none, command: [a]}",
+       "p.yaml:1:33: \"provider.command\" is only for provider exec"},
+      {"skip: {namespaces: 3}", "p.yaml:1:20: \"skip.namespaces\" must be a list of namespaces"},
+      {"pools: {label: \"\"}", "p.yaml:1:16: \"pools.label\" must not be empty"},
+      {"eviction: {after_drain_timeout: x}",
+       "p.yaml:1:33: \"eviction.after_drain_timeout\" must be wait or force-delete"},
+      {"breaker: {share_percent: 0}",
+       "p.yaml:1:26: \"breaker.share_percent\" must be an integer from 1 to 100"},
+      {"checkpoint: {window: -1s}", "p.yaml:1:22: \"checkpoint.window\" must be a duration"},
+      {"attempts: {tries: 3}", "p.yaml:1:12: unknown key \"tries\" in attempts"},
+      {"critical: {action: maybe}", "p.yaml:1:20: \"critical.action\" must be gpu-reset"},
+      {"probation: soon", "p.yaml:1:12: \"probation\" must be a positive duration"},
+  };
+  for (const auto& [yaml, want] : cases) {
+    auto p = ParsePolicy(yaml, "p.yaml");
+    ASSERT_FALSE(p) << yaml;
+    EXPECT_EQ(p.error().message.substr(0, std::string(want).size()), want) << yaml;
+  }
+}
+
+}  // namespace
+}  // namespace gpuheal::controller

@@ -3,7 +3,6 @@
 // The same ladder runs against a real control plane in test/integration/controller_test.cc.
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -74,15 +73,16 @@ class RepairerTest : public ::testing::Test {
   }
 
   void AddNode(const std::string& name, const std::string& pool = "a", bool standby = false) {
-    json node = {{"metadata", {{"labels", {{policy.pool_label, pool}}}}},
-                 {"spec", json::object()},
-                 {"status",
-                  {{"capacity", {{"nvidia.com/gpu", "8"}}},
-                   {"conditions", json::array({{{"type", "AcceleratedHardwareReady"},
-                                                {"status", "True"},
-                                                {"reason", "GPUsHealthy"},
-                                                {"message", ""},
-                                                {"lastTransitionTime", "2026-01-01T00:00:00Z"}}})}}}};
+    json node = {
+        {"metadata", {{"labels", {{policy.pool_label, pool}}}}},
+        {"spec", json::object()},
+        {"status",
+         {{"capacity", {{"nvidia.com/gpu", "8"}}},
+          {"conditions", json::array({{{"type", "AcceleratedHardwareReady"},
+                                       {"status", "True"},
+                                       {"reason", "GPUsHealthy"},
+                                       {"message", ""},
+                                       {"lastTransitionTime", "2026-01-01T00:00:00Z"}}})}}}};
     if (standby)
       node["spec"]["taints"] = {
           {{"key", keys::kStandbyTaint}, {"value", "true"}, {"effect", "NoSchedule"}}};
@@ -318,8 +318,7 @@ TEST_F(RepairerTest, ThePoolGateAllowsTwentyPercent) {
 TEST_F(RepairerTest, TheBreakerOpensOnACorrelatedEventAndClosesByHand) {
   for (int i = 0; i < 5; ++i) AddNode("n" + std::to_string(i), "p" + std::to_string(i));
   for (int i = 0; i < 5; ++i) Fault("n" + std::to_string(i));
-  api.Put(kube::LeasePath("gpuheal", "gpuheal-controller"),
-          {{"spec", {{"holderIdentity", "x"}}}});
+  api.Put(kube::LeasePath("gpuheal", "gpuheal-controller"), {{"spec", {{"holderIdentity", "x"}}}});
   auto r = Make();
   r->SetBreakerKey("gpuheal", "gpuheal-controller");
   r->Reconcile("n0");
@@ -396,14 +395,13 @@ TEST_F(RepairerTest, TheGpuLevelRungAsksTheAgentAndEndsOnItsAnswer) {
   AddNode("n1");
   AddPod("p1", "n1");
   auto n = *api.Object(kube::NodePath("n1"));
-  n["metadata"]["annotations"][std::string(keys::kGpuFaults)] =
-      json{{"0000:3b:00.0",
-            {{"severity", "critical"},
-             {"reason", "NvidiaXID94Error"},
-             {"xid", 94},
-             {"count", 1},
-             {"since", kube::RfcTime(clock.Now())}}}}
-          .dump();
+  n["metadata"]["annotations"][std::string(keys::kGpuFaults)] = json{
+      {"0000:3b:00.0",
+       {{"severity", "critical"},
+        {"reason", "NvidiaXID94Error"},
+        {"xid", 94},
+        {"count", 1},
+        {"since", kube::RfcTime(clock.Now())}}}}.dump();
   api.Put(kube::NodePath("n1"), n);
   auto r = Make();
   auto next = r->Reconcile("n1");
@@ -412,8 +410,7 @@ TEST_F(RepairerTest, TheGpuLevelRungAsksTheAgentAndEndsOnItsAnswer) {
   EXPECT_FALSE(Quarantined("n1")) << "the node stays in service";
   const auto rec = Last("n1");
   EXPECT_EQ(rec.phase, "Remediating");
-  const auto req =
-      NodeObj("n1").meta.annotations.at(std::string(keys::kGpuRecoveryRequest));
+  const auto req = NodeObj("n1").meta.annotations.at(std::string(keys::kGpuRecoveryRequest));
   EXPECT_NE(req.find(rec.meta.name), std::string::npos);
   // The agent answers: reset and verified.
   Annotate(kube::NodePath("n1"), keys::kGpuRecoveryStatus,
@@ -427,14 +424,13 @@ TEST_F(RepairerTest, TheGpuLevelRungAsksTheAgentAndEndsOnItsAnswer) {
 TEST_F(RepairerTest, TheGpuLevelRungQuarantinesWhenTheAgentIsSilent) {
   AddNode("n1");
   auto n = *api.Object(kube::NodePath("n1"));
-  n["metadata"]["annotations"][std::string(keys::kGpuFaults)] =
-      json{{"0000:3b:00.0",
-            {{"severity", "critical"},
-             {"reason", "NvidiaXID94Error"},
-             {"xid", 94},
-             {"count", 1},
-             {"since", kube::RfcTime(clock.Now())}}}}
-          .dump();
+  n["metadata"]["annotations"][std::string(keys::kGpuFaults)] = json{
+      {"0000:3b:00.0",
+       {{"severity", "critical"},
+        {"reason", "NvidiaXID94Error"},
+        {"xid", 94},
+        {"count", 1},
+        {"since", kube::RfcTime(clock.Now())}}}}.dump();
   api.Put(kube::NodePath("n1"), n);
   auto r = Make();
   Settle(*r, "n1", 1h);
