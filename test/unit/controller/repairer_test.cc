@@ -101,6 +101,18 @@ class RepairerTest : public ::testing::Test {
     api.Put(kube::NodePath(name), n);
   }
 
+  // A critical fault of one GPU (Xid 94) in the agent's gpuheal.io/gpu-faults annotation.
+  void CriticalGpuFault(const std::string& name) {
+    Annotate(kube::NodePath(name), keys::kGpuFaults,
+             json{{"0000:3b:00.0",
+                   {{"severity", "critical"},
+                    {"reason", "NvidiaXID94Error"},
+                    {"xid", 94},
+                    {"count", 1},
+                    {"since", kube::RfcTime(clock.Now())}}}}
+                 .dump());
+  }
+
   void Heal(const std::string& name) {
     auto n = *api.Object(kube::NodePath(name));
     n["status"]["conditions"] = {{{"type", "AcceleratedHardwareReady"},
@@ -394,15 +406,7 @@ TEST_F(RepairerTest, EachFailedCallIsRetriedAndNothingIsDoneTwice) {
 TEST_F(RepairerTest, TheGpuLevelRungAsksTheAgentAndEndsOnItsAnswer) {
   AddNode("n1");
   AddPod("p1", "n1");
-  auto n = *api.Object(kube::NodePath("n1"));
-  n["metadata"]["annotations"][std::string(keys::kGpuFaults)] = json{
-      {"0000:3b:00.0",
-       {{"severity", "critical"},
-        {"reason", "NvidiaXID94Error"},
-        {"xid", 94},
-        {"count", 1},
-        {"since", kube::RfcTime(clock.Now())}}}}.dump();
-  api.Put(kube::NodePath("n1"), n);
+  CriticalGpuFault("n1");
   auto r = Make();
   auto next = r->Reconcile("n1");
   ASSERT_TRUE(next);
@@ -423,15 +427,7 @@ TEST_F(RepairerTest, TheGpuLevelRungAsksTheAgentAndEndsOnItsAnswer) {
 
 TEST_F(RepairerTest, TheGpuLevelRungQuarantinesWhenTheAgentIsSilent) {
   AddNode("n1");
-  auto n = *api.Object(kube::NodePath("n1"));
-  n["metadata"]["annotations"][std::string(keys::kGpuFaults)] = json{
-      {"0000:3b:00.0",
-       {{"severity", "critical"},
-        {"reason", "NvidiaXID94Error"},
-        {"xid", 94},
-        {"count", 1},
-        {"since", kube::RfcTime(clock.Now())}}}}.dump();
-  api.Put(kube::NodePath("n1"), n);
+  CriticalGpuFault("n1");
   auto r = Make();
   Settle(*r, "n1", 1h);
   const auto rec = Last("n1");
