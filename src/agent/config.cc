@@ -47,25 +47,11 @@ Status ParseNvidia(const ConfigError& err, const YAML::Node& node, NvidiaConfig&
   }
   GPUHEAL_CHECK(n.String("nvml_library", out.nvml_library));
   GPUHEAL_CHECK(n.Duration("poll_period", out.poll_period, false, std::chrono::milliseconds(100)));
-  if (n["expected_gpus"]) {
-    int v = 0;
-    GPUHEAL_CHECK(n.Int("expected_gpus", v, 0, 1024));
-    out.expected_gpus = v;
-  }
+  GPUHEAL_CHECK(n.Int("expected_gpus", out.expected_gpus, 0, 1024));
   GPUHEAL_CHECK(n.String("sysfs_pci_devices", out.sysfs_pci_devices));
-  if (n["temperature_limit"]) {
-    int v = 0;
-    GPUHEAL_CHECK(n.Int("temperature_limit", v, 0, 200));
-    out.temperature_limit = static_cast<unsigned>(v);
-  }
-  for (auto [key, field] : {std::pair<const char*, unsigned long long*>{
-                                "nvlink_errors_per_poll", &out.nvlink_errors_per_poll},
-                            {"corrected_ecc_per_poll", &out.corrected_ecc_per_poll}}) {
-    if (!n[key]) continue;
-    int v = 0;
-    GPUHEAL_CHECK(n.Int(key, v, 1, 1000000000));
-    *field = static_cast<unsigned long long>(v);
-  }
+  GPUHEAL_CHECK(n.Int("temperature_limit", out.temperature_limit, 0, 200));
+  GPUHEAL_CHECK(n.Int("nvlink_errors_per_poll", out.nvlink_errors_per_poll, 1, 1000000000));
+  GPUHEAL_CHECK(n.Int("corrected_ecc_per_poll", out.corrected_ecc_per_poll, 1, 1000000000));
   if (n["reset"]) {
     GPUHEAL_TRY(r, Section::Open(err, n["reset"], "nvidia.reset",
                                  {"on_critical", "drain_timeout", "command", "timeout"}));

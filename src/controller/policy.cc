@@ -85,9 +85,11 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
   if (root["breaker"]) {
     GPUHEAL_TRY(b,
                 Section::Open(e, root["breaker"], "breaker", {"share_percent", "window", "quiet"}));
-    int share = -1;
-    GPUHEAL_CHECK(b.Int("share_percent", share, 1, 100));
-    if (share >= 0) p.breaker_share = share / 100.0;
+    if (b["share_percent"]) {
+      int share = 0;
+      GPUHEAL_CHECK(b.Int("share_percent", share, 1, 100));
+      p.breaker_share = share / 100.0;
+    }
     GPUHEAL_CHECK(b.Duration("window", p.breaker_window));
     GPUHEAL_CHECK(b.Duration("quiet", p.breaker_quiet));
   }

@@ -178,13 +178,6 @@ Status Section::Bool(const char* key, bool& out) {
   return Status::Ok();
 }
 
-Status Section::Int(const char* key, int& out, int lo, int hi) {
-  if (!node_[key]) return Status::Ok();
-  GPUHEAL_TRY(v, AsInt(err_, node_[key], Path(key), lo, hi));
-  out = v;
-  return Status::Ok();
-}
-
 Status Section::Duration(const char* key, std::chrono::milliseconds& out, bool allow_zero,
                          std::chrono::milliseconds min) {
   if (!node_[key]) return Status::Ok();

@@ -58,7 +58,22 @@ class Section {
 
   Status String(const char* key, std::string& out);
   Status Bool(const char* key, bool& out);
-  Status Int(const char* key, int& out, int lo, int hi);
+  // An integer from lo to hi into any integer field (or an optional one).
+  template <typename T>
+  Status Int(const char* key, T& out, int lo, int hi) {
+    if (!node_[key]) return Status::Ok();
+    GPUHEAL_TRY(v, AsInt(err_, node_[key], Path(key), lo, hi));
+    out = static_cast<T>(v);
+    return Status::Ok();
+  }
+  template <typename T>
+  Status Int(const char* key, std::optional<T>& out, int lo, int hi) {
+    T v{};
+    if (!node_[key]) return Status::Ok();
+    GPUHEAL_CHECK(Int(key, v, lo, hi));
+    out = v;
+    return Status::Ok();
+  }
   // A positive duration (allow_zero: or 0s) of at least `min` (0: no minimum).
   Status Duration(const char* key, std::chrono::milliseconds& out, bool allow_zero = false,
                   std::chrono::milliseconds min = std::chrono::milliseconds(0));

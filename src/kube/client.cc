@@ -15,8 +15,9 @@ void RateLimiter::Wait() {
   if (qps_ <= 0) return;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    const auto wait = bucket_.Wait(std::chrono::steady_clock::now());
-    if (wait.count() <= 0 && bucket_.TryTake(std::chrono::steady_clock::now())) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (bucket_.TryTake(now)) return;
+    const auto wait = bucket_.Wait(now);
     lock.unlock();
     std::this_thread::sleep_for(wait);
     lock.lock();

@@ -12,7 +12,6 @@
 
 #include "agent/standalone_agent.h"
 #include "fakes/fake_api.h"
-#include "fakes/fake_clock.h"
 #include "fakes/fake_kernel_log.h"
 
 namespace gpuheal {
