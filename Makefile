@@ -9,7 +9,7 @@ BUILD := build
 JOBS ?= $(shell nproc)
 STATE_DIR ?= $(HOME)/.cache/gpuheal/state
 
-.PHONY: setup build test integration drill run golden asan tsan fuzz bench clean
+.PHONY: setup build test integration e2e image deploy-manifests drill run golden asan tsan fuzz bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -26,7 +26,20 @@ test: build
 integration: build
 	@LABELS=integration bash scripts/run-tests.sh $(BUILD)
 
+# Only the end-to-end tier on a real node (kubelet + containerd on this machine; needs root).
+e2e: build
+	@LABELS=realnode bash scripts/run-tests.sh $(BUILD)
+
+# The OCI images build/image/gpuheal.tar (gpuheal:dev) and build/image/pause.tar, from this build.
+image: build
+	@bash scripts/build-image.sh $(BUILD)
+
+# Renders deploy/kubernetes/ and deploy/crds/ from the Helm chart (deploy/helm/gpuheal).
+deploy-manifests:
+	@bash scripts/gen-deploy.sh
+
 drill: build
+	@if [[ "$(DRILL_ARGS)" == *--real-node* ]]; then bash scripts/build-image.sh $(BUILD); fi
 	$(BUILD)/gpuheal drill $(DRILL_ARGS)
 
 run: build

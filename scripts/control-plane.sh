@@ -4,8 +4,13 @@
 # scripts/build-control-plane.sh. TLS everywhere except etcd on loopback; RBAC; a service-account
 # issuer and signing key so TokenRequest works; an admin kubeconfig with client certificates.
 #
-#   control-plane.sh up [--with-controllers] [--dir DIR] [--apiserver-arg ARG]... [--client-qps N] [--log-v N]
+#   control-plane.sh up [--with-controllers] [--with-node] [--dir DIR] [--apiserver-arg ARG]... [--client-qps N] [--log-v N]
 #                                       prints KUBECONFIG=<path> last; etcd's URL is in DIR/etcd.url
+#                                       --with-node: also this machine as a real node (implies
+#                                       --with-controllers; scripts/real-node.sh): containerd, runc,
+#                                       CNI and a kubelet; the API server runs the Node authorizer
+#                                       and NodeRestriction; prints NODE=, HELM= and PAUSE_IMAGE=
+#                                       before KUBECONFIG=
 #                                       --client-qps: kube-controller-manager's and kube-scheduler's
 #                                       client limits (N requests/s, bursts of 2N) instead of the
 #                                       upstream defaults (20 and 50/s), as a cluster of thousands of
@@ -27,6 +32,7 @@ cmd=${1:-}
 shift || true
 dir=""
 with_controllers=0
+with_node=0
 apiserver_args=()
 client_qps=""
 log_v=""
@@ -36,6 +42,7 @@ while [[ $# -gt 0 ]]; do
   case $1 in
     --dir) dir=$2; shift 2 ;;
     --with-controllers) with_controllers=1; shift ;;
+    --with-node) with_node=1; with_controllers=1; shift ;;
     --keep-logs) keep_logs=1; shift ;;
     --apiserver-arg) apiserver_args+=("$2"); shift 2 ;;
     --apiserver-arg=*) apiserver_args+=("${1#*=}"); shift ;;
@@ -186,11 +193,15 @@ case $cmd in
     # Without controller-manager no default ServiceAccount exists, so that admission plugin would
     # reject every pod.
     [[ $with_controllers == 0 ]] && admission=(--disable-admission-plugins=ServiceAccount)
+    # A real kubelet authenticates as system:node:<name>: the Node authorizer grants it what its
+    # pods need, NodeRestriction limits its writes to its own Node and pods.
+    authorization=RBAC
+    [[ $with_node == 1 ]] && { authorization=Node,RBAC; admission=(--enable-admission-plugins=NodeRestriction); }
     apiserver_cmd=("$bin/kube-apiserver" \
       --etcd-servers "http://127.0.0.1:$etcd_port" \
       --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
       --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
-      --client-ca-file "$dir/pki/ca.crt" --authorization-mode RBAC \
+      --client-ca-file "$dir/pki/ca.crt" --authorization-mode "$authorization" \
       --service-account-issuer "https://127.0.0.1:$api_port" \
       --service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
       --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true --profiling=false \
@@ -241,6 +252,9 @@ CFG
       wait_for kube-controller-manager 120 "${curl_api[@]}" "$leases/kube-controller-manager"
       wait_for kube-scheduler 120 "${curl_api[@]}" "$leases/kube-scheduler"
     fi
+    if [[ $with_node == 1 ]]; then
+      bash "$root/scripts/real-node.sh" up "$dir" "$api_port"
+    fi
     trap - ERR
     log "up in $dir (etcd :$etcd_port, apiserver :$api_port$([[ $with_controllers == 1 ]] && echo ', controller-manager, scheduler'))"
     echo "KUBECONFIG=$dir/admin.kubeconfig"
@@ -252,6 +266,7 @@ CFG
       rm -f "$last_file"
     fi
     [[ -d $dir ]] || { echo "control-plane.sh down: $dir does not exist" >&2; exit 2; }
+    bash "$root/scripts/real-node.sh" down "$dir"
     stop_all "$dir"
     if [[ $keep_logs == 1 ]]; then
       find "$dir" -mindepth 1 -maxdepth 1 ! -name '*.log' -exec rm -rf {} +
@@ -274,7 +289,7 @@ CFG
       --key "$dir/pki/admin.key" "https://127.0.0.1:$api_port/readyz"
     ;;
   *)
-    echo "usage: control-plane.sh up [--with-controllers] [--dir DIR] [--apiserver-arg ARG]... [--client-qps N] [--log-v N] | down [--dir DIR] [--keep-logs] | stop-apiserver --dir DIR | start-apiserver --dir DIR" >&2
+    echo "usage: control-plane.sh up [--with-controllers] [--with-node] [--dir DIR] [--apiserver-arg ARG]... [--client-qps N] [--log-v N] | down [--dir DIR] [--keep-logs] | stop-apiserver --dir DIR | start-apiserver --dir DIR" >&2
     exit 2
     ;;
 esac

@@ -2,16 +2,22 @@
 # Runs every test tier of one build directory with ctest. Kernel tests write to the real
 # /dev/kmsg and need root; they skip themselves (reported as skipped, not passed) otherwise.
 # Integration tests need the control plane built from Go modules: it is built here first (cached
-# in ~/.cache/gpuheal, so only a machine's first run pays it). LABELS (a ctest -L regex) or
-# GPUHEAL_SKIP_INTEGRATION=1 narrow the run.
+# in ~/.cache/gpuheal, so only a machine's first run pays it), and so is what a real node needs
+# (the real-node tier, label realnode, and `drill --real-node`): the kubelet and helm
+# (scripts/build-node-tools.sh, cached the same way) and the images of this build
+# (scripts/build-image.sh; GPUHEAL_IMAGE_DIR tells the real node where they are). LABELS (a
+# ctest -L regex) or GPUHEAL_SKIP_INTEGRATION=1 (no control plane at all) narrow the run.
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
 args=()
 if [[ ${GPUHEAL_SKIP_INTEGRATION:-0} == 1 ]]; then
-  args+=(-LE integration)
+  args+=(-LE 'integration|realnode')
 else
   bash scripts/build-control-plane.sh >/dev/null
+  bash scripts/build-node-tools.sh >/dev/null
+  bash scripts/build-image.sh "$build"
+  export GPUHEAL_IMAGE_DIR=$(cd "$build" && pwd)/image
 fi
 [[ -n ${LABELS:-} ]] && args+=(-L "$LABELS")
 # Sanitizer builds: a report in any process a test starts (agent, controller, sim) ends that

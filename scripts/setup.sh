@@ -10,6 +10,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format        # scripts/check-format.sh, run by make test
   openssl curl time   # the test control plane: certificates, readiness probes, build timing
+  # the real node of the test bed (scripts/real-node.sh) and the image (scripts/build-image.sh)
+  containerd runc containernetworking-plugins iptables iproute2 ca-certificates
 )
 if [[ ${1:-} == fuzz ]]; then
   PACKAGES+=(clang-14 libclang-rt-14-dev)

@@ -65,6 +65,11 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
                 "The faulty node's agent reads this machine's /dev/kmsg and the fault is written "
                 "there (root; not "
                 "with correlated or critical)");
+  cmd->add_flag("--real-node", o->real_node,
+                "The faulty node is this machine as a real Kubernetes node (control-plane.sh up "
+                "--with-node: containerd and a kubelet): the workload runs in containerd, the "
+                "node's agent reports with the kubelet's credentials, the fault is written into "
+                "/dev/kmsg (root; single scenario, local control plane, one run)");
   cmd->add_flag("--json", *json_out,
                 "Print one JSON object (docs/drill.md) on stdout; the timeline goes to stderr");
   cmd->add_option("--chart", *chart, "Also write the timeline as an SVG chart to this file");
@@ -115,8 +120,15 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
       exit_code = kExitUsage;
       return;
     }
-    if (o->real_kmsg && access("/dev/kmsg", W_OK) != 0) {
-      std::cerr << "gpuheal drill: --real-kmsg writes the fault into /dev/kmsg: run as root\n";
+    if (o->real_node && (o->scenario != "single" || !o->kubeconfig.empty() || o->repeat != 1)) {
+      std::cerr << "gpuheal drill: --real-node runs the single scenario once, on a local control "
+                   "plane it starts: drop --scenario, --kubeconfig and --repeat\n";
+      exit_code = kExitUsage;
+      return;
+    }
+    if ((o->real_kmsg || o->real_node) && access("/dev/kmsg", W_OK) != 0) {
+      std::cerr << "gpuheal drill: --real-kmsg and --real-node write the fault into /dev/kmsg: run "
+                   "as root\n";
       exit_code = kExitUsage;
       return;
     }

@@ -621,7 +621,7 @@ class Drill {
     std::vector<RunResult> runs;
     for (int i = 0; i < o_.repeat && !interrupted_; ++i) {
       if (o_.repeat > 1) Say(fmt::format("\nrun {}/{}\n", i + 1, o_.repeat));
-      auto r = RunOnce(plan, i);
+      auto r = o_.real_node ? RunRealNode(plan) : RunOnce(plan, i);
       if (!r) return r.error();
       runs.push_back(std::move(*r));
     }
@@ -746,9 +746,13 @@ class Drill {
     // Client limits of 200 requests/s for kube-controller-manager and the scheduler, as clusters of
     // thousands of nodes run them: at the defaults (20 and 50/s) a 1,500-node drill waits minutes
     // for the node lifecycle controller and the scheduler before its workload is Running.
-    auto child = Child::Spawn(
-        {"/bin/bash", script, "up", "--with-controllers", "--dir", cp_dir_, "--client-qps", "200"},
-        log, log);
+    std::vector<std::string> argv = {"/bin/bash", script,  "up",           "--with-controllers",
+                                     "--dir",     cp_dir_, "--client-qps", "200"};
+    if (o_.real_node) {
+      argv.push_back("--with-node");
+      Say("with this machine as a real node (containerd, runc, CNI, a kubelet)\n");
+    }
+    auto child = Child::Spawn(argv, log, log);
     if (!child) return child.error();
     int rc = -1;
     while ((rc = (*child)->Wait(200ms)) < 0) {
@@ -761,7 +765,13 @@ class Drill {
     std::string line, kc;
     while (std::getline(in, line)) {
       if (line.starts_with("KUBECONFIG=")) kc = line.substr(11);
+      if (line.starts_with("NODE=")) real_node_ = line.substr(5);
+      if (line.starts_with("NODE_KUBECONFIG=")) real_node_kubeconfig_ = line.substr(16);
+      if (line.starts_with("PAUSE_IMAGE=")) pause_image_ = line.substr(12);
     }
+    if (o_.real_node && rc == 0 &&
+        (real_node_.empty() || real_node_kubeconfig_.empty() || pause_image_.empty()))
+      return Error{"the control plane started without its real node; its log: " + log};
     if (rc != 0 || kc.empty())
       return Error{fmt::format("the control plane did not start (exit {}); its log: {}", rc, log)};
     kubeconfig_ = kc;
@@ -809,6 +819,198 @@ class Drill {
       std::this_thread::sleep_for(50ms);
     }
     return false;
+  }
+
+  // --real-node: the single scenario with this machine as the faulty node. The workload's pod
+  // runs in the node's containerd; the node's agent is `gpuheal agent` on the host with the
+  // kubelet's credentials, reading /dev/kmsg; the replacement runs on a simulated node. Steps are
+  // seen by polling the API every 10 ms (the real node is not one of the sim's).
+  Result<RunResult> RunRealNode(const Plan& plan) {
+    RunResult res;
+    const std::string prefix = fmt::format("d{}0", id_);
+    const std::string ns = "gpuheal-drill-" + prefix;
+    last_ns_ = ns;
+    const std::string state = work_ + "/" + prefix;
+    std::filesystem::create_directories(state + "/" + real_node_);
+    policy_path_ = work_ + "/policy.yaml";
+    // Remediation is not rehearsed here: a real node is not replaced by a drill.
+    std::ofstream(policy_path_) << PolicyYaml("10m", "1h");
+    if (auto s = StartController(); !s) return s.error();
+    if (!ControllerLeads(30s))
+      return Error{"the controller did not take the lead within 30 s; its log: " + work_ +
+                   "/controller.log"};
+    const std::string adir = state + "/" + real_node_;
+    std::ofstream(adir + "/agent.yaml") << "kmsg_start: end\naccept_injected: true\n";
+    auto agent = Child::Spawn({o_.self, "agent", "--kmsg", "/dev/kmsg", "--node-name", real_node_,
+                               "--kubeconfig", real_node_kubeconfig_, "--config",
+                               adir + "/agent.yaml", "--state-dir", adir, "--listen", ""},
+                              adir + "/faults.jsonl", adir + "/agent.log");
+    if (!agent) return agent.error();
+    Say(
+        fmt::format("agent of {}: gpuheal agent on the host, as system:node:{} (the kubelet's "
+                    "credentials), reading /dev/kmsg\n",
+                    real_node_, real_node_));
+
+    // The workload, on the real node: the only node until the simulated ones register.
+    const json labels = {{"app", "trainer"}};
+    json ns_obj = {{"apiVersion", "v1"}, {"kind", "Namespace"}};
+    ns_obj["metadata"] = {{"name", ns}, {"labels", {{"gpuheal.io/drill", "true"}}}};
+    json container = {{"name", "train"}, {"image", pause_image_}, {"imagePullPolicy", "Never"}};
+    json prefer = {{"weight", 100}};
+    prefer["preference"]["matchExpressions"] = json::array(
+        {{{"key", "kubernetes.io/hostname"}, {"operator", "In"}, {"values", {real_node_}}}});
+    json deploy = {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}};
+    deploy["metadata"] = {{"name", "trainer"}, {"namespace", ns}};
+    deploy["spec"]["replicas"] = 1;
+    deploy["spec"]["selector"]["matchLabels"] = labels;
+    deploy["spec"]["template"]["metadata"]["labels"] = labels;
+    deploy["spec"]["template"]["spec"] = {{"terminationGracePeriodSeconds", 5},
+                                          {"containers", json::array({container})}};
+    deploy["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+          ["preferredDuringSchedulingIgnoredDuringExecution"] = json::array({prefer});
+    if (auto s = kube::CreateObjects(*client_, {ns_obj, deploy}); !s) return s.error();
+    Say(fmt::format("workload: Deployment {}/trainer, 1 pod of {} in {}'s containerd\n", ns,
+                    pause_image_, real_node_));
+    auto pods = [&]() {
+      auto r = client_->Get(kube::PodPath(ns) + "?labelSelector=app%3Dtrainer");
+      return r && r->ok() ? json::parse(r->body, nullptr, false).value("items", json::array())
+                          : json::array();
+    };
+    auto running = [](const json& p) {
+      return p["status"].value("phase", "") == "Running" &&
+             !p["metadata"].contains("deletionTimestamp");
+    };
+    auto node_json = [&]() {
+      auto r = client_->Get(kube::NodePath(real_node_));
+      return r && r->ok() ? json::parse(r->body, nullptr, false) : json();
+    };
+    auto condition = [](const json& n, const std::string& type) {
+      for (const auto& c : n["status"].value("conditions", json::array()))
+        if (c.value("type", "") == type) return c.value("status", "");
+      return std::string();
+    };
+    auto poll_until = [&](const std::function<bool()>& f, std::chrono::milliseconds timeout) {
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      while (!interrupted_ && std::chrono::steady_clock::now() < deadline) {
+        if (f()) return true;
+        std::this_thread::sleep_for(10ms);
+      }
+      return false;
+    };
+    std::string pod_uid;
+    if (!poll_until(
+            [&] {
+              for (const auto& p : pods())
+                if (p["spec"].value("nodeName", "") == real_node_ && running(p)) {
+                  pod_uid = p["metadata"].value("uid", "");
+                  return true;
+                }
+              return false;
+            },
+            120s) ||
+        !poll_until([&] { return !condition(node_json(), "AcceleratedHardwareReady").empty(); },
+                    30s)) {
+      if (!interrupted_)
+        res.checks.push_back({"setup", false,
+                              "the workload was not Running on " + real_node_ +
+                                  " or its agent did not report in time (logs: " + work_ + ")"});
+      (void)client_->Delete("/api/v1/namespaces/" + ns);
+      return res;
+    }
+
+    // Where the replacement can run: simulated nodes (no agents: only the real node faults).
+    sim::SimOptions so;
+    so.nodes = o_.nodes;
+    so.pools = o_.pools;
+    so.standby_per_pool = 0;
+    so.gpus_per_node = o_.gpus;
+    so.prefix = prefix;
+    so.max_termination = 500ms;
+    auto wc = kube::Client::Create(cfg_);
+    auto sc = kube::Client::Create(cfg_);
+    if (!wc || !sc) return Error{"drill: " + (wc ? sc.error().message : wc.error().message)};
+    auto simr = sim::Sim::Start(std::move(*sc), std::move(*wc), so);
+    if (!simr) return Error{simr.error().message};
+    sim_ = std::move(*simr);
+    Say(fmt::format("simulated nodes for the replacement: {} in {} pool(s) ({}-*)\n", o_.nodes,
+                    o_.pools, prefix));
+    std::this_thread::sleep_for(1s);  // their Ready reaches the scheduler's cache
+
+    // The fault, into the machine's kernel log.
+    const auto lines = InjectMessages(InjectSpec{plan.xid, "0000:3b:00", "", ""});
+    const int64_t t0 = NowUs();
+    Say(fmt::format("\n  T+{:>9.1f} ms  {:<30} {}: {}\n", 0.0, "kernel line", real_node_,
+                    lines.back()));
+    if (auto s = WriteKmsg("/dev/kmsg", lines); !s)
+      return Error{"injecting the fault: " + s.error().message};
+    auto step = [&](const std::string& key, const std::string& detail) {
+      if (res.steps_ms.count(key)) return;
+      const double ms = static_cast<double>(NowUs() - t0) / 1000.0;
+      res.steps_ms[key] = ms;
+      Say(fmt::format("  T+{:>9.1f} ms  {:<30} {}\n", ms, StepLabel(key), detail));
+    };
+    std::string replacement_node;
+    std::string taint;
+    const bool done = poll_until(
+        [&] {
+          const json n = node_json();
+          if (condition(n, "AcceleratedHardwareReady") == "False")
+            step("condition", "AcceleratedHardwareReady False on " + real_node_);
+          for (const auto& t : n["spec"].value("taints", json::array()))
+            if (t.value("key", "") == keys::kFaultTaint && taint.empty()) {
+              taint = t.value("value", "") + ":" + t.value("effect", "");
+              step("taint", std::string(keys::kFaultTaint) + "=" + taint);
+            }
+          bool original = false;
+          for (const auto& p : pods()) {
+            if (p["metadata"].value("uid", "") == pod_uid) {
+              original = true;
+              if (p["metadata"].contains("deletionTimestamp"))
+                step("first_eviction", "the workload's pod is terminating");
+            } else if (running(p)) {
+              replacement_node = p["spec"].value("nodeName", "");
+              step("replacement_running", "on " + replacement_node);
+            }
+          }
+          if (!original) {
+            step("first_eviction", "the workload's pod is terminating");
+            step("workload_stopped", "its containers stopped: the pod object is gone");
+          }
+          return res.steps_ms.count("taint") && res.steps_ms.count("workload_stopped") &&
+                 res.steps_ms.count("replacement_running");
+        },
+        o_.run_timeout);
+    if (!done && !interrupted_)
+      res.checks.push_back({"finished in time", false,
+                            "the timeline did not reach the replacement Running in time"});
+    res.checks.push_back({"quarantined", !taint.empty(),
+                          taint.empty() ? "no gpuheal taint on " + real_node_
+                                        : std::string(keys::kFaultTaint) + "=" + taint});
+    res.checks.push_back(
+        {"kubelet stopped the workload", res.steps_ms.count("workload_stopped") > 0,
+         res.steps_ms.count("workload_stopped") ? "the pod was deleted once its containers stopped"
+                                                : "the workload's pod is still on " + real_node_});
+    res.checks.push_back(
+        {"replacement Running elsewhere",
+         !replacement_node.empty() && replacement_node != real_node_,
+         replacement_node.empty() ? "no replacement Running" : "on " + replacement_node});
+    bool recorded = false;
+    if (auto r = client_->Get(std::string(kRepairs)); r && r->ok()) {
+      if (auto list = kube::DecodeNodeRepairList(r->body))
+        for (const auto& rec : list->items) recorded |= rec.node == real_node_;
+    }
+    res.checks.push_back({"repair recorded", recorded,
+                          recorded ? "a NodeRepair for " + real_node_ : "no NodeRepair"});
+    if (o_.keep && !interrupted_) {
+      kept_ns_ = ns;
+      real_agent_ = std::move(*agent);
+      return res;
+    }
+    (*agent)->Stop();
+    DeleteNamespaceAndPods(ns);
+    std::this_thread::sleep_for(600ms);  // the sim's capped grace period
+    sim_.reset();
+    return res;
   }
 
   Result<RunResult> RunOnce(const Plan& plan, int index) {
@@ -1362,6 +1564,7 @@ class Drill {
       controller_->Stop();
       controller_.reset();
     }
+    real_agent_.reset();
     // The control plane it started goes too (with --keep, this runs after the Ctrl-C that ends
     // it). Where the work directory stays, so do the components' logs: kube-scheduler's and
     // kube-controller-manager's say why a replacement waited.
@@ -1382,9 +1585,11 @@ class Drill {
   const DrillOptions& o_;
   const std::atomic<bool>& interrupted_;
   std::string work_, id_, kubeconfig_, cp_dir_, policy_path_, controller_id_, last_ns_, kept_ns_;
+  std::string real_node_, real_node_kubeconfig_, pause_image_;  // --real-node
   kube::Config cfg_;
   std::unique_ptr<kube::Client> client_;
   std::unique_ptr<Child> controller_;
+  std::unique_ptr<Child> real_agent_;  // --real-node --keep: the node's agent until Ctrl-C
   int controllers_started_ = 0;
   std::unique_ptr<sim::Sim> sim_;
   int saved_stderr_ = -1;

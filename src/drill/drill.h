@@ -29,6 +29,10 @@ struct DrillOptions {
   // The target's agent reads this machine's /dev/kmsg (from its end, accepting injected records)
   // and the fault is written there: the path runs through the real kernel. Root.
   bool real_kmsg = false;
+  // The faulty node is this machine as a real node (control-plane.sh up --with-node): the
+  // workload runs in its containerd, its agent reports with the kubelet's credentials and reads
+  // /dev/kmsg, where the fault is written; the replacement runs on a simulated node. Root.
+  bool real_node = false;
   bool keep = false;
   std::string work_dir;  // default: a new /tmp/gpuheal-drill-XXXXXX
   std::chrono::milliseconds run_timeout{90000};

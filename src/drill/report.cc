@@ -28,6 +28,7 @@ const std::vector<StepInfo>& Steps() {
       {"checkpoint_done", "checkpoint done"},
       {"first_eviction", "first eviction"},
       {"last_eviction", "last eviction"},
+      {"workload_stopped", "kubelet stopped the workload"},
       {"replacement_created", "replacement pods created"},
       {"replacement_scheduled", "replacement pods scheduled"},
       {"replacement_running", "replacement pods Running"},

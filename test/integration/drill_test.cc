@@ -298,6 +298,29 @@ TEST_F(DrillTest, CtrlCCleansUpMidRunAndAfterKeep) {
   }
 }
 
+// `make drill DRILL_ARGS=--real-node`: this machine as the faulty node (containerd and a kubelet,
+// control-plane.sh up --with-node), the workload's pod stopped by the real kubelet, its
+// replacement on a simulated node.
+TEST_F(DrillTest, RealNodeStopsTheWorkloadInContainerdAndRunsItElsewhere) {
+  if (geteuid() != 0) GTEST_SKIP() << "a real node needs root";
+  DrillProcess d({"--real-node", "--nodes", "2", "--pools", "1", "--json"});
+  const int rc = d.Wait(300s);
+  const json report = json::parse(d.out(), nullptr, false);
+  ASSERT_EQ(rc, 0) << d.Explain();
+  ASSERT_TRUE(report.is_object()) << d.Explain();
+  EXPECT_TRUE(report["ok"].get<bool>()) << report.dump(2);
+  ExpectInOrder(report, {"condition", "first_eviction", "workload_stopped"});
+  ExpectInOrder(report, {"taint", "replacement_running"});
+  for (const char* c : {"quarantined", "kubelet stopped the workload",
+                        "replacement Running elsewhere", "repair recorded"}) {
+    EXPECT_TRUE(CheckOk(report, c)) << c << ": " << report.dump(2);
+  }
+  const std::string pattern = "'[/]" + d.work().substr(1) + "'";
+  EXPECT_TRUE(Eventually(
+      [&] { return std::system(("pgrep -f " + pattern + " >/dev/null").c_str()) != 0; }, 10s))
+      << "processes left running under " << d.work();
+}
+
 TEST_F(DrillTest, BadOptionsAreUsageErrors) {
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"--scenario", "meteor"},
@@ -305,7 +328,9 @@ TEST_F(DrillTest, BadOptionsAreUsageErrors) {
            {"--nodes", "1", "--pools", "2"},
            {"--scenario", "correlated", "--nodes", "4", "--fault-nodes", "5"},
            {"--kubeconfig", "/nonexistent"},
-           {"--real-kmsg", "--scenario", "critical"}}) {
+           {"--real-kmsg", "--scenario", "critical"},
+           {"--real-node", "--scenario", "pdb"},
+           {"--real-node", "--repeat", "2"}}) {
     DrillProcess d(args);
     EXPECT_EQ(d.Wait(60s), 2) << args[0] << " " << args[1] << "\n" << d.Explain();
     EXPECT_FALSE(d.err().empty());

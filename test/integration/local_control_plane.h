@@ -16,13 +16,15 @@ namespace gpuheal::testing {
 class LocalControlPlane {
  public:
   // nullptr when it did not come up; `log` then holds the script's output.
+  // `extra`: more flags for `up`, e.g. "--with-node".
   static std::unique_ptr<LocalControlPlane> Up(bool with_controllers,
                                                const std::vector<std::string>& apiserver_args,
-                                               std::string* log) {
+                                               std::string* log, const std::string& extra = "") {
     char tmpl[] = "/tmp/gpuheal-it-XXXXXX";
     std::unique_ptr<LocalControlPlane> cp(new LocalControlPlane(mkdtemp(tmpl)));
     std::string cmd = "bash " + Script() + " up --dir " + cp->dir_ +
-                      (with_controllers ? " --with-controllers" : "");
+                      (with_controllers ? " --with-controllers" : "") +
+                      (extra.empty() ? "" : " " + extra);
     for (const auto& a : apiserver_args) cmd += " '--apiserver-arg=" + a + "'";
     cmd += " 2>&1";
     FILE* p = popen(cmd.c_str(), "r");
@@ -35,6 +37,7 @@ class LocalControlPlane {
       if (log) *log = out;
       return nullptr;  // the destructor cleans up whatever was started
     }
+    cp->out_ = out;
     cp->kubeconfig_ = out.substr(at + 11);
     cp->kubeconfig_.erase(cp->kubeconfig_.find_last_not_of('\n') + 1);
     std::ifstream(cp->dir_ + "/etcd.url") >> cp->etcd_url_;
@@ -50,13 +53,20 @@ class LocalControlPlane {
   const std::string& dir() const { return dir_; }
   const std::string& kubeconfig() const { return kubeconfig_; }
   const std::string& etcd_url() const { return etcd_url_; }  // http://127.0.0.1:PORT
+  // The value of the last "KEY=value" line `up` printed ("NODE", "HELM"...), "" when none.
+  std::string Printed(const std::string& key) const {
+    const size_t at = out_.rfind("\n" + key + "=");
+    if (at == std::string::npos) return "";
+    const size_t from = at + key.size() + 2;
+    return out_.substr(from, out_.find('\n', from) - from);
+  }
 
  private:
   explicit LocalControlPlane(std::string dir) : dir_(std::move(dir)) {}
   static std::string Script() {
     return std::string(GPUHEAL_SOURCE_DIR) + "/scripts/control-plane.sh";
   }
-  std::string dir_, kubeconfig_, etcd_url_;
+  std::string dir_, kubeconfig_, etcd_url_, out_;
 };
 
 }  // namespace gpuheal::testing

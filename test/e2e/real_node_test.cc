@@ -1,0 +1,508 @@
+// End to end on a real node: this machine as a Kubernetes node (containerd, runc, CNI, a kubelet
+// built from the control plane's own Kubernetes module; scripts/real-node.sh) and gpuheal
+// installed with its Helm chart from the image scripts/build-image.sh built. The tests run in
+// order and build on each other:
+//   1. the chart lints clean and renders exactly the checked-in manifests (golden);
+//   2. `helm install`: the agent runs on the real node, the controller becomes Ready;
+//   3. an Xid 79 written to the host's /dev/kmsg: condition, taint, the kubelet stops the
+//      workload, its replacement runs elsewhere (simulated nodes); the timeline is printed;
+//   4. `helm upgrade` with a changed config reaches the agent;
+//   5. `helm uninstall` leaves no gpuheal taint, annotation, cordon or condition on any node;
+//   6. the agent as a host service (deploy/systemd/gpuheal-agent-kubelet.service's command line)
+//      with the kubelet's own credentials: it reports its Node; writing another Node is refused.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "kube/client.h"
+#include "kube/objects.h"
+#include "local_control_plane.h"
+#include "run_binary.h"
+
+extern char** environ;
+
+namespace gpuheal::testing {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+const std::string kNs = "gpuheal-system";
+const std::string kPci = "0000:3b:00";
+
+class RealNodeEnv : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "a real node needs root (containerd, cgroups, /dev/kmsg)";
+    std::string log;
+    cp_ = LocalControlPlane::Up(true, {}, &log, "--with-node");
+    ASSERT_TRUE(cp_) << "control plane with a real node did not come up:\n" << log;
+  }
+  void TearDown() override { cp_.reset(); }
+  static LocalControlPlane* cp() { return cp_.get(); }
+
+ private:
+  static inline std::unique_ptr<LocalControlPlane> cp_;
+};
+
+std::unique_ptr<kube::Client> ClientFrom(const std::string& kubeconfig) {
+  auto cfg = kube::LoadKubeconfig(kubeconfig);
+  EXPECT_TRUE(cfg.ok()) << cfg.error().message;
+  cfg->timeout = 10s;
+  auto c = kube::Client::Create(std::move(*cfg), kube::RetryPolicy{2, 20ms, 200ms});
+  EXPECT_TRUE(c.ok());
+  return std::move(*c);
+}
+
+bool Eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout,
+                std::chrono::milliseconds every = 50ms) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(every);
+  }
+  return cond();
+}
+
+// A child process (gpuheal sim, the host-service agent) killed with SIGTERM when it goes.
+class Child {
+ public:
+  explicit Child(const std::vector<std::string>& argv, const std::string& log) {
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    if (posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  ~Child() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    for (int i = 0; i < 100; ++i) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+      std::this_thread::sleep_for(50ms);
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  bool running() const { return pid_ > 0 && kill(pid_, 0) == 0; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+class RealNode : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!RealNodeEnv::cp()) GTEST_SKIP() << "no real node";
+    cp_ = RealNodeEnv::cp();
+    dir_ = cp_->dir();
+    node_ = cp_->Printed("NODE");
+    helm_ = cp_->Printed("HELM");
+    pause_ = cp_->Printed("PAUSE_IMAGE");
+    ASSERT_FALSE(node_.empty());
+    ASSERT_FALSE(helm_.empty());
+    ASSERT_FALSE(pause_.empty());
+    client_ = ClientFrom(cp_->kubeconfig());
+    const std::string server = client_->config().server;
+    api_port_ = server.substr(server.rfind(':') + 1);
+    WriteTestValues();
+  }
+
+  // Runs helm with this control plane's kubeconfig and private Helm directories.
+  RunResult Helm(const std::string& args) {
+    return RunShell("KUBECONFIG=" + cp_->kubeconfig() + " HELM_CACHE_HOME=" + dir_ +
+                    "/helm HELM_CONFIG_HOME=" + dir_ + "/helm HELM_DATA_HOME=" + dir_ + "/helm " +
+                    helm_ + " " + args + " 2>&1");
+  }
+  std::string Chart() const { return std::string(GPUHEAL_SOURCE_DIR) + "/deploy/helm/gpuheal"; }
+
+  // The values a test bed needs: the local image, injected faults accepted, and the API server
+  // on loopback (no kube-proxy here) from the host's network. The controller runs on the real
+  // node too, so it tolerates gpuheal's taint.
+  void WriteTestValues() {
+    std::ofstream(dir_ + "/values-test.yaml")
+        << "image: {repository: gpuheal, tag: dev, pullPolicy: Never}\n"
+        << "kubernetesAPI: {host: 127.0.0.1, port: \"" << api_port_
+        << "\"}\n"
+        // A fresh state directory, and only kernel records from now on: what other tests wrote
+        // into this machine's kernel log earlier is not this node's fault.
+        << "agent:\n  acceptInjected: true\n  hostNetwork: true\n"
+        << "  stateHostPath: " << dir_ << "/agent-state\n"
+        << "  config: {kmsg_start: end}\n"
+        << "controller:\n  replicas: 1\n  hostNetwork: true\n"
+        << "  nodeSelector: {kubernetes.io/hostname: " << node_ << "}\n"
+        << "  tolerations: [{key: gpuheal.io/gpu-fault, operator: Exists}]\n"
+        << "  policy:\n    checkpoint: {window: 1s, catastrophic_window: 1s}\n"
+        << "    probation: 1h\n";
+  }
+
+  json Get(const std::string& path) {
+    auto r = client_->Get(path);
+    if (!r || !r->ok()) return json();
+    return json::parse(r->body, nullptr, false);
+  }
+  json NodeObj(const std::string& name) { return Get(kube::NodePath(name)); }
+  json Pods(const std::string& ns, const std::string& selector) {
+    return Get(kube::PodPath(ns) + "?labelSelector=" + kube::UrlEncode(selector))
+        .value("items", json::array());
+  }
+  static bool PodReady(const json& pod) {
+    if (pod["status"].value("phase", "") != "Running") return false;
+    if (pod["metadata"].contains("deletionTimestamp")) return false;
+    for (const auto& c : pod["status"].value("conditions", json::array()))
+      if (c.value("type", "") == "Ready") return c.value("status", "") == "True";
+    return false;
+  }
+  std::string ConditionStatus(const json& node, const std::string& type) {
+    for (const auto& c : node["status"].value("conditions", json::array()))
+      if (c.value("type", "") == type) return c.value("status", "");
+    return "";
+  }
+  std::string Describe(const std::string& ns, const std::string& selector) {
+    std::string out;
+    for (const auto& p : Pods(ns, selector))
+      out += p["metadata"].value("name", "") + " on " + p["spec"].value("nodeName", "") + ": " +
+             p["status"].dump() + "\n";
+    return out;
+  }
+  // Running task ids in the node's containerd.
+  std::string Tasks() {
+    return RunShell("ctr --address " + dir_ + "/node/containerd/containerd.sock -n k8s.io tasks ls")
+        .out;
+  }
+
+  LocalControlPlane* cp_ = nullptr;
+  std::string dir_, node_, helm_, pause_, api_port_;
+  std::unique_ptr<kube::Client> client_;
+};
+
+// 1. The chart is clean and is the one source of deploy/kubernetes and deploy/crds.
+TEST_F(RealNode, ChartLintsCleanAndRendersTheCheckedInManifests) {
+  auto lint = Helm("lint --strict " + Chart());
+  EXPECT_EQ(lint.code, 0) << lint.out;
+  EXPECT_NE(lint.out.find("0 chart(s) failed"), std::string::npos) << lint.out;
+  auto lint_test = Helm("lint --strict " + Chart() + " -f " + dir_ + "/values-test.yaml");
+  EXPECT_EQ(lint_test.code, 0) << lint_test.out;
+  auto golden = RunShell("bash " + std::string(GPUHEAL_SOURCE_DIR) +
+                         "/scripts/gen-deploy.sh --check " + helm_ + " 2>&1");
+  EXPECT_EQ(golden.code, 0) << golden.out;
+}
+
+// 2. helm install: the agent on the real node (and only GPU nodes), the controller Ready.
+TEST_F(RealNode, HelmInstallRunsTheAgentAndTheController) {
+  auto r =
+      Helm("install gpuheal " + Chart() + " -f " + dir_ + "/values-test.yaml --wait --timeout 3m");
+  ASSERT_EQ(r.code, 0) << r.out << Describe(kNs, "app.kubernetes.io/part-of=gpuheal");
+  json ns = Get("/api/v1/namespaces/" + kNs);
+  EXPECT_EQ(ns["metadata"]["labels"].value("pod-security.kubernetes.io/enforce", ""), "privileged");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        for (const auto& p : Pods(kNs, "app.kubernetes.io/name=gpuheal-agent"))
+          if (p["spec"].value("nodeName", "") == node_ && PodReady(p)) return true;
+        return false;
+      },
+      60s))
+      << Describe(kNs, "app.kubernetes.io/name=gpuheal-agent");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        for (const auto& p : Pods(kNs, "app.kubernetes.io/name=gpuheal-controller"))
+          if (PodReady(p)) return true;
+        return false;
+      },
+      60s))
+      << Describe(kNs, "app.kubernetes.io/name=gpuheal-controller");
+  // The agent in its pod reached the API server: its conditions are on the real node.
+  ASSERT_TRUE(Eventually(
+      [&] { return ConditionStatus(NodeObj(node_), "AcceleratedHardwareReady") == "True"; }, 30s))
+      << NodeObj(node_)["status"].dump();
+  // The controller holds the lease.
+  json lease = Get("/apis/coordination.k8s.io/v1/namespaces/" + kNs + "/leases");
+  EXPECT_FALSE(lease.value("items", json::array()).empty()) << lease.dump();
+}
+
+// 3. The fault on the host's kernel log, through the real kubelet, to the replacement Running.
+TEST_F(RealNode, AnXidOnTheHostStopsTheWorkloadAndItRunsElsewhere) {
+  // The workload lands on the real node: the only node until the simulated ones register.
+  json deploy = {
+      {"apiVersion", "apps/v1"},
+      {"kind", "Deployment"},
+      {"metadata", {{"name", "training"}, {"namespace", "default"}}},
+      {"spec",
+       {{"replicas", 1},
+        {"selector", {{"matchLabels", {{"app", "training"}}}}},
+        {"template",
+         {{"metadata", {{"labels", {{"app", "training"}}}}},
+          {"spec",
+           {{"terminationGracePeriodSeconds", 5},
+            {"containers",
+             {{{"name", "main"}, {"image", pause_}, {"imagePullPolicy", "Never"}}}}}}}}}}};
+  auto created = client_->Create("/apis/apps/v1/namespaces/default/deployments", deploy);
+  ASSERT_TRUE(created.ok() && created->status == 201) << (created ? created->Describe() : "");
+  std::string pod_name, container_id;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        for (const auto& p : Pods("default", "app=training")) {
+          if (p["spec"].value("nodeName", "") != node_ || !PodReady(p)) continue;
+          pod_name = p["metadata"]["name"];
+          container_id = p["status"]["containerStatuses"][0].value("containerID", "");
+          return true;
+        }
+        return false;
+      },
+      90s))
+      << Describe("default", "app=training");
+  const std::string task = container_id.substr(container_id.find("://") + 3);
+  ASSERT_NE(Tasks().find(task), std::string::npos) << "the workload's container runs in containerd";
+
+  // Simulated GPU nodes where the replacement may run.
+  Child sim({GPUHEAL_BIN, "sim", "--kubeconfig", cp_->kubeconfig(), "--nodes", "2", "--pools", "1",
+             "--standby", "0", "--prefix", "e2e"},
+            dir_ + "/sim.log");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        int ready = 0;
+        for (const auto& n : Get(kube::NodePath() + "?labelSelector=gpuheal.io%2Fsim%3Dtrue")
+                                 .value("items", json::array()))
+          ready += ConditionStatus(n, "Ready") == "True";
+        return ready == 2;
+      },
+      30s));
+
+  // T0: the driver's line on the host's kernel log.
+  const auto t0 = Clock::now();
+  auto inj = RunGpuheal("inject --xid 79 --pci " + kPci);
+  ASSERT_EQ(inj.code, 0) << inj.out;
+  std::vector<std::pair<std::string, double>> timeline;
+  auto mark = [&](const std::string& what) {
+    timeline.emplace_back(what,
+                          std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  };
+  mark("kernel line (/dev/kmsg)");
+  bool cond = false, taint = false, terminating = false, gone = false, replaced = false;
+  std::string replacement_node;
+  const bool done = Eventually(
+      [&] {
+        json n = NodeObj(node_);
+        if (!cond && ConditionStatus(n, "AcceleratedHardwareReady") == "False") {
+          cond = true;
+          mark("condition False (agent pod)");
+        }
+        if (!taint) {
+          for (const auto& t : n["spec"].value("taints", json::array()))
+            if (t.value("key", "") == "gpuheal.io/gpu-fault") {
+              taint = true;
+              mark("taint " + t.value("value", "") + ":" + t.value("effect", ""));
+            }
+        }
+        json old = Get(kube::PodPath("default", pod_name));
+        if (!terminating && (old.is_null() || old["metadata"].contains("deletionTimestamp"))) {
+          terminating = true;
+          mark("workload terminating");
+        }
+        if (!gone && old.is_null()) {
+          gone = true;  // the kubelet confirmed its containers stopped
+          mark("kubelet stopped the workload");
+        }
+        if (!replaced) {
+          for (const auto& p : Pods("default", "app=training")) {
+            if (p["metadata"]["name"] == pod_name || !PodReady(p)) continue;
+            replaced = true;
+            replacement_node = p["spec"].value("nodeName", "");
+            mark("replacement Running on " + replacement_node);
+          }
+        }
+        return cond && taint && gone && replaced;
+      },
+      90s, 10ms);
+  std::string report = "\n  real node " + node_ + ", Xid 79 on GPU " + kPci + "\n";
+  for (const auto& [what, ms] : timeline) {
+    char line[160];
+    snprintf(line, sizeof line, "  T+%9.1f ms  %s\n", ms, what.c_str());
+    report += line;
+  }
+  std::cout << report << std::flush;
+  ASSERT_TRUE(done) << report << Describe("default", "app=training")
+                    << NodeObj(node_)["spec"].dump();
+  EXPECT_NE(replacement_node, node_);
+  EXPECT_EQ(Tasks().find(task), std::string::npos)
+      << "the workload's container still runs in containerd:\n"
+      << Tasks();
+  // The repair is on record.
+  json repairs = Get("/apis/gpuheal.io/v1alpha1/noderepairs");
+  bool recorded = false;
+  for (const auto& r : repairs.value("items", json::array()))
+    recorded |= r["spec"].value("node", "") == node_;
+  EXPECT_TRUE(recorded) << repairs.dump();
+  (void)client_->Delete("/apis/apps/v1/namespaces/default/deployments/training");
+}
+
+// 4. helm upgrade with a changed config: the agents restart on it.
+TEST_F(RealNode, HelmUpgradeWithAChangedConfigReachesTheAgent) {
+  auto agent_on_node = [&]() -> json {
+    for (const auto& p : Pods(kNs, "app.kubernetes.io/name=gpuheal-agent"))
+      if (p["spec"].value("nodeName", "") == node_) return p;
+    return json();
+  };
+  const json before = agent_on_node();
+  ASSERT_FALSE(before.is_null());
+  auto r =
+      Helm("upgrade gpuheal " + Chart() + " -f " + dir_ +
+           "/values-test.yaml --set agent.config.recovery.quiet_period=7m --wait --timeout 3m");
+  ASSERT_EQ(r.code, 0) << r.out;
+  json cm = Get("/api/v1/namespaces/" + kNs + "/configmaps/gpuheal-agent-config");
+  ASSERT_NE(cm["data"].value("agent.yaml", "").find("quiet_period: 7m"), std::string::npos)
+      << cm.dump();
+  json after;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        after = agent_on_node();
+        return !after.is_null() && after["metadata"]["uid"] != before["metadata"]["uid"] &&
+               PodReady(after);
+      },
+      120s))
+      << Describe(kNs, "app.kubernetes.io/name=gpuheal-agent");
+  // What the new agent's container reads: the kubelet's copy of the ConfigMap for that pod.
+  const std::string uid = after["metadata"]["uid"];
+  std::ifstream in(dir_ + "/node/kubelet/pods/" + uid +
+                   "/volumes/kubernetes.io~configmap/config/agent.yaml");
+  std::stringstream seen;
+  seen << in.rdbuf();
+  EXPECT_NE(seen.str().find("quiet_period: 7m"), std::string::npos) << seen.str();
+}
+
+// 5. helm uninstall: nothing of gpuheal stays on any node.
+TEST_F(RealNode, HelmUninstallLeavesNoTaintAnnotationOrCondition) {
+  // Give every node something to clean: the real node carries the quarantine of test 3; a
+  // simulated node with a standby taint and an annotation of the agent's.
+  auto sim_node = client_->Create(
+      kube::NodePath(),
+      {{"apiVersion", "v1"},
+       {"kind", "Node"},
+       {"metadata",
+        {{"name", "e2e-standby"},
+         {"annotations", {{"gpuheal.io/gpu-faults", "{}"}, {"example.com/keep", "x"}}},
+         {"labels", {{"gpuheal.io/pool", "e2e"}}}}},
+       {"spec",
+        {{"taints",
+          {{{"key", "gpuheal.io/standby"}, {"value", "true"}, {"effect", "NoSchedule"}}}}}}});
+  ASSERT_TRUE(sim_node.ok() && sim_node->status == 201) << (sim_node ? sim_node->Describe() : "");
+  auto r = Helm("uninstall gpuheal --wait --timeout 5m");
+  ASSERT_EQ(r.code, 0) << r.out;
+  json nodes = Get(kube::NodePath()).value("items", json::array());
+  ASSERT_FALSE(nodes.empty());
+  for (const auto& n : nodes) {
+    const std::string name = n["metadata"]["name"];
+    for (const auto& t : n["spec"].value("taints", json::array()))
+      EXPECT_NE(t.value("key", "").rfind("gpuheal.io/", 0), 0u) << name << ": " << t.dump();
+    const json annotations = n["metadata"].value("annotations", json::object());
+    for (const auto& [k, v] : annotations.items())
+      EXPECT_NE(k.rfind("gpuheal.io/", 0), 0u) << name << ": " << k;
+    EXPECT_FALSE(n["spec"].value("unschedulable", false)) << name;
+    for (const auto& c : n["status"].value("conditions", json::array()))
+      for (const char* t : {"AcceleratedHardwareReady", "KernelReady", "NetworkingReady",
+                            "StorageReady", "ContainerRuntimeReady"})
+        EXPECT_NE(c.value("type", ""), t) << name;
+  }
+  json kept = NodeObj("e2e-standby");
+  EXPECT_EQ(kept["metadata"]["annotations"].value("example.com/keep", ""), "x");
+  EXPECT_EQ(kept["metadata"]["labels"].value("gpuheal.io/pool", ""), "e2e") << "labels stay";
+  EXPECT_TRUE(
+      Eventually([&] { return Pods(kNs, "app.kubernetes.io/part-of=gpuheal").empty(); }, 60s));
+  (void)client_->Delete(kube::NodePath("e2e-standby"));
+}
+
+// 6. The agent as a host service with the kubelet's credentials (system:node:<name>): the unit's
+// own command line, its paths replaced by the test bed's.
+TEST_F(RealNode, HostServiceReportsWithTheKubeletsCredentialsAndOnlyForItsNode) {
+  const std::string unit =
+      std::string(GPUHEAL_SOURCE_DIR) + "/deploy/systemd/gpuheal-agent-kubelet.service";
+  std::ifstream in(unit);
+  ASSERT_TRUE(in) << unit;
+  std::string line, exec;
+  std::map<std::string, std::string> env;
+  while (std::getline(in, line)) {
+    if (line.rfind("ExecStart=", 0) == 0) exec = line.substr(10);
+    if (line.rfind("Environment=", 0) == 0) {
+      const std::string kv = line.substr(12);
+      env[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
+    }
+  }
+  ASSERT_FALSE(exec.empty());
+  // The test bed's paths for the unit's defaults.
+  env["GPUHEAL_KUBECONFIG"] = dir_ + "/node/kubelet.kubeconfig";
+  env["GPUHEAL_NODE_NAME"] = node_;
+  const std::string config = dir_ + "/host-agent.yaml";
+  std::ofstream(config)
+      << "accept_injected: true\nkmsg_start: end\nlisten: 127.0.0.1:0\nstate_dir: " << dir_
+      << "/host-agent-state\n";
+  std::vector<std::string> argv;
+  std::istringstream words(exec);
+  for (std::string w; words >> w;) {
+    if (w == "/usr/local/bin/gpuheal") w = GPUHEAL_BIN;
+    if (w == "/etc/gpuheal/agent.yaml") w = config;
+    for (const auto& [k, v] : env) {
+      const std::string ref = "${" + k + "}";
+      if (auto at = w.find(ref); at != std::string::npos) w.replace(at, ref.size(), v);
+    }
+    ASSERT_EQ(w.find("${"), std::string::npos) << "unresolved variable in " << exec;
+    argv.push_back(w);
+  }
+  Child agent(argv, dir_ + "/host-agent.log");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return ConditionStatus(NodeObj(node_), "AcceleratedHardwareReady") == "True" ||
+               !agent.running();
+      },
+      30s));
+  ASSERT_TRUE(agent.running()) << RunShell("cat " + dir_ + "/host-agent.log").out;
+  auto inj = RunGpuheal("inject --xid 79 --pci " + kPci);
+  ASSERT_EQ(inj.code, 0) << inj.out;
+  ASSERT_TRUE(Eventually(
+      [&] { return ConditionStatus(NodeObj(node_), "AcceleratedHardwareReady") == "False"; }, 20s))
+      << RunShell("tail -20 " + dir_ + "/host-agent.log").out;
+
+  // The same credentials cannot write another Node: NodeRestriction, no RBAC needed.
+  ASSERT_EQ(
+      client_
+          ->Create(kube::NodePath(),
+                   {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "e2e-other"}}}})
+          ->status,
+      201);
+  auto as_kubelet = ClientFrom(dir_ + "/node/kubelet.kubeconfig");
+  auto refused = as_kubelet->Patch(
+      kube::NodePath("e2e-other") + "/status", kube::PatchType::kStrategicMerge,
+      {{"status",
+        {{"conditions",
+          {{{"type", "AcceleratedHardwareReady"}, {"status", "False"}, {"reason", "Forged"}}}}}}});
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->status, 403) << refused->Describe();
+  EXPECT_NE(ConditionStatus(NodeObj("e2e-other"), "AcceleratedHardwareReady"), "False");
+  (void)client_->Delete(kube::NodePath("e2e-other"));
+}
+
+}  // namespace
+}  // namespace gpuheal::testing
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new gpuheal::testing::RealNodeEnv);
+  return RUN_ALL_TESTS();
+}
