@@ -19,6 +19,7 @@
 #include "controller/repair.h"
 #include "core/time.h"
 #include "kube_test_util.h"
+#include "run_binary.h"
 #include "serve/metrics.h"
 
 namespace gpuheal {
@@ -923,6 +924,116 @@ TEST_F(ControllerTest, DeleteNodeNeverDeletesAMachineThatDoesNotOwnTheNode) {
   EXPECT_TRUE(HasTaint(liar, "gpuheal.io/gpu-fault") && Cordoned(liar))
       << "the node stays out of service";
   ASSERT_TRUE(Eventually([&] { return EventReasons(liar).count("RemediationFailed") > 0; }, 10s));
+}
+
+// `gpuheal cleanup` (the Helm chart's pre-delete hook): gpuheal's taints, annotations, cordon
+// and conditions go from every node; another writer's taint, annotation, condition and cordon,
+// and every label, stay. --dry-run changes nothing; --stop-namespace deletes only the matching
+// workloads.
+TEST_F(ControllerTest, CleanupTakesGpuhealOffEveryNodeAndNothingElse) {
+  const std::string a = Node("clean-a"), b = Node("clean-b");
+  auto mark = [&](const std::string& name, bool gpuheal_cordon) {
+    ASSERT_TRUE(
+        client_
+            ->Update(
+                kube::NodePath(name),
+                [&](json& n) {
+                  n["spec"]["unschedulable"] = true;
+                  n["spec"]["taints"] = json::array(
+                      {{{"key", "gpuheal.io/gpu-fault"},
+                        {"value", "fatal"},
+                        {"effect", "NoSchedule"}},
+                       {{"key", "gpuheal.io/standby"}, {"value", "true"}, {"effect", "NoSchedule"}},
+                       {{"key", "example.com/other"}, {"effect", "NoSchedule"}}});
+                  auto& ann = n["metadata"]["annotations"];
+                  ann["gpuheal.io/gpu-faults"] = "{}";
+                  ann["gpuheal.io/gpu-recovery-request"] = "x";
+                  ann["example.com/keep"] = "yes";
+                  if (gpuheal_cordon) ann["gpuheal.io/cordoned"] = "true";
+                  return true;
+                })
+            ->ok());
+    ASSERT_TRUE(client_
+                    ->Patch(kube::NodePath(name) + "/status", kube::PatchType::kStrategicMerge,
+                            {{"status",
+                              {{"conditions",
+                                {Cond("AcceleratedHardwareReady", "False", "NvidiaXID79Error"),
+                                 Cond("KernelReady", "True", "KernelHasNoFault"),
+                                 Cond("SomeoneElsesCondition", "False", "Theirs")}}}}})
+                    ->ok());
+  };
+  mark(a, true);
+  mark(b, false);  // cordoned by someone else: that cordon stays
+  const std::string kc = ControlPlaneEnv::kubeconfig();
+
+  auto dry = gpuheal::testing::RunGpuheal("cleanup --dry-run --kubeconfig " + kc);
+  ASSERT_EQ(dry.code, 0) << dry.out;
+  EXPECT_NE(dry.out.find("would clean " + a +
+                         ": 2 taint(s), 3 annotation(s), 1 cordon(s), 2 "
+                         "condition(s)"),
+            std::string::npos)
+      << dry.out;
+  auto untouched = kube::DecodeNode(client_->Get(kube::NodePath(a))->body);
+  EXPECT_EQ(untouched->taints.size(), 3u) << "--dry-run changed nothing";
+
+  // Workloads to stop: the matching Deployment goes, another stays.
+  (void)client_->Create(
+      "/api/v1/namespaces",
+      {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "clean-" + id_}}}});
+  auto deployment = [&](const std::string& name, const std::string& app) {
+    json d = {{"apiVersion", "apps/v1"},
+              {"kind", "Deployment"},
+              {"metadata", {{"name", name}, {"labels", {{"app", app}}}}},
+              {"spec",
+               {{"replicas", 0},
+                {"selector", {{"matchLabels", {{"app", app}}}}},
+                {"template",
+                 {{"metadata", {{"labels", {{"app", app}}}}},
+                  {"spec", {{"containers", {{{"name", "c"}, {"image", "x"}}}}}}}}}}};
+    ASSERT_EQ(client_->Create("/apis/apps/v1/namespaces/clean-" + id_ + "/deployments", d)->status,
+              201);
+  };
+  deployment("gpuheal-controller", "gpuheal-controller");
+  deployment("bystander", "bystander");
+  auto run =
+      gpuheal::testing::RunGpuheal("cleanup --kubeconfig " + kc + " --stop-namespace clean-" + id_ +
+                                   " --stop-selector app=gpuheal-controller");
+  ASSERT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("deleted deployments/gpuheal-controller"), std::string::npos) << run.out;
+  EXPECT_EQ(
+      client_->Get("/apis/apps/v1/namespaces/clean-" + id_ + "/deployments/gpuheal-controller")
+          ->status,
+      404);
+  EXPECT_EQ(
+      client_->Get("/apis/apps/v1/namespaces/clean-" + id_ + "/deployments/bystander")->status,
+      200);
+  // Kubernetes' own controllers add their taints, annotations and conditions to these
+  // kubelet-less nodes: only gpuheal's must be gone, and the others' written above stay.
+  for (const auto& name : {a, b}) {
+    const json n = json::parse(client_->Get(kube::NodePath(name))->body);
+    std::set<std::string> taints, annotations, conditions;
+    for (const auto& t : n["spec"].value("taints", json::array())) taints.insert(t["key"]);
+    const json ann = n["metadata"].value("annotations", json::object());
+    for (const auto& [k, v] : ann.items()) annotations.insert(k);
+    for (const auto& c : n["status"]["conditions"]) conditions.insert(c["type"]);
+    for (const auto* keys : {&taints, &annotations})
+      for (const auto& k : *keys) EXPECT_NE(k.rfind("gpuheal.io/", 0), 0u) << name << ": " << k;
+    EXPECT_TRUE(taints.count("example.com/other")) << name;
+    EXPECT_TRUE(annotations.count("example.com/keep")) << name;
+    EXPECT_TRUE(conditions.count("SomeoneElsesCondition")) << name;
+    EXPECT_FALSE(conditions.count("AcceleratedHardwareReady") || conditions.count("KernelReady"))
+        << name;
+    EXPECT_EQ(n["metadata"]["labels"].value("gpuheal.io/pool", ""), "p-" + id_) << "labels stay";
+    EXPECT_EQ(n["spec"].value("unschedulable", false), name == b)
+        << name << ": only gpuheal's own cordon is lifted";
+  }
+  // A second run has nothing left to do for these nodes.
+  auto again = gpuheal::testing::RunGpuheal("cleanup --dry-run --kubeconfig " + kc);
+  EXPECT_EQ(again.out.find(a + ":"), std::string::npos) << again.out;
+  // Flags that do not go together, and a kubeconfig that is not there.
+  EXPECT_EQ(gpuheal::testing::RunGpuheal("cleanup --kubeconfig " + kc + " --stop-namespace x").code,
+            2);
+  EXPECT_EQ(gpuheal::testing::RunGpuheal("cleanup --kubeconfig /nonexistent").code, 2);
 }
 
 // The controller with nothing but the shipped RBAC (deploy/kubernetes/controller.yaml): a token of
