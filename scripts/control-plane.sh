@@ -63,20 +63,8 @@ log() { echo "control-plane: $*" >&2; }
 # Below the kernel's ephemeral range: a port in it can be taken as the source port of any outgoing
 # connection between this choice and the component's bind ("address already in use": a scheduler
 # failed to start that way).
-free_port() {
-  local p low
-  low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-  (( low > 12000 )) || low=32768
-  for _ in $(seq 1 200); do
-    p=$(( (RANDOM << 15 | RANDOM) % (low - 11000) + 11000 ))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && ! grep -q "$p" "$dir/ports" 2>/dev/null; then
-      echo "$p" >> "$dir/ports"
-      echo "$p"
-      return
-    fi
-  done
-  log "no free port"; exit 1
-}
+# shellcheck source=free-port.sh
+source "$root/scripts/free-port.sh"
 
 stop_all() {
   local d=$1

@@ -29,18 +29,8 @@ log() { echo "real-node: $*" >&2; }
 
 ctr_() { ctr --address "$sock" -n k8s.io "$@"; }
 
-free_port() {
-  local p
-  for _ in $(seq 1 200); do
-    p=$(( (RANDOM << 15 | RANDOM) % 20000 + 11000 ))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && ! grep -q "$p" "$dir/ports" 2>/dev/null; then
-      echo "$p" >> "$dir/ports"
-      echo "$p"
-      return
-    fi
-  done
-  log "no free port"; exit 1
-}
+# shellcheck source=free-port.sh
+source "$root/scripts/free-port.sh"
 
 # Kills every process in the kubelet's pod cgroups and removes them, deepest first.
 remove_pod_cgroups() {
