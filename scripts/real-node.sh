@@ -31,6 +31,8 @@ ctr_() { ctr --address "$sock" -n k8s.io "$@"; }
 
 # shellcheck source=free-port.sh
 source "$root/scripts/free-port.sh"
+# shellcheck source=pki.sh
+source "$root/scripts/pki.sh"
 
 # Kills every process in the kubelet's pod cgroups and removes them, deepest first.
 remove_pod_cgroups() {
@@ -165,29 +167,8 @@ CNI
 
     # The kubelet: credentials of system:node:<name> (so the Node authorizer and NodeRestriction
     # apply), its own root directory, loopback only.
-    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-      -keyout "$node_dir/pki/kubelet.key" -subj "/O=system:nodes/CN=system:node:$node" -out "$node_dir/pki/kubelet.csr" 2>/dev/null
-    openssl x509 -req -in "$node_dir/pki/kubelet.csr" -CA "$dir/pki/ca.crt" -CAkey "$dir/pki/ca.key" \
-      -CAcreateserial -days 2 -out "$node_dir/pki/kubelet.crt" \
-      -extfile <(printf "extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature") 2>/dev/null
-    cat > "$node_dir/kubelet.kubeconfig" <<KC
-apiVersion: v1
-kind: Config
-clusters:
-- name: gpuheal-test
-  cluster:
-    server: https://127.0.0.1:$api_port
-    certificate-authority: $dir/pki/ca.crt
-users:
-- name: system:node:$node
-  user:
-    client-certificate: $node_dir/pki/kubelet.crt
-    client-key: $node_dir/pki/kubelet.key
-contexts:
-- name: gpuheal-test
-  context: {cluster: gpuheal-test, user: "system:node:$node"}
-current-context: gpuheal-test
-KC
+    client_cert kubelet "system:node:$node" system:nodes
+    kubeconfig "$node_dir/kubelet.kubeconfig" "system:node:$node" "$dir/pki/kubelet.crt" "$dir/pki/kubelet.key"
     cat > "$node_dir/kubelet.yaml" <<CFG
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
