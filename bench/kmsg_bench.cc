@@ -1,12 +1,16 @@
 // Detection latency through the real kernel: time from write(2) of a record to /dev/kmsg until
 // the consumer has emitted its line, for
 //   bare:  a minimal blocking read() loop on /dev/kmsg that writes one line per matching record;
-//   agent: `gpuheal agent --standalone --accept-injected` (parse, classify, node state, cursor
-//          save, JSON event).
-// Both are child processes writing to a pipe, measured in the same run. Then the same agent under
-// a flood of unrelated records, and its idle footprint.
+//   spin:  the same loop never sleeping (when a record is readable at all);
+//   agent: `gpuheal agent --standalone --accept-injected --kmsg-bpf false` (parse, classify, node
+//          state, cursor save, JSON event), woken by /dev/kmsg at the kernel's next tick;
+//   agent_bpf: the same agent with `--kmsg-bpf true`, woken by the BPF doorbell.
+// All are child processes writing to a pipe, measured in the same run. Then both agents under a
+// flood of unrelated records, the kmsg agent under a flood of 1,000 distinct GPU faults, and the
+// doorbell agent's idle footprint. --json prints one JSON object instead of the tables.
 //
 //   bench_kmsg [--records 500] [--flood-rate 100000] [--flood-seconds 5] [--idle-seconds 10]
+//              [--json]
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -19,6 +23,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -141,20 +146,29 @@ std::vector<double> Measure(int kfd, int out, int records, const std::string& la
   return us;
 }
 
-std::unique_ptr<AgentProcess> StartAgent(const std::string& state_dir, std::string* listen) {
-  auto a = std::make_unique<AgentProcess>(
-      std::vector<std::string>{GPUHEAL_BIN, "agent", "--standalone", "--accept-injected",
-                               "--state-dir", state_dir, "--listen", "127.0.0.1:0"});
+// `bpf`: with the kernel-log doorbell (required: the run fails if it cannot load); else without.
+std::unique_ptr<AgentProcess> StartAgent(const std::string& state_dir, std::string* listen,
+                                         bool bpf) {
+  // New records only: what earlier runs left in the kernel buffer (up to 1,000 GPUs lost) would
+  // otherwise become active faults that every save writes again.
+  const std::string config = state_dir + ".yaml";
+  std::ofstream(config) << "kmsg_start: end\n";
+  auto a = std::make_unique<AgentProcess>(std::vector<std::string>{
+      GPUHEAL_BIN, "agent", "--standalone", "--accept-injected", "--config", config, "--kmsg-bpf",
+      bpf ? "true" : "false", "--state-dir", state_dir, "--listen", "127.0.0.1:0"});
   auto started =
       a->WaitLog([](const auto& j) { return j.value("msg", "") == "agent started"; }, 10s);
   if (!started) return nullptr;
+  if (started->value("kmsg_wakeup", "") != (bpf ? "bpf" : "kmsg")) return nullptr;
   *listen = started->value("listen", "");
   return a;
 }
 
 // Drains the agent's report of records already in the buffer: inject a sentinel, wait for it.
 bool Settle(AgentProcess& a, int kfd) {
-  const std::string name = RunName(-1);
+  // A name of its own per call: the next agent reads this sentinel again from the buffer.
+  static int settles = 0;
+  const std::string name = RunName(-1 - settles++);
   const std::string rec =
       fmt::format("<4>NVRM: Xid (PCI:0000:3b:00): 31, pid=1, name={}, settle\n", name);
   if (write(kfd, rec.data(), rec.size()) < 0) return false;
@@ -176,6 +190,81 @@ void PrintRow(const std::string& name, const Stats& s) {
              s.max);
 }
 
+struct FloodResult {
+  std::vector<double> us;
+  int injected = 0, received = 0;
+  long written = 0;
+  double elapsed = 0, read_total = -1, lost = -1;
+  double cpu = 0;  // the agent's CPU time over the flood, in cores
+};
+
+// Unrelated records at flood_rate/s while an Xid line is injected every 10 ms; the agent's time to
+// report each Xid line.
+std::optional<FloodResult> Flood(int kfd, const std::string& state_dir, bool bpf, int flood_rate,
+                                 int flood_seconds) {
+  std::filesystem::remove_all(state_dir);
+  std::filesystem::create_directories(state_dir);
+  std::string listen;
+  auto agent = StartAgent(state_dir, &listen, bpf);
+  if (!agent || !Settle(*agent, kfd)) return std::nullopt;
+  FloodResult r;
+  std::atomic<bool> stop{false};
+  std::atomic<long> flood_written{0};
+  std::thread flooder([&] {
+    const int ffd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
+    const int per_ms = std::max(1, flood_rate / 1000);
+    auto next = Clock::now();
+    long n = 0;
+    while (!stop) {
+      for (int k = 0; k < per_ms; ++k) {
+        const std::string rec =
+            fmt::format("<7>bench-flood {} eth0: renamed from veth{}c0ffee\n", n, n);
+        if (write(ffd, rec.data(), rec.size()) > 0) ++n;
+      }
+      next += 1ms;
+      std::this_thread::sleep_until(next);
+    }
+    flood_written = n;
+    close(ffd);
+  });
+  r.injected = flood_seconds * 100;
+  std::string pending, line;
+  const double cpu0 = CpuSeconds(agent->pid());
+  const auto t_start = Clock::now();
+  for (int i = 0; i < r.injected; ++i) {
+    const std::string rec = XidRecord(i, "0000:86:00");
+    const auto t0 = Clock::now();
+    if (write(kfd, rec.data(), rec.size()) < 0) break;
+    bool got = false;
+    while (ReadLine(agent->out_fd(), pending, line, 1s)) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("process", "") == RunName(i)) {
+        got = true;
+        break;
+      }
+    }
+    // Not there within 1 s: lost to the kernel buffer (or too late), counted as not detected.
+    if (got) {
+      ++r.received;
+      r.us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+    std::this_thread::sleep_until(t0 + 10ms);
+  }
+  r.elapsed = std::chrono::duration<double>(Clock::now() - t_start).count();
+  r.cpu = (CpuSeconds(agent->pid()) - cpu0) / r.elapsed;
+  stop = true;
+  flooder.join();
+  r.written = flood_written.load();
+  const std::string metrics = gpuheal::testing::HttpGet(listen, "/metrics");
+  r.lost = MetricValue(metrics, "gpuheal_kmsg_records_lost_total");
+  r.read_total = MetricValue(metrics, "gpuheal_kmsg_records_total");
+  return r;
+}
+
+nlohmann::ordered_json StatsJson(const Stats& s) {
+  return {{"n", s.n}, {"p50_us", s.p50}, {"p99_us", s.p99}, {"max_us", s.max}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -183,10 +272,15 @@ int main(int argc, char** argv) {
   int flood_rate = 100000;
   int flood_seconds = 5;
   int idle_seconds = 10;
+  bool json = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--bare-child") return BareChild(false);
     if (a == "--spin-child") return BareChild(true);
+    if (a == "--json") {
+      json = true;
+      continue;
+    }
     if (i + 1 < argc) {
       if (a == "--records")
         records = std::stoi(argv[++i]);
@@ -206,11 +300,11 @@ int main(int argc, char** argv) {
   const int kfd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
   char tmpl[] = "/tmp/gpuheal-bench-XXXXXX";
   const std::string state_dir = mkdtemp(tmpl);
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe");
 
   // 1. Bare read() loop.
   std::vector<double> bare;
   {
-    std::string self = std::filesystem::read_symlink("/proc/self/exe");
     AgentProcess child({self, "--bare-child"});
     std::this_thread::sleep_for(200ms);  // let it open and seek to the end before the first write
     bare = Measure(kfd, child.out_fd(), records, "bare", false);
@@ -218,109 +312,75 @@ int main(int argc, char** argv) {
   // 1b. Spinning reader: when the record is readable at all.
   std::vector<double> spin;
   {
-    std::string self = std::filesystem::read_symlink("/proc/self/exe");
     AgentProcess child({self, "--spin-child"});
     std::this_thread::sleep_for(200ms);
     spin = Measure(kfd, child.out_fd(), std::min(records, 200), "spin", false);
   }
-  // 2. The agent.
-  std::vector<double> agent_us;
+  // 2. The agent woken by /dev/kmsg, then by the doorbell (BPF).
+  std::vector<double> agent_us, agent_bpf_us;
   long rss_after_events = -1;
-  {
-    std::string listen;
-    auto agent = StartAgent(state_dir, &listen);
-    if (!agent || !Settle(*agent, kfd)) {
-      fmt::print(stderr, "agent did not start or settle\n");
-      return 1;
-    }
-    agent_us = Measure(kfd, agent->out_fd(), records, "agent", true);
-    rss_after_events = RssKb(agent->pid());
-  }
-  const Stats b = Summarise(bare), g = Summarise(agent_us);
-  fmt::print("\n## Detection latency: write(2) to /dev/kmsg -> line emitted (µs)\n\n");
-  fmt::print("| {:<34} | {:>5} | {:>9} | {:>9} | {:>9} |\n", "consumer", "n", "p50", "p99", "max");
-  fmt::print("|{:-<36}|{:->7}|{:->11}|{:->11}|{:->11}|\n", "", "", "", "", "");
-  PrintRow("spinning non-blocking reader", Summarise(spin));
-  PrintRow("bare read() loop (baseline)", b);
-  PrintRow("gpuheal agent --standalone", g);
-  fmt::print("\nagent/bare: p50 {:.2f}x, p99 {:.2f}x\n", g.p50 / b.p50, g.p99 / b.p99);
-
-  // 3. Flood: unrelated records at flood_rate/s while Xid lines are injected every 10 ms.
-  {
+  for (const bool bpf : {false, true}) {
     std::filesystem::remove_all(state_dir);
     std::filesystem::create_directories(state_dir);
     std::string listen;
-    auto agent = StartAgent(state_dir, &listen);
-    if (!agent || !Settle(*agent, kfd)) return 1;
-    std::atomic<bool> stop{false};
-    std::atomic<long> flood_written{0};
-    std::thread flooder([&] {
-      const int ffd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
-      const int per_ms = std::max(1, flood_rate / 1000);
-      auto next = Clock::now();
-      long n = 0;
-      while (!stop) {
-        for (int k = 0; k < per_ms; ++k) {
-          const std::string r =
-              fmt::format("<7>bench-flood {} eth0: renamed from veth{}c0ffee\n", n, n);
-          if (write(ffd, r.data(), r.size()) > 0) ++n;
-        }
-        next += 1ms;
-        std::this_thread::sleep_until(next);
-      }
-      flood_written = n;
-      close(ffd);
-    });
-    std::vector<double> flood_us;
-    const int injected = flood_seconds * 100;
-    int received = 0;
-    std::string pending, line;
-    const auto t_start = Clock::now();
-    for (int i = 0; i < injected; ++i) {
-      const std::string rec = XidRecord(i, "0000:86:00");
-      const auto t0 = Clock::now();
-      if (write(kfd, rec.data(), rec.size()) < 0) break;
-      bool got = false;
-      while (ReadLine(agent->out_fd(), pending, line, 5s)) {
-        auto j = nlohmann::json::parse(line, nullptr, false);
-        if (!j.is_discarded() && j.value("process", "") == RunName(i)) {
-          got = true;
-          break;
-        }
-      }
-      if (!got) break;
-      ++received;
-      flood_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-      std::this_thread::sleep_until(t0 + 10ms);
+    auto agent = StartAgent(state_dir, &listen, bpf);
+    if (!agent || !Settle(*agent, kfd)) {
+      fmt::print(stderr, "agent ({}) did not start or settle\n", bpf ? "bpf" : "kmsg");
+      return 1;
     }
-    const double elapsed = std::chrono::duration<double>(Clock::now() - t_start).count();
-    stop = true;
-    flooder.join();
-    const std::string metrics = gpuheal::testing::HttpGet(listen, "/metrics");
-    const double lost = MetricValue(metrics, "gpuheal_kmsg_records_lost_total");
-    const double read_total = MetricValue(metrics, "gpuheal_kmsg_records_total");
-    const Stats f = Summarise(flood_us);
-    fmt::print("\n## Under a flood of unrelated records\n\n");
-    fmt::print("flood written: {} records in {:.1f} s = {:.0f} records/s\n", flood_written.load(),
-               elapsed, static_cast<double>(flood_written.load()) / elapsed);
-    fmt::print("agent read: {:.0f} records; lost (sequence gaps): {:.0f}\n", read_total, lost);
-    fmt::print("Xid lines injected: {}, detected: {}\n\n", injected, received);
+    (bpf ? agent_bpf_us : agent_us) =
+        Measure(kfd, agent->out_fd(), records, bpf ? "agent_bpf" : "agent", true);
+    if (bpf) rss_after_events = RssKb(agent->pid());
+  }
+  const Stats sp = Summarise(spin), b = Summarise(bare), g = Summarise(agent_us),
+              gb = Summarise(agent_bpf_us);
+  if (!json) {
+    fmt::print("\n## Detection latency: write(2) to /dev/kmsg -> line emitted (µs)\n\n");
     fmt::print("| {:<34} | {:>5} | {:>9} | {:>9} | {:>9} |\n", "consumer", "n", "p50", "p99",
                "max");
     fmt::print("|{:-<36}|{:->7}|{:->11}|{:->11}|{:->11}|\n", "", "", "", "", "");
-    PrintRow("agent, Xid detection under flood", f);
+    PrintRow("spinning non-blocking reader", sp);
+    PrintRow("bare read() loop (baseline)", b);
+    PrintRow("agent, woken by /dev/kmsg", g);
+    PrintRow("agent, woken by the BPF doorbell", gb);
+    fmt::print("\nagent/bare: p50 {:.2f}x, p99 {:.2f}x; agent_bpf/bare: p50 {:.2f}x, p99 {:.2f}x\n",
+               g.p50 / b.p50, g.p99 / b.p99, gb.p50 / b.p50, gb.p99 / b.p99);
+  }
+
+  // 3. Flood: unrelated records at flood_rate/s while Xid lines are injected every 10 ms.
+  std::optional<FloodResult> flood[2];
+  for (const bool bpf : {false, true}) {
+    flood[bpf] = Flood(kfd, state_dir, bpf, flood_rate, flood_seconds);
+    if (!flood[bpf]) return 1;
+  }
+  if (!json) {
+    fmt::print("\n## Under a flood of unrelated records\n\n");
+    for (const bool bpf : {false, true}) {
+      const FloodResult& f = *flood[bpf];
+      fmt::print(
+          "{}: flood written {} records in {:.1f} s = {:.0f} records/s; agent read {:.0f}, "
+          "lost (sequence gaps) {:.0f}; Xid lines injected {}, detected {}; agent CPU {:.0f}% of "
+          "a core\n",
+          bpf ? "agent_bpf" : "agent", f.written, f.elapsed,
+          static_cast<double>(f.written) / f.elapsed, f.read_total, f.lost, f.injected, f.received,
+          100 * f.cpu);
+    }
+    fmt::print("\n| {:<34} | {:>5} | {:>9} | {:>9} | {:>9} |\n", "consumer", "n", "p50", "p99",
+               "max");
+    fmt::print("|{:-<36}|{:->7}|{:->11}|{:->11}|{:->11}|\n", "", "", "", "", "");
+    PrintRow("agent (kmsg), Xid under flood", Summarise(flood[0]->us));
+    PrintRow("agent (bpf), Xid under flood", Summarise(flood[1]->us));
   }
 
   // 3b. Flood with distinct faults: 1,000 GPUs lost (Xid 79, each on a GPU of its own, so each is
   // a new active fault the agent saves) among unrelated records at flood_rate/s. The agent and a
   // bare read() loop read the same kernel buffer side by side; each counts the Xid records it saw.
-  {
+  for (int once = 0; once < 1; ++once) {
     std::filesystem::remove_all(state_dir);
     std::filesystem::create_directories(state_dir);
-    std::string self = std::filesystem::read_symlink("/proc/self/exe");
     AgentProcess bare_child({self, "--bare-child"});
     std::string listen;
-    auto agent = StartAgent(state_dir, &listen);
+    auto agent = StartAgent(state_dir, &listen, false);
     if (!agent || !Settle(*agent, kfd)) return 1;
     constexpr int kGpus = 1000;
     const int domain = 0xa000 + getpid() % 0x1000;  // this run's GPUs: no other run's records match
@@ -374,6 +434,7 @@ int main(int argc, char** argv) {
     int bare_seen = 0;
     std::string pending, line;
     while (ReadLine(bare_child.out_fd(), pending, line, 200ms)) ++bare_seen;
+    if (json) continue;
     fmt::print("\n## Under a flood with {} distinct GPU faults\n\n", kGpus);
     fmt::print(
         "flood written: {} records in {:.1f} s = {:.0f} records/s, {} of them Xid 79 on {} GPUs\n",
@@ -386,23 +447,50 @@ int main(int argc, char** argv) {
                kGpus - agent_seen, 100.0 * (cpu1 - cpu0) / elapsed);
   }
 
-  // 4. Idle footprint.
+  // 4. Idle footprint, with the doorbell: idle CPU must stay ~0 (nothing polls).
+  double idle_cpu = 0;
+  long idle_rss = 0;
   {
     std::filesystem::remove_all(state_dir);
     std::filesystem::create_directories(state_dir);
     std::string listen;
-    auto agent = StartAgent(state_dir, &listen);
+    auto agent = StartAgent(state_dir, &listen, true);
     if (!agent || !Settle(*agent, kfd)) return 1;
     const double cpu0 = CpuSeconds(agent->pid());
     std::this_thread::sleep_for(std::chrono::seconds(idle_seconds));
-    const double cpu1 = CpuSeconds(agent->pid());
-    fmt::print("\n## Agent footprint\n\n");
-    fmt::print("idle RSS: {} kB; RSS after {} events: {} kB\n", RssKb(agent->pid()), records,
+    idle_cpu = CpuSeconds(agent->pid()) - cpu0;
+    idle_rss = RssKb(agent->pid());
+  }
+  if (json) {
+    nlohmann::ordered_json j;
+    j["spin"] = StatsJson(sp);
+    j["bare"] = StatsJson(b);
+    j["agent"] = StatsJson(g);
+    j["agent_bpf"] = StatsJson(gb);
+    j["flood"] = {{"records_per_s", static_cast<double>(flood[1]->written) / flood[1]->elapsed},
+                  {"agent", StatsJson(Summarise(flood[0]->us))},
+                  {"agent_bpf", StatsJson(Summarise(flood[1]->us))},
+                  {"xid_injected", flood[1]->injected},
+                  {"xid_detected", flood[0]->received},
+                  {"xid_detected_bpf", flood[1]->received},
+                  {"records_lost", flood[0]->lost},
+                  {"records_lost_bpf", flood[1]->lost},
+                  {"cpu_cores", flood[0]->cpu},
+                  {"cpu_cores_bpf", flood[1]->cpu}};
+    j["idle_bpf"] = {{"seconds", idle_seconds},
+                     {"cpu_seconds", idle_cpu},
+                     {"rss_kb", idle_rss},
+                     {"rss_after_events_kb", rss_after_events}};
+    fmt::print("{}\n", j.dump());
+  } else {
+    fmt::print("\n## Agent footprint (with the doorbell)\n\n");
+    fmt::print("idle RSS: {} kB; RSS after {} events: {} kB\n", idle_rss, records,
                rss_after_events);
-    fmt::print("idle CPU over {} s: {:.3f} s ({:.3f}% of a core)\n", idle_seconds, cpu1 - cpu0,
-               100.0 * (cpu1 - cpu0) / idle_seconds);
+    fmt::print("idle CPU over {} s: {:.3f} s ({:.3f}% of a core)\n", idle_seconds, idle_cpu,
+               100.0 * idle_cpu / idle_seconds);
   }
   close(kfd);
   std::filesystem::remove_all(state_dir);
+  std::filesystem::remove(state_dir + ".yaml");
   return 0;
 }

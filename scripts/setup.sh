@@ -8,6 +8,7 @@ PACKAGES=(
   libcli11-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libre2-dev libcpp-httplib-dev
   libcurl4-openssl-dev libsimdjson-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang libbpf-dev bpftool  # the kernel-log doorbell (src/sources/bpf): BPF program and skeleton
   clang-format        # scripts/check-format.sh, run by make test
   openssl curl time   # the test control plane: certificates, readiness probes, build timing
   # the real node of the test bed (scripts/real-node.sh) and the image (scripts/build-image.sh)

@@ -79,8 +79,8 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
   AgentConfig cfg;
   if (root.IsNull()) return cfg;  // an empty file means all defaults
   GPUHEAL_TRY(top, Section::Open(err, root, "",
-                                 {"kmsg", "kmsg_start", "state_dir", "accept_injected", "listen",
-                                  "xids", "escalation", "npd_rules", "monitors",
+                                 {"kmsg", "kmsg_start", "kmsg_bpf", "state_dir", "accept_injected",
+                                  "listen", "xids", "escalation", "npd_rules", "monitors",
                                   "self_check_period", "recovery", "kubernetes", "nvidia"},
                                  "the config must be a mapping of keys to values"));
   GPUHEAL_CHECK(top.String("kmsg", cfg.kmsg_path));
@@ -90,6 +90,11 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
     if (v != "beginning" && v != "end")
       return err.At(root["kmsg_start"], "\"kmsg_start\" must be beginning or end");
     cfg.kmsg_from_end = v == "end";
+  }
+  if (const YAML::Node v = root["kmsg_bpf"]) {
+    const auto b = ParseKmsgBpf(v.IsScalar() ? v.as<std::string>() : "");
+    if (!b) return err.At(v, "\"kmsg_bpf\" must be auto, true or false");
+    cfg.kmsg_bpf = *b;
   }
   GPUHEAL_CHECK(top.String("state_dir", cfg.state_dir));
   GPUHEAL_CHECK(top.Bool("accept_injected", cfg.accept_injected));
@@ -190,6 +195,13 @@ Result<AgentConfig> LoadAgentConfig(const std::string& path) {
   auto text = ReadWholeFile(path);
   if (!text) return Error{fmt::format("{}: cannot open config file", path)};
   return ParseAgentConfig(*text, path);
+}
+
+std::optional<AgentConfig::Bpf> ParseKmsgBpf(std::string_view v) {
+  if (v == "auto") return AgentConfig::Bpf::kAuto;
+  if (v == "true" || v == "on") return AgentConfig::Bpf::kOn;
+  if (v == "false" || v == "off") return AgentConfig::Bpf::kOff;
+  return std::nullopt;
 }
 
 }  // namespace gpuheal

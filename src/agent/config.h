@@ -73,6 +73,11 @@ struct AgentConfig {
   // faults from before the agent ran are reported, or only records written from now on (a drill
   // on a machine whose buffer holds old injected faults).
   bool kmsg_from_end = false;
+  // The kernel-log doorbell (src/sources/kmsg_doorbell.h): wake on a BPF ring buffer at once
+  // instead of at the kernel's next tick. auto: when it loads, say once why not otherwise;
+  // true: the agent does not start without it; false: never tried.
+  enum class Bpf { kAuto, kOn, kOff };
+  Bpf kmsg_bpf = Bpf::kAuto;
   std::string listen = "127.0.0.1:9464";  // /metrics and /healthz; empty disables
   std::string
       listen_origin;  // where `listen` was set ("agent.yaml:3:9: ", "--listen: "), for errors
@@ -92,6 +97,8 @@ struct AgentConfig {
 };
 
 Result<AgentConfig> LoadAgentConfig(const std::string& path);
+// "auto", "true"/"on", "false"/"off": the values of kmsg_bpf and --kmsg-bpf.
+std::optional<AgentConfig::Bpf> ParseKmsgBpf(std::string_view v);
 Result<AgentConfig> ParseAgentConfig(std::string_view yaml, const std::string& source);
 
 }  // namespace gpuheal

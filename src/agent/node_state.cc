@@ -25,6 +25,20 @@ constexpr size_t kMaxKeys = 4096;
 constexpr size_t kMaxEvidence = 4096;
 constexpr size_t kMaxOpenPerKey = 64;
 constexpr size_t kMaxRecentPerGpu = 64;
+// Evidence items an escalated event lists: with 500 programs failing on one GPU the list made
+// every event line ~35 KB, and its serialisation the largest cost of a fault's detection.
+constexpr size_t kMaxEvidenceShown = 10;
+
+// At most kMaxEvidenceShown items: the oldest ones, how many more there were, and the newest.
+std::vector<std::string> Shown(std::vector<std::string> items) {
+  if (items.size() <= kMaxEvidenceShown) return items;
+  const size_t head = kMaxEvidenceShown - 2;
+  std::vector<std::string> out(std::make_move_iterator(items.begin()),
+                               std::make_move_iterator(items.begin() + head));
+  out.push_back(fmt::format("... {} more", items.size() - head - 1));
+  out.push_back(std::move(items.back()));
+  return out;
+}
 
 bool HardwareSignal(const Fault& f) {
   if (f.pci.empty()) return false;
@@ -156,7 +170,7 @@ void NodeState::Raise(Fault& f, std::string rule, std::vector<std::string> evide
   f.action = DefaultAction(f.severity);
   f.reason = reason::WithSeverity(f.reason, f.severity);
   f.escalated = true;
-  f.escalation = Fault::Escalation{std::move(rule), std::move(evidence)};
+  f.escalation = Fault::Escalation{std::move(rule), Shown(std::move(evidence))};
 }
 
 void NodeState::Escalate(Fault& f, Clock::time_point now) {

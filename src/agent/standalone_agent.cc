@@ -186,6 +186,7 @@ Status StandaloneAgent::Init() {
   if (auto s = loop_->Watch(reader_->fd(), EPOLLIN, [this](uint32_t) { OnKmsgReadable(); }); !s) {
     return s;
   }
+  if (auto s = SetUpDoorbell(); !s) return s;
   auto flush = loop_->AddTimer([this](uint32_t) {
     flush_armed_ = false;
     FlushState();
@@ -295,7 +296,9 @@ Status StandaloneAgent::Init() {
   }
 
   if (!config_.listen.empty()) {
-    auto http = HttpServer::Start(config_.listen, metrics_, [this] { return Health(); });
+    auto http = HttpServer::Start(
+        config_.listen, metrics_, [this] { return Health(); },
+        [this] { return "kmsg wake-up: " + kmsg_wakeup_ + "\n"; });
     if (!http) return Error{config_.listen_origin + http.error().message};
     http_ = std::move(*http);
   }
@@ -303,6 +306,7 @@ Status StandaloneAgent::Init() {
   f["kmsg"] = config_.kmsg_path;
   f["boot_id"] = boot_id_;
   f["resume_after_seq"] = resume_after_ ? nlohmann::ordered_json(*resume_after_) : nullptr;
+  f["kmsg_wakeup"] = kmsg_wakeup_;
   f["accept_injected"] = config_.accept_injected;
   f["active_faults"] = active_.all().size();
   if (reporter_) f["node"] = reporter_options_.node_name;
@@ -334,6 +338,54 @@ int StandaloneAgent::Run() {
   FlushState();
   Log("info", "agent stopped");
   return reader_ok_ ? 0 : 1;
+}
+
+Status StandaloneAgent::SetUpDoorbell() {
+  rings_ = &metrics_.GetCounter("gpuheal_kmsg_doorbell_rings_total",
+                                "Wake-ups by the kernel-log doorbell (BPF)");
+  const bool kernel = IsKernelKmsgDevice(reader_->fd());
+  std::string why;
+  if (config_.kmsg_bpf == AgentConfig::Bpf::kOff) {
+    why = "kmsg_bpf: false";
+  } else if (!kernel) {
+    why = config_.kmsg_path + " is not the kernel's /dev/kmsg";
+  } else if (auto d = KmsgDoorbell::Open(); d) {
+    doorbell_ = std::move(*d);
+  } else {
+    why = d.error().message;
+  }
+  if (doorbell_) {
+    auto s = loop_->Watch(doorbell_->fd(), EPOLLIN, [this](uint32_t) {
+      // Take the ring first: a record stored while the buffer drains rings again.
+      rings_->Inc(static_cast<double>(doorbell_->Take()));
+      if (!reader_ok_) {  // the reader failed (said once, /healthz shows it): nothing to drain
+        loop_->Unwatch(doorbell_->fd());
+        return;
+      }
+      OnKmsgReadable();
+    });
+    if (!s) return s;
+    kmsg_wakeup_ = "bpf";
+  } else if (config_.kmsg_bpf == AgentConfig::Bpf::kOn) {
+    return Error{fmt::format(
+        "{}; kmsg_bpf is true, so the agent does not start without it (auto falls back to "
+        "/dev/kmsg's own wake-up at the kernel's next tick)",
+        why)};
+  } else if (config_.kmsg_bpf == AgentConfig::Bpf::kAuto && kernel) {
+    Log("warn",
+        "kernel-log doorbell not used: the agent wakes at the kernel's next tick after a record "
+        "(up to 4 ms at CONFIG_HZ=250) instead of at once",
+        {{"reason", why}});
+  }
+  for (const char* source : {"bpf", "kmsg"}) {
+    metrics_
+        .GetGauge("gpuheal_kmsg_wakeup_source",
+                  "1 for what wakes the agent for a kernel record: bpf (the doorbell) or kmsg "
+                  "(/dev/kmsg itself, at the kernel's next tick)",
+                  {{"source", source}})
+        .Set(kmsg_wakeup_ == source ? 1 : 0);
+  }
+  return Status::Ok();
 }
 
 void StandaloneAgent::OnKmsgReadable() {

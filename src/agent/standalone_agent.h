@@ -28,6 +28,7 @@
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "sources/kernel_log.h"
+#include "sources/kmsg_doorbell.h"
 #include "sources/kmsg_reader.h"
 
 namespace gpuheal {
@@ -62,6 +63,8 @@ class StandaloneAgent {
   explicit StandaloneAgent(AgentConfig config, int out_fd);
   Status Init();
   void OnKmsgReadable();
+  // kmsg_bpf: loads the doorbell and watches it, or says once why not.
+  Status SetUpDoorbell();
   void ProcessRecord(std::string_view raw);
   // One fault from any source (kernel log, NVML, sysfs): escalation and de-duplication, output,
   // active faults, Events, and the GPU recovery policy.
@@ -97,6 +100,10 @@ class StandaloneAgent {
   std::unique_ptr<DcgmMonitor> dcgm_;  // null unless nvidia.dcgm.enabled
   std::unique_ptr<Classifier> classifier_;
   std::unique_ptr<KernelLog> reader_;
+  // Wakes the loop when the kernel stores a record (null: /dev/kmsg's own, tick-late wake-up).
+  std::unique_ptr<KmsgDoorbell> doorbell_;
+  std::string kmsg_wakeup_ = "kmsg";  // "bpf" with the doorbell; fixed once Init has run
+  Counter* rings_ = nullptr;
   std::unique_ptr<StateFile> state_;
   NodeState node_state_;
   Metrics metrics_;

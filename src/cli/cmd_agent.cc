@@ -25,6 +25,7 @@ struct AgentArgs {
   std::string node_name;
   std::string kubeconfig;
   std::string nvml_library;
+  std::string kmsg_bpf;
 };
 }  // namespace
 
@@ -37,6 +38,9 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
       "Without Kubernetes: print fault events as JSON lines, serve /metrics and /healthz");
   cmd->add_option("--config", args->config, "YAML config file (docs/config.md)");
   cmd->add_option("--kmsg", args->kmsg, "Kernel log device or FIFO (default /dev/kmsg)");
+  cmd->add_option("--kmsg-bpf", args->kmsg_bpf,
+                  "Wake on the kernel-log doorbell (BPF): auto, true or false (default kmsg_bpf, "
+                  "auto)");
   cmd->add_option("--state-dir", args->state_dir,
                   "Where the agent keeps its cursor "
                   "(default /var/lib/gpuheal)");
@@ -85,6 +89,16 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
     // Flags override the file.
     if (!args->kmsg.empty()) cfg.kmsg_path = args->kmsg;
     if (!args->state_dir.empty()) cfg.state_dir = args->state_dir;
+    if (cmd->count("--kmsg-bpf")) {
+      const auto b = ParseKmsgBpf(args->kmsg_bpf);
+      if (!b) {
+        std::cerr << "gpuheal agent: --kmsg-bpf must be auto, true or false, not \""
+                  << args->kmsg_bpf << "\"\n";
+        exit_code = kExitUsage;
+        return;
+      }
+      cfg.kmsg_bpf = *b;
+    }
     if (cmd->count("--listen")) {
       if (auto a = ParseListenAddress(args->listen); !args->listen.empty() && !a) {
         std::cerr << "gpuheal agent: --listen: " << a.error().message << "\n";

@@ -147,7 +147,8 @@ Result<int> Listen(const ListenAddress& a, int& port) {
 }  // namespace
 
 Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& listen,
-                                                      const Metrics& metrics, HealthFn health) {
+                                                      const Metrics& metrics, HealthFn health,
+                                                      HealthFn details) {
   auto addr = ParseListenAddress(listen);
   if (!addr) return addr.error();
   std::unique_ptr<HttpServer> s(new HttpServer());
@@ -156,10 +157,10 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& listen,
   s->router_->Get("/metrics", [&metrics](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.Render(), "text/plain; version=0.0.4");
   });
-  s->router_->Get("/healthz", [health](const httplib::Request&, httplib::Response& res) {
+  s->router_->Get("/healthz", [health, details](const httplib::Request&, httplib::Response& res) {
     const std::string why = health();
     res.status = why.empty() ? 200 : 503;
-    res.set_content(why.empty() ? "ok\n" : why + "\n", "text/plain");
+    res.set_content((why.empty() ? "ok\n" : why + "\n") + (details ? details() : ""), "text/plain");
   });
   auto fd = Listen(*addr, s->port_);
   if (!fd) return Error{fmt::format("cannot listen on {}: {}", listen, fd.error().message)};

@@ -32,8 +32,11 @@ class HttpServer {
   static constexpr size_t kMaxWaiting = 64;  // accepted connections queued for a worker
 
   // `listen` is "host:port"; port 0 picks a free port (see port()).
+  // /healthz: 200 "ok" when `health` returns "", else 503 and what it returned; then the lines
+  // `details` returns (how the server works, not whether it is healthy), if given.
   static Result<std::unique_ptr<HttpServer>> Start(const std::string& listen,
-                                                   const Metrics& metrics, HealthFn health);
+                                                   const Metrics& metrics, HealthFn health,
+                                                   HealthFn details = nullptr);
   ~HttpServer();
   int port() const { return port_; }
   const std::string& host() const { return host_; }

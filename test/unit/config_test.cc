@@ -202,6 +202,7 @@ TEST(Config, ShippedDefaultConfigLoadsAndMatchesTheDefaults) {
   ASSERT_TRUE(c.ok()) << c.error().message;
   const AgentConfig d;
   EXPECT_EQ(c->kmsg_path, d.kmsg_path);
+  EXPECT_EQ(c->kmsg_bpf, d.kmsg_bpf);
   EXPECT_EQ(c->state_dir, d.state_dir);
   EXPECT_EQ(c->listen, d.listen);
   EXPECT_EQ(c->escalation.count, d.escalation.count);
@@ -247,6 +248,8 @@ TEST(ConfigErrors, EachNamesItsPlaceKeyAndWhatIsAccepted) {
        "1000000"},
       {"npd_rules: x", "c.yaml:1:12: \"npd_rules\" must be a list of NPD config file paths"},
       {"kmsg_start: middle", "c.yaml:1:13: \"kmsg_start\" must be beginning or end"},
+      {"kmsg_bpf: sometimes", "c.yaml:1:11: \"kmsg_bpf\" must be auto, true or false"},
+      {"kmsg_bpf: [true]", "c.yaml:1:11: \"kmsg_bpf\" must be auto, true or false"},
       {"kubernetes: {heartbeat_period: 0s}",
        "c.yaml:1:32: \"kubernetes.heartbeat_period\" must be a positive duration such as 500ms, "
        "30s, 10m, 24h, 7d"},
@@ -256,6 +259,20 @@ TEST(ConfigErrors, EachNamesItsPlaceKeyAndWhatIsAccepted) {
     auto c = ParseAgentConfig(yaml, "c.yaml");
     ASSERT_FALSE(c) << yaml;
     EXPECT_EQ(c.error().message.substr(0, std::string(want).size()), want) << yaml;
+  }
+}
+
+TEST(Config, KmsgBpf) {
+  EXPECT_EQ(ParseAgentConfig("", "c.yaml")->kmsg_bpf, AgentConfig::Bpf::kAuto);
+  const std::pair<const char*, AgentConfig::Bpf> cases[] = {
+      {"kmsg_bpf: auto", AgentConfig::Bpf::kAuto}, {"kmsg_bpf: true", AgentConfig::Bpf::kOn},
+      {"kmsg_bpf: on", AgentConfig::Bpf::kOn},     {"kmsg_bpf: false", AgentConfig::Bpf::kOff},
+      {"kmsg_bpf: off", AgentConfig::Bpf::kOff},
+  };
+  for (const auto& [yaml, want] : cases) {
+    auto c = ParseAgentConfig(yaml, "c.yaml");
+    ASSERT_TRUE(c) << yaml << ": " << c.error().message;
+    EXPECT_EQ(c->kmsg_bpf, want) << yaml;
   }
 }
 

@@ -1,5 +1,6 @@
 #include "agent/node_state.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -101,6 +102,24 @@ TEST(NodeState, LinesOfOneProcessAreOneIncident) {
   EXPECT_EQ(b->repeat_of, a->incident);
   EXPECT_TRUE(c->repeat_of.empty());
   EXPECT_EQ(c->count, 2);
+}
+
+// Hundreds of programs failing on one GPU: the event lists a few, says how many more, and the
+// newest (the whole list made each event line grow with every program, ~35 KB at 500).
+TEST(NodeState, EscalationEvidenceIsBounded) {
+  NodeState st(EscalationPolicy{});
+  const auto t0 = NodeState::Clock::time_point{} + 1000h;
+  std::optional<Fault> r;
+  for (int i = 0; i < 30; ++i) {
+    r = st.Observe(App(13, "0000:3b:00", 100 + i, fmt::format("p{}", i)), t0 + i * 1s);
+  }
+  ASSERT_TRUE(r && r->escalation);
+  const auto& ev = r->escalation->evidence;
+  ASSERT_EQ(ev.size(), 10u);
+  EXPECT_NE(ev[0].find("process=p0 pid=100"), std::string::npos) << ev[0];
+  EXPECT_NE(ev[7].find("process=p7 pid=107"), std::string::npos) << ev[7];
+  EXPECT_EQ(ev[8], "... 21 more");
+  EXPECT_NE(ev[9].find("process=p29 pid=129"), std::string::npos) << ev[9];
 }
 
 TEST(NodeState, DistinctWorkloadsOnOneGpuEscalateWhileTheOthersAreClean) {

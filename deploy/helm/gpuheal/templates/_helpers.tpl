@@ -49,6 +49,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "gpuheal.agentConfig" -}}
 {{- $cfg := deepCopy .Values.agent.config -}}
 {{- $_ := set $cfg "accept_injected" .Values.agent.acceptInjected -}}
+{{- $_ := set $cfg "kmsg_bpf" (toString .Values.agent.kmsgBpf) -}}
 {{- $_ := set $cfg "listen" (printf "0.0.0.0:%d" (int .Values.agent.metricsPort)) -}}
 {{- $nv := get $cfg "nvidia" | default dict -}}
 {{- $reset := get $nv "reset" | default dict -}}
