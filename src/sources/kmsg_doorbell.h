@@ -7,9 +7,9 @@
 // /dev/kmsg as always: the doorbell carries nothing of the record, so what is read, its sequence
 // number and its facility (the trust rule) still come from /dev/kmsg alone.
 //
-// Loading needs root or CAP_BPF + CAP_PERFMON. A record whose tracepoint does not fire (printk
-// from NMI context) rings nothing and is read at the next tick, as without the doorbell: keep
-// the /dev/kmsg descriptor in the same epoll set.
+// Loading needs root or CAP_BPF + CAP_PERFMON. A record for which the tracepoint does not fire
+// (the kernel skips it where RCU is not watching) rings nothing and is read at the next tick, as
+// without the doorbell: keep the /dev/kmsg descriptor in the same epoll set.
 
 #include <cstdint>
 #include <memory>
