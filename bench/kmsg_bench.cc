@@ -375,15 +375,19 @@ int main(int argc, char** argv) {
   // 3b. Flood with distinct faults: 1,000 GPUs lost (Xid 79, each on a GPU of its own, so each is
   // a new active fault the agent saves) among unrelated records at flood_rate/s. The agent and a
   // bare read() loop read the same kernel buffer side by side; each counts the Xid records it saw.
-  for (int once = 0; once < 1; ++once) {
+  // Once for the agent woken by /dev/kmsg, once for the doorbell agent, each with its own loop.
+  int distinct_lost[2] = {-1, -1}, distinct_bare_lost[2] = {-1, -1};
+  double distinct_cpu[2] = {0, 0};
+  for (const bool bpf : {false, true}) {
     std::filesystem::remove_all(state_dir);
     std::filesystem::create_directories(state_dir);
     AgentProcess bare_child({self, "--bare-child"});
     std::string listen;
-    auto agent = StartAgent(state_dir, &listen, false);
+    auto agent = StartAgent(state_dir, &listen, bpf);
     if (!agent || !Settle(*agent, kfd)) return 1;
     constexpr int kGpus = 1000;
-    const int domain = 0xa000 + getpid() % 0x1000;  // this run's GPUs: no other run's records match
+    // This run's and this pass's GPUs: no other run's records match.
+    const int domain = 0xa000 + (getpid() % 0x800) * 2 + (bpf ? 1 : 0);
     auto pci = [&](int i) { return fmt::format("{:04x}:{:02x}:{:02x}", domain, i / 100, i % 100); };
     std::atomic<bool> stop{false};
     std::atomic<long> written{0};
@@ -434,8 +438,12 @@ int main(int argc, char** argv) {
     int bare_seen = 0;
     std::string pending, line;
     while (ReadLine(bare_child.out_fd(), pending, line, 200ms)) ++bare_seen;
+    distinct_lost[bpf] = kGpus - agent_seen;
+    distinct_bare_lost[bpf] = kGpus - bare_seen;
+    distinct_cpu[bpf] = (cpu1 - cpu0) / elapsed;
     if (json) continue;
-    fmt::print("\n## Under a flood with {} distinct GPU faults\n\n", kGpus);
+    fmt::print("\n## Under a flood with {} distinct GPU faults ({})\n\n", kGpus,
+               bpf ? "agent woken by the doorbell" : "agent woken by /dev/kmsg");
     fmt::print(
         "flood written: {} records in {:.1f} s = {:.0f} records/s, {} of them Xid 79 on {} GPUs\n",
         written.load(), elapsed, static_cast<double>(written.load()) / elapsed, kGpus, kGpus);
@@ -443,7 +451,8 @@ int main(int argc, char** argv) {
     fmt::print("|{:-<36}|{:->14}|{:->12}|\n", "", "", "");
     fmt::print("| {:<34} | {:>12} | {:>9.0f}% |\n", "bare read() loop (baseline)",
                kGpus - bare_seen, 100.0 * (bare_cpu1 - bare_cpu0) / elapsed);
-    fmt::print("| {:<34} | {:>12} | {:>9.0f}% |\n", "gpuheal agent --standalone",
+    fmt::print("| {:<34} | {:>12} | {:>9.0f}% |\n",
+               bpf ? "gpuheal agent --kmsg-bpf true" : "gpuheal agent --kmsg-bpf false",
                kGpus - agent_seen, 100.0 * (cpu1 - cpu0) / elapsed);
   }
 
@@ -477,6 +486,15 @@ int main(int argc, char** argv) {
                   {"records_lost_bpf", flood[1]->lost},
                   {"cpu_cores", flood[0]->cpu},
                   {"cpu_cores_bpf", flood[1]->cpu}};
+    j["distinct_flood"] = {{"gpus", 1000},
+                           {"agent",
+                            {{"xids_lost", distinct_lost[0]},
+                             {"bare_xids_lost", distinct_bare_lost[0]},
+                             {"cpu_cores", distinct_cpu[0]}}},
+                           {"agent_bpf",
+                            {{"xids_lost", distinct_lost[1]},
+                             {"bare_xids_lost", distinct_bare_lost[1]},
+                             {"cpu_cores", distinct_cpu[1]}}}};
     j["idle_bpf"] = {{"seconds", idle_seconds},
                      {"cpu_seconds", idle_cpu},
                      {"rss_kb", idle_rss},

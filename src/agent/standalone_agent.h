@@ -63,6 +63,7 @@ class StandaloneAgent {
   explicit StandaloneAgent(AgentConfig config, int out_fd);
   Status Init();
   void OnKmsgReadable();
+  void OnDoorbell();
   // kmsg_bpf: loads the doorbell and watches it, or says once why not.
   Status SetUpDoorbell();
   void ProcessRecord(std::string_view raw);
@@ -104,6 +105,8 @@ class StandaloneAgent {
   std::unique_ptr<KmsgDoorbell> doorbell_;
   std::string kmsg_wakeup_ = "kmsg";  // "bpf" with the doorbell; fixed once Init has run
   Counter* rings_ = nullptr;
+  int doorbell_pause_timer_ = -1;  // re-arms the doorbell after a pause in a flood
+  int last_drained_ = 0;           // records the last OnKmsgReadable() read
   std::unique_ptr<StateFile> state_;
   NodeState node_state_;
   Metrics metrics_;
