@@ -46,6 +46,7 @@ StandaloneAgent::StandaloneAgent(AgentConfig config, int out_fd)
     : config_(std::move(config)), out_fd_(out_fd), node_state_(config_.escalation) {}
 
 StandaloneAgent::~StandaloneAgent() {
+  StopSaver();
   node_watch_.reset();
   dcgm_.reset();  // their threads post to the loop: stop them first
   nvml_.reset();
@@ -336,7 +337,15 @@ std::string StandaloneAgent::Health() const {
 int StandaloneAgent::Run() {
   // Faults already in the kernel buffer for this boot are read on the first wake-up.
   OnKmsgReadable();
+  loop_running_ = true;
   loop_->Run();
+  loop_running_ = false;
+  // A save in flight may not have told the loop: save again, here, on this thread.
+  StopSaver();
+  if (save_in_flight_) {
+    save_in_flight_ = false;
+    active_dirty_ = true;
+  }
   output_->Flush(std::chrono::seconds(1));  // the lines out first: then the cursor may pass them
   FlushState();
   Log("info", "agent stopped");
@@ -693,6 +702,8 @@ void StandaloneAgent::ActiveFaultsChanged(int64_t detected_usec) {
   // Saved with the batch (FlushState); until then the cursor stays before this record.
   active_dirty_ = true;
   if (record_seq_ && !unsaved_since_) unsaved_since_ = record_seq_;
+  if (record_seq_ && save_in_flight_ && !unsaved_after_snapshot_)
+    unsaved_after_snapshot_ = record_seq_;
   metrics_.GetGauge("gpuheal_active_faults", "Faults holding a node condition False")
       .Set(static_cast<double>(active_.ConditionFaults()));
   metrics_
@@ -709,7 +720,10 @@ void StandaloneAgent::ActiveFaultsChanged(int64_t detected_usec) {
 
 void StandaloneAgent::FlushState() {
   last_flush_usec_ = MonotonicUsec();
-  if (active_dirty_) {
+  if (active_dirty_ && loop_running_) {
+    // One save at a time; what changes meanwhile is saved when it is done.
+    if (!save_in_flight_) SaveActiveInBackground();
+  } else if (active_dirty_) {
     // Written (and renamed into place) before the cursor moves; the fsync follows, for power loss.
     Status saved = active_.Save(active_path_);
     if (saved) saved = ActiveFaults::Sync(active_path_);
@@ -718,6 +732,61 @@ void StandaloneAgent::FlushState() {
     unsaved_since_.reset();
   }
   SaveCursor();
+}
+
+void StandaloneAgent::SaveActiveInBackground() {
+  if (!saver_.joinable()) {
+    saver_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(saver_mu_);
+      for (;;) {
+        saver_cv_.wait(lock, [this] { return saver_stop_ || saver_job_.has_value(); });
+        if (!saver_job_) return;
+        const std::string text = std::move(*saver_job_);
+        saver_job_.reset();
+        lock.unlock();
+        // Written and renamed into place before the cursor may move; the fsync for power loss.
+        Status s = WriteFileAtomic(active_path_, text);
+        if (s) s = ActiveFaults::Sync(active_path_);
+        loop_->Post([this, s] { OnActiveSaved(s); });
+        lock.lock();
+      }
+    });
+  }
+  save_in_flight_ = true;
+  active_dirty_ = false;
+  unsaved_after_snapshot_.reset();
+  {
+    std::lock_guard<std::mutex> lock(saver_mu_);
+    saver_job_ = active_.ToJson().dump() + "\n";
+  }
+  saver_cv_.notify_one();
+}
+
+void StandaloneAgent::OnActiveSaved(const Status& s) {
+  save_in_flight_ = false;
+  if (StateWrite(s, "active faults")) {
+    unsaved_since_ = unsaved_after_snapshot_;  // what came after the snapshot is still unsaved
+  } else {
+    active_dirty_ =
+        true;  // the cursor stays before the unsaved faults; retried with the next batch
+  }
+  unsaved_after_snapshot_.reset();
+  if (active_dirty_ && !flush_armed_) {  // the next save at the group commit's pace
+    flush_armed_ = true;
+    const int64_t since = MonotonicUsec() - last_flush_usec_;
+    loop_->ArmTimer(flush_timer_,
+                    std::chrono::microseconds(std::max<int64_t>(1, kGroupCommitUsec - since)));
+  }
+  SaveCursor();
+}
+
+void StandaloneAgent::StopSaver() {
+  {
+    std::lock_guard<std::mutex> lock(saver_mu_);
+    saver_stop_ = true;
+  }
+  saver_cv_.notify_one();
+  if (saver_.joinable()) saver_.join();
 }
 
 bool StandaloneAgent::StateWrite(const Status& s, std::string_view what) {

@@ -5,10 +5,12 @@
 // sleeps in epoll until the kernel has a record.
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/active_faults.h"
@@ -106,7 +108,22 @@ class StandaloneAgent {
   std::string kmsg_wakeup_ = "kmsg";  // "bpf" with the doorbell; fixed once Init has run
   Counter* rings_ = nullptr;
   int doorbell_pause_timer_ = -1;  // re-arms the doorbell after a pause in a flood
-  int last_drained_ = 0;           // records the last OnKmsgReadable() read
+  // The durable save of the active faults (write, rename, fsync: milliseconds) runs on a thread of
+  // its own, started at the first save; a fault record waited for it on the loop thread. The
+  // cursor stays before the first unsaved fault until the save is done (SaveCursor).
+  void SaveActiveInBackground();
+  void OnActiveSaved(const Status& s);
+  void StopSaver();
+  std::thread saver_;
+  std::mutex saver_mu_;
+  std::condition_variable saver_cv_;
+  std::optional<std::string> saver_job_;  // guarded by saver_mu_
+  bool saver_stop_ = false;               // guarded by saver_mu_
+  bool save_in_flight_ = false;           // loop thread
+  bool loop_running_ = false;             // saves go to the saver only while the loop runs
+  // The first record with faults after the snapshot in flight (loop thread).
+  std::optional<uint64_t> unsaved_after_snapshot_;
+  int last_drained_ = 0;  // records the last OnKmsgReadable() read
   std::unique_ptr<StateFile> state_;
   NodeState node_state_;
   Metrics metrics_;

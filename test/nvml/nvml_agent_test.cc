@@ -407,6 +407,7 @@ TEST_F(NvmlRecoveryTest, FailedResetLeavesFaultsAndUndrains) {
   auto done = Step(a, "done");
   ASSERT_TRUE(done);
   EXPECT_FALSE((*done)["ok"]);
+  WaitActive([&](const json&) { return ActiveFor(gpu_.pci) == 2; });  // saved in the background
   EXPECT_EQ(ActiveFor(gpu_.pci), 2u)
       << "both faults stay: the double-bit error and the critical Xid 119";
 }
