@@ -335,8 +335,10 @@ Result<ActiveFaults> ActiveFaults::FromJson(const nlohmann::json& j) {
   return out;
 }
 
-Status ActiveFaults::Save(const std::string& path) const {
-  return WriteFileAtomic(path, ToJson().dump() + "\n");
+std::string ActiveFaults::Serialize() const { return ToJson().dump() + "\n"; }
+
+Status ActiveFaults::Write(const std::string& path, const std::string& text) {
+  return WriteFileAtomic(path, text);
 }
 
 Status ActiveFaults::Sync(const std::string& path) {

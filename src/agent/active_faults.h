@@ -78,10 +78,11 @@ class ActiveFaults {
   static Result<ActiveFaults> FromJson(const nlohmann::json& j);
   // Written to a temporary file and renamed over `path`: the old or the new set, never a torn
   // one, and it survives the agent's own crash at once. Sync() then makes it survive a power
-  // loss too (fsync of the file and its directory): the agent calls it once per batch of kernel
-  // records, after handing the conditions to the reporter, so the disk flush is not on the
-  // detection-to-report path and a burst of faults costs one flush.
-  Status Save(const std::string& path) const;
+  // loss too (fsync of the file and its directory). The agent saves a group of batches at once,
+  // on a thread of its own: Serialize() on its loop, Write() and Sync() on the saver.
+  Status Save(const std::string& path) const { return Write(path, Serialize()); }
+  std::string Serialize() const;
+  static Status Write(const std::string& path, const std::string& text);
   static Status Sync(const std::string& path);
   // A missing file is an empty set; a corrupt one is an error (the caller warns and starts empty).
   static Result<ActiveFaults> Load(const std::string& path);

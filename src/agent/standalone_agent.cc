@@ -367,15 +367,16 @@ Status StandaloneAgent::SetUpDoorbell() {
     why = d.error().message;
   }
   if (doorbell_) {
-    auto pause = loop_->AddTimer([this](uint32_t) {
-      if (auto s = loop_->Watch(doorbell_->fd(), EPOLLIN, [this](uint32_t) { OnDoorbell(); }); !s)
-        return;
-      OnDoorbell();
+    auto watch = [this] {
+      return loop_->Watch(doorbell_->fd(), EPOLLIN, [this](uint32_t) { OnDoorbell(); });
+    };
+    // After a pause in a flood: ring again, and take what gathered meanwhile.
+    auto pause = loop_->AddTimer([this, watch](uint32_t) {
+      if (watch()) OnDoorbell();
     });
     if (!pause) return pause.error();
     doorbell_pause_timer_ = *pause;
-    auto s = loop_->Watch(doorbell_->fd(), EPOLLIN, [this](uint32_t) { OnDoorbell(); });
-    if (!s) return s;
+    if (auto s = watch(); !s) return s;
     kmsg_wakeup_ = "bpf";
   } else if (config_.kmsg_bpf == AgentConfig::Bpf::kOn) {
     return Error{fmt::format(
@@ -745,7 +746,7 @@ void StandaloneAgent::SaveActiveInBackground() {
         saver_job_.reset();
         lock.unlock();
         // Written and renamed into place before the cursor may move; the fsync for power loss.
-        Status s = WriteFileAtomic(active_path_, text);
+        Status s = ActiveFaults::Write(active_path_, text);
         if (s) s = ActiveFaults::Sync(active_path_);
         loop_->Post([this, s] { OnActiveSaved(s); });
         lock.lock();
@@ -757,7 +758,7 @@ void StandaloneAgent::SaveActiveInBackground() {
   unsaved_after_snapshot_.reset();
   {
     std::lock_guard<std::mutex> lock(saver_mu_);
-    saver_job_ = active_.ToJson().dump() + "\n";
+    saver_job_ = active_.Serialize();
   }
   saver_cv_.notify_one();
 }
@@ -767,8 +768,8 @@ void StandaloneAgent::OnActiveSaved(const Status& s) {
   if (StateWrite(s, "active faults")) {
     unsaved_since_ = unsaved_after_snapshot_;  // what came after the snapshot is still unsaved
   } else {
-    active_dirty_ =
-        true;  // the cursor stays before the unsaved faults; retried with the next batch
+    // The cursor stays before the unsaved faults; they are saved again with the next batch.
+    active_dirty_ = true;
   }
   unsaved_after_snapshot_.reset();
   if (active_dirty_ && !flush_armed_) {  // the next save at the group commit's pace

@@ -87,13 +87,20 @@ class KmsgDoorbellTest : public ::testing::Test {
     const std::string img = dir_ + "/loop.img";
     std::ofstream{img}.close();
     std::filesystem::resize_file(img, static_cast<uintmax_t>(loop_sectors_) * 512);
-    FILE* p = popen(("losetup -f --show " + img).c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    char buf[64] = {};
-    ASSERT_NE(fgets(buf, sizeof buf, p), nullptr) << "losetup printed nothing";
-    pclose(p);
-    loop_dev_ = buf;
+    loop_dev_ = Output("losetup -f --show " + img);
     while (!loop_dev_.empty() && loop_dev_.back() == '\n') loop_dev_.pop_back();
+    ASSERT_FALSE(loop_dev_.empty()) << "losetup printed nothing";
+  }
+
+  // What a shell command printed on stdout.
+  static std::string Output(const std::string& cmd) {
+    std::string out;
+    FILE* p = popen(cmd.c_str(), "r");
+    if (p == nullptr) return out;
+    char buf[4096];
+    while (fgets(buf, sizeof buf, p) != nullptr) out += buf;
+    pclose(p);
+    return out;
   }
 
   bool Mine(const nlohmann::json& j) const {
@@ -248,12 +255,7 @@ TEST_F(KmsgDoorbellTest, WithoutCapabilitiesAutoFallsBackAndTrueRefusesToStart) 
         "{} {} -- {} agent --standalone --kmsg-bpf true --state-dir {} --listen '' 2>&1; echo "
         "rc=$?",
         drop[0], drop[1], GPUHEAL_BIN, state);
-    FILE* p = popen(cmd.c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    std::string out;
-    char buf[4096];
-    while (fgets(buf, sizeof buf, p) != nullptr) out += buf;
-    pclose(p);
+    const std::string out = Output(cmd);
     EXPECT_NE(out.find("rc=2"), std::string::npos) << out;
     EXPECT_NE(out.find("CAP_BPF and CAP_PERFMON"), std::string::npos) << out;
     EXPECT_NE(out.find("kmsg_bpf is true"), std::string::npos) << out;
