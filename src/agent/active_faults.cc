@@ -33,6 +33,9 @@ std::string Describe(const ActiveFault& a, const std::map<std::string, std::stri
     if (const XidInfo* info = FindXid(*f.xid)) what += fmt::format(" ({})", info->description);
   } else if (f.sxid) {
     what = fmt::format("SXid {}", *f.sxid);
+  } else if (reason::IsObserved(f.reason) && !f.message.empty()) {
+    // A domain monitor's own description of the state it observes (no kernel text in it).
+    what = f.message;
   } else {
     what = f.reason;
   }
@@ -70,6 +73,7 @@ RecoveryRule RecoveryRuleOf(const Fault& f) {
   if (IsGpuFault(f))
     return f.pci.empty() ? RecoveryRule::kReboot : RecoveryRule::kRebootWithGpuPresent;
   const std::string& r = f.reason;
+  if (reason::IsObserved(r)) return RecoveryRule::kWhileObserved;
   if (r == reason::kKernelHungTask || r == reason::kKernelSoftLockup ||
       r == reason::kKernelRcuStall || r == reason::kNetworkLinkDown ||
       r == reason::kNetworkTxTimeout) {
@@ -86,6 +90,8 @@ std::string_view ToString(RecoveryRule r) {
       return "reboot";
     case RecoveryRule::kQuietPeriod:
       return "quiet-period";
+    case RecoveryRule::kWhileObserved:
+      return "while-observed";
   }
   return "reboot";
 }
@@ -144,6 +150,22 @@ std::vector<ActiveFault> ActiveFaults::ClearAfterReboot(
         older_boot && (RecoveryRuleOf(a.fault) != RecoveryRule::kRebootWithGpuPresent ||
                        gpu_present(a.fault.pci));
     if (clears) {
+      cleared.push_back(a);
+      it = faults_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return cleared;
+}
+
+std::vector<ActiveFault> ActiveFaults::ClearObserved(const std::string& source,
+                                                     const std::vector<std::string>& current) {
+  std::vector<ActiveFault> cleared;
+  for (auto it = faults_.begin(); it != faults_.end();) {
+    const ActiveFault& a = it->second;
+    if (RecoveryRuleOf(a.fault) == RecoveryRule::kWhileObserved && a.fault.source == source &&
+        std::find(current.begin(), current.end(), a.key) == current.end()) {
       cleared.push_back(a);
       it = faults_.erase(it);
     } else {
@@ -292,9 +314,9 @@ Result<ActiveFaults> ActiveFaults::FromJson(const nlohmann::json& j) {
       Fault& f = a.fault;
       const std::string kind = e.at("kind").get<std::string>();
       bool kind_ok = false;
-      for (FaultKind k :
-           {FaultKind::kXid, FaultKind::kGpuFallenOffBus, FaultKind::kSxid, FaultKind::kKernel,
-            FaultKind::kStorage, FaultKind::kNetwork, FaultKind::kRule, FaultKind::kGpuHealth}) {
+      for (FaultKind k : {FaultKind::kXid, FaultKind::kGpuFallenOffBus, FaultKind::kSxid,
+                          FaultKind::kKernel, FaultKind::kStorage, FaultKind::kNetwork,
+                          FaultKind::kRule, FaultKind::kGpuHealth, FaultKind::kRuntime}) {
         if (ToString(k) == kind) {
           f.kind = k;
           kind_ok = true;

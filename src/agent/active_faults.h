@@ -37,6 +37,8 @@ enum class RecoveryRule {
                           // reset
   kReboot,                // a new boot id
   kQuietPeriod,           // transient: no repeat for the quiet period (or a reboot)
+  kWhileObserved,         // a state a domain monitor watches: clears when the monitor sees it
+                          // healthy again (or a reboot)
 };
 RecoveryRule RecoveryRuleOf(const Fault& f);
 std::string_view ToString(RecoveryRule r);
@@ -56,6 +58,10 @@ class ActiveFaults {
       const std::string& boot_id, const std::function<bool(const std::string& pci)>& gpu_present);
   std::vector<ActiveFault> ClearQuiet(int64_t now_unix, std::chrono::seconds quiet_period);
   std::vector<ActiveFault> ClearGpu(const std::string& pci);  // after a successful GPU reset
+  // A domain monitor's full report of what it observes now: clears its while-observed faults
+  // (those first reported by `source`) whose keys are not in `current`.
+  std::vector<ActiveFault> ClearObserved(const std::string& source,
+                                         const std::vector<std::string>& current);
 
   // A second channel reported the fault `key`. True when that is news.
   bool AddSource(const std::string& key, const std::string& source);

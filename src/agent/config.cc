@@ -81,7 +81,8 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
   GPUHEAL_TRY(top, Section::Open(err, root, "",
                                  {"kmsg", "kmsg_start", "kmsg_bpf", "state_dir", "accept_injected",
                                   "listen", "xids", "escalation", "npd_rules", "monitors",
-                                  "self_check_period", "recovery", "kubernetes", "nvidia"},
+                                  "self_check_period", "recovery", "kubernetes", "nvidia",
+                                  "network", "storage", "runtime", "previous_boot", "kernel"},
                                  "the config must be a mapping of keys to values"));
   GPUHEAL_CHECK(top.String("kmsg", cfg.kmsg_path));
   if (root["kmsg_start"]) {
@@ -165,6 +166,64 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
     GPUHEAL_CHECK(m.Bool("runtime", cfg.monitors.runtime));
   }
   if (root["nvidia"]) GPUHEAL_CHECK(ParseNvidia(err, root["nvidia"], cfg.nvidia));
+  if (root["network"]) {
+    GPUHEAL_TRY(n, Section::Open(err, root["network"], "network",
+                                 {"interfaces", "required", "flap_count", "flap_window",
+                                  "infiniband_sysfs", "infiniband_period"}));
+    GPUHEAL_CHECK(n.Strings("interfaces", cfg.network.interfaces, false,
+                            "a list of interface name patterns (fnmatch: ib*, mlx5_*)"));
+    GPUHEAL_CHECK(n.Strings("required", cfg.network.required, false,
+                            "a list of interface names that must exist"));
+    GPUHEAL_CHECK(n.Int("flap_count", cfg.network.flap_count, 2, 1000));
+    GPUHEAL_CHECK(
+        n.Duration("flap_window", cfg.network.flap_window, false, std::chrono::seconds(1)));
+    GPUHEAL_CHECK(n.String("infiniband_sysfs", cfg.network.infiniband_sysfs));
+    GPUHEAL_CHECK(n.Duration("infiniband_period", cfg.network.infiniband_period, false,
+                             std::chrono::milliseconds(100)));
+  }
+  if (root["storage"]) {
+    GPUHEAL_TRY(s, Section::Open(err, root["storage"], "storage",
+                                 {"paths", "stat_timeout", "period", "mountinfo"}));
+    GPUHEAL_CHECK(s.Strings("paths", cfg.storage.paths, false, "a list of absolute paths"));
+    for (size_t i = 0; i < cfg.storage.paths.size(); ++i) {
+      if (cfg.storage.paths[i].empty() || cfg.storage.paths[i][0] != '/') {
+        return err.At(
+            root["storage"]["paths"][i],
+            fmt::format("\"storage.paths\": \"{}\" is not an absolute path", cfg.storage.paths[i]));
+      }
+    }
+    GPUHEAL_CHECK(
+        s.Duration("stat_timeout", cfg.storage.stat_timeout, false, std::chrono::milliseconds(10)));
+    GPUHEAL_CHECK(s.Duration("period", cfg.storage.period, false, std::chrono::milliseconds(100)));
+    GPUHEAL_CHECK(s.String("mountinfo", cfg.storage.mountinfo));
+  }
+  if (root["runtime"]) {
+    GPUHEAL_TRY(r, Section::Open(err, root["runtime"], "runtime",
+                                 {"endpoint", "timeout", "period", "network_ready"}));
+    GPUHEAL_CHECK(r.String("endpoint", cfg.runtime.endpoint));
+    if (cfg.runtime.endpoint.rfind("unix://", 0) != 0 || cfg.runtime.endpoint.size() <= 7) {
+      return err.At(root["runtime"]["endpoint"],
+                    "\"runtime.endpoint\" must be unix:///path/to/cri.sock (the runtime's CRI "
+                    "socket, e.g. unix:///run/containerd/containerd.sock)");
+    }
+    GPUHEAL_CHECK(r.Duration("timeout", cfg.runtime.timeout, false, std::chrono::milliseconds(10)));
+    GPUHEAL_CHECK(r.Duration("period", cfg.runtime.period, false, std::chrono::milliseconds(100)));
+    GPUHEAL_CHECK(r.Bool("network_ready", cfg.runtime.network_ready));
+  }
+  if (root["previous_boot"]) {
+    GPUHEAL_TRY(p, Section::Open(err, root["previous_boot"], "previous_boot",
+                                 {"enabled", "pstore", "journal"}));
+    GPUHEAL_CHECK(p.Bool("enabled", cfg.previous_boot.enabled));
+    GPUHEAL_CHECK(p.String("pstore", cfg.previous_boot.pstore));
+    GPUHEAL_CHECK(p.String("journal", cfg.previous_boot.journal));
+  }
+  if (root["kernel"]) {
+    GPUHEAL_TRY(
+        k, Section::Open(err, root["kernel"], "kernel", {"oom_storm_count", "oom_storm_window"}));
+    GPUHEAL_CHECK(k.Int("oom_storm_count", cfg.kernel.oom_storm_count, 2, 100000));
+    GPUHEAL_CHECK(k.Duration("oom_storm_window", cfg.kernel.oom_storm_window, false,
+                             std::chrono::seconds(1)));
+  }
   if (root["recovery"]) {
     GPUHEAL_TRY(r, Section::Open(err, root["recovery"], "recovery", {"quiet_period"}));
     GPUHEAL_CHECK(r.Duration("quiet_period", cfg.quiet_period, false, std::chrono::seconds(1)));

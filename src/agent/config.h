@@ -38,7 +38,45 @@ struct MonitorSwitches {
   bool kernel = true;   // KernelReady
   bool storage = true;  // StorageReady
   bool network = true;  // NetworkingReady
-  bool runtime = true;  // ContainerRuntimeReady (no kernel-log source yet)
+  bool runtime = true;  // ContainerRuntimeReady: the CRI runtime monitor
+};
+
+// The domain monitors beyond the kernel log (docs/domains.md). Each is a state the agent
+// observes; its faults clear when the state is healthy again.
+struct NetworkMonitorConfig {
+  // Interfaces watched through rtnetlink (fnmatch patterns): the high-speed fabric.
+  std::vector<std::string> interfaces = {"ib*"};
+  std::vector<std::string> required;  // names that must exist (missing at start is a fault)
+  int flap_count = 3;                 // carrier losses within flap_window: an Event
+  std::chrono::milliseconds flap_window = std::chrono::minutes(5);
+  std::string infiniband_sysfs = "/sys/class/infiniband";  // RDMA ports (mlx5_*, EFA); "" off
+  std::chrono::milliseconds infiniband_period = std::chrono::seconds(10);
+};
+
+struct StorageMonitorConfig {
+  // Paths whose filesystems must stay writable and answer a stat within stat_timeout.
+  std::vector<std::string> paths = {"/var/lib/kubelet"};
+  std::chrono::milliseconds stat_timeout = std::chrono::seconds(5);
+  std::chrono::milliseconds period = std::chrono::seconds(30);
+  std::string mountinfo = "/proc/self/mountinfo";
+};
+
+struct RuntimeMonitorConfig {
+  std::string endpoint = "unix:///run/containerd/containerd.sock";  // the CRI socket
+  std::chrono::milliseconds timeout = std::chrono::seconds(5);      // per Status call
+  std::chrono::milliseconds period = std::chrono::seconds(10);
+  bool network_ready = true;  // NetworkReady false is a fault too
+};
+
+struct PreviousBootConfig {
+  bool enabled = true;
+  std::string pstore = "/sys/fs/pstore";
+  std::string journal = "/var/log/journal";  // persistent journal directory; "" off
+};
+
+struct KernelMonitorConfig {
+  int oom_storm_count = 10;  // OOM kills within oom_storm_window: KernelOOMKillStorm
+  std::chrono::milliseconds oom_storm_window = std::chrono::minutes(5);
 };
 
 // The NVIDIA driver API sources and the agent's GPU-level actions (docs/config.md, nvidia:).
@@ -85,6 +123,11 @@ struct AgentConfig {
   EscalationPolicy escalation;
   std::vector<std::string> npd_rule_files;
   MonitorSwitches monitors;
+  NetworkMonitorConfig network;
+  StorageMonitorConfig storage;
+  RuntimeMonitorConfig runtime;
+  PreviousBootConfig previous_boot;
+  KernelMonitorConfig kernel;
   std::chrono::milliseconds self_check_period = std::chrono::seconds(60);
   // A transient fault (docs/recovery.md) clears after this long without a repeat.
   std::chrono::milliseconds quiet_period = std::chrono::minutes(10);
@@ -94,6 +137,9 @@ struct AgentConfig {
   // Not from YAML: an agent hosted in another process (gpuheal sim) leaves SIGINT/SIGTERM to its
   // host, which stops it with Stop().
   bool own_signals = true;
+  // Not from YAML: the network, storage, runtime and previous-boot monitors watch this host; an
+  // agent hosted for a simulated node (gpuheal sim) has no host of its own and turns them off.
+  bool domain_monitors = true;
 };
 
 Result<AgentConfig> LoadAgentConfig(const std::string& path);

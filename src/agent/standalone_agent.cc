@@ -49,6 +49,9 @@ StandaloneAgent::~StandaloneAgent() {
   StopSaver();
   node_watch_.reset();
   dcgm_.reset();  // their threads post to the loop: stop them first
+  runtime_monitor_.reset();
+  mount_monitor_.reset();
+  link_monitor_.reset();
   nvml_.reset();
   http_.reset();
   if (reporter_) reporter_->Stop();
@@ -265,6 +268,8 @@ Status StandaloneAgent::Init() {
     dcgm_ = DcgmMonitor::Start(config_.nvidia, *loop_, *monitors_, *classifier_, metrics_,
                                std::move(dsink));
   }
+
+  if (auto s = StartDomainMonitors(); !s) return s;
 
   if (reporter_) {
     reporter_->SetConditions(active_.Conditions(config_.monitors));
@@ -494,6 +499,8 @@ bool StandaloneAgent::Enabled(const Fault& f) const {
       return m.storage;
     case FaultKind::kNetwork:
       return m.network;
+    case FaultKind::kRuntime:
+      return m.runtime;
     case FaultKind::kKernel:
     case FaultKind::kRule:
       return m.kernel;
@@ -530,6 +537,12 @@ void StandaloneAgent::ProcessRecord(std::string_view raw) {
   batch_faults_ = true;
   record_seq_ = p.seq;
   const uint64_t detected = static_cast<uint64_t>(MonotonicUsec());
+  for (size_t i = 0, n = faults_.size(); i < n; ++i) {
+    if (faults_[i].reason == reason::kKernelOOMKill &&
+        (faults_[i].trusted || config_.accept_injected)) {
+      if (auto storm = CountOomKill(faults_[i])) faults_.push_back(std::move(*storm));
+    }
+  }
   for (Fault& f : faults_) HandleFault(std::move(f), detected);
   record_seq_.reset();
 }
@@ -599,6 +612,101 @@ void StandaloneAgent::HandleFault(Fault f, uint64_t detected) {
       config_.nvidia.reset_on_critical && nvml_) {
     nvml_->RequestReset(reported->pci, reported->reason);
   }
+}
+
+std::optional<Fault> StandaloneAgent::CountOomKill(const Fault& kill) {
+  const int64_t now = std::time(nullptr);
+  const int64_t window =
+      std::chrono::duration_cast<std::chrono::seconds>(config_.kernel.oom_storm_window).count();
+  oom_kills_.push_back(now);
+  while (!oom_kills_.empty() && now - oom_kills_.front() >= window) oom_kills_.pop_front();
+  if (static_cast<int>(oom_kills_.size()) < config_.kernel.oom_storm_count) return std::nullopt;
+  if (last_oom_storm_ && now - last_oom_storm_ < window) return std::nullopt;  // one per window
+  last_oom_storm_ = now;
+  Fault storm = kill;
+  storm.reason = std::string(reason::kKernelOOMKillStorm);
+  storm.severity = Severity::kWarn;
+  storm.action = Action::kEvent;
+  storm.device.clear();
+  storm.message =
+      fmt::format("{} OOM kills within {}s; the last: {}", oom_kills_.size(), window, kill.message);
+  oom_kills_.clear();
+  return storm;
+}
+
+void StandaloneAgent::ReportObserved(const std::string& source, std::vector<Fault> faults) {
+  const int64_t detected = MonotonicUsec();
+  const int64_t now = std::time(nullptr);
+  std::vector<std::string> keys;
+  bool changed = false;
+  for (Fault& f : faults) {
+    if (!Enabled(f)) continue;
+    std::string key = NodeState::KeyOf(f);
+    keys.push_back(key);
+    if (active_.all().contains(key)) continue;  // already holding its condition
+    Emit(f, static_cast<uint64_t>(detected));
+    if (active_.Observe(f, now, boot_id_)) changed = true;
+  }
+  auto cleared = active_.ClearObserved(source, keys);
+  for (const ActiveFault& a : cleared) {
+    Log("info", "fault cleared: its monitor sees the healthy state again",
+        {{"reason", a.fault.reason},
+         {"key", a.key},
+         {"source", source},
+         {"rule", ToString(RecoveryRule::kWhileObserved)}});
+  }
+  if (changed || !cleared.empty()) {
+    ActiveFaultsChanged(detected);
+    FlushState();
+  }
+}
+
+Status StandaloneAgent::StartDomainMonitors() {
+  if (!config_.domain_monitors) return Status::Ok();
+  DomainSink sink;
+  sink.observed = [this](const std::string& source, std::vector<Fault> faults) {
+    ReportObserved(source, std::move(faults));
+  };
+  sink.fault = [this](Fault f) {
+    HandleFault(std::move(f), static_cast<uint64_t>(MonotonicUsec()));
+    FlushState();
+  };
+  sink.log = [](std::string_view level, std::string msg, nlohmann::ordered_json fields) {
+    Log(level, msg, std::move(fields));
+  };
+  sink.active = [this](const std::string& source) {
+    for (const auto& [key, a] : active_.all()) {
+      if (a.fault.source == source) return true;
+    }
+    return false;
+  };
+  // A monitor that cannot start (no netlink in this sandbox, no /proc) is said once; the agent
+  // goes on with the others.
+  if (config_.monitors.network) {
+    auto m = LinkMonitor::Start(config_.network, *loop_, *monitors_, metrics_, sink);
+    if (m)
+      link_monitor_ = std::move(*m);
+    else
+      Log("warn", "network monitor not started", {{"error", m.error().message}});
+  }
+  if (config_.monitors.storage && !config_.storage.paths.empty()) {
+    auto m = MountMonitor::Start(config_.storage, *loop_, *monitors_, sink);
+    if (m)
+      mount_monitor_ = std::move(*m);
+    else
+      Log("warn", "storage monitor not started", {{"error", m.error().message}});
+  }
+  if (config_.monitors.runtime) {
+    auto m = RuntimeMonitor::Start(config_.runtime, *loop_, metrics_, sink);
+    if (m)
+      runtime_monitor_ = std::move(*m);
+    else
+      Log("warn", "container runtime monitor not started", {{"error", m.error().message}});
+  }
+  if (config_.monitors.kernel) {
+    ReportPreviousBoot(config_.previous_boot, config_.state_dir, boot_id_, sink);
+  }
+  return Status::Ok();
 }
 
 void StandaloneAgent::SaveHandledRequest() {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "agent/active_faults.h"
 #include "agent/config.h"
 #include "agent/dcgm_monitor.h"
+#include "agent/domain_monitors.h"
 #include "agent/event_loop.h"
 #include "agent/kube_reporter.h"
 #include "agent/line_writer.h"
@@ -72,6 +74,12 @@ class StandaloneAgent {
   // One fault from any source (kernel log, NVML, sysfs): escalation and de-duplication, output,
   // active faults, Events, and the GPU recovery policy.
   void HandleFault(Fault f, uint64_t detected_usec);
+  // A domain monitor's full report of what `source` observes now: new faults are raised, faults
+  // no longer observed are cleared (recovery rule while-observed).
+  void ReportObserved(const std::string& source, std::vector<Fault> faults);
+  Status StartDomainMonitors();
+  // An OOM kill: KernelOOMKillStorm when kernel.oom_storm_count kills fall within the window.
+  std::optional<Fault> CountOomKill(const Fault& kill);
   void OnGpuActionStep(const GpuActionStep& s);
   // The controller's GPU recovery request on this Node (Kubernetes mode).
   void OnNodeAnnotations(const std::map<std::string, std::string>& annotations);
@@ -99,8 +107,13 @@ class StandaloneAgent {
   int out_fd_;
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<MonitorQueue> monitors_;
-  std::unique_ptr<NvmlMonitor> nvml_;  // null when NVML is off or absent
-  std::unique_ptr<DcgmMonitor> dcgm_;  // null unless nvidia.dcgm.enabled
+  std::unique_ptr<NvmlMonitor> nvml_;                // null when NVML is off or absent
+  std::unique_ptr<DcgmMonitor> dcgm_;                // null unless nvidia.dcgm.enabled
+  std::unique_ptr<LinkMonitor> link_monitor_;        // null when monitors.network is off
+  std::unique_ptr<MountMonitor> mount_monitor_;      // null when monitors.storage is off
+  std::unique_ptr<RuntimeMonitor> runtime_monitor_;  // null when monitors.runtime is off
+  std::deque<int64_t> oom_kills_;                    // unix seconds of recent OOM kills
+  int64_t last_oom_storm_ = 0;
   std::unique_ptr<Classifier> classifier_;
   std::unique_ptr<KernelLog> reader_;
   // Wakes the loop when the kernel stores a record (null: /dev/kmsg's own, tick-late wake-up).

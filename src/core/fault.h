@@ -20,7 +20,8 @@ enum class FaultKind {
   kStorage,
   kNetwork,
   kRule,
-  kGpuHealth
+  kGpuHealth,
+  kRuntime  // the container runtime (CRI)
 };
 std::string_view ToString(FaultKind k);
 

@@ -20,6 +20,8 @@ std::string_view ToString(FaultKind k) {
       return "rule";
     case FaultKind::kGpuHealth:
       return "gpu_health";
+    case FaultKind::kRuntime:
+      return "runtime";
   }
   return "kernel";
 }

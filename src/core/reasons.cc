@@ -61,11 +61,53 @@ constexpr ReasonInfo kFixed[] = {
     {kNetworkLinkDown, C::kNetworkingReady, "A network interface lost its link"},
     {kNetworkTxTimeout, C::kNetworkingReady, "A network device's transmit queue timed out"},
     {kNetworkDeviceRemoved, C::kNetworkingReady, "A network device was removed or failed"},
+    {kKernelHardLockup, C::kKernelReady,
+     "The NMI watchdog saw a CPU stuck with interrupts off (hard lockup)"},
+    {kKernelMachineCheck, C::kKernelReady, "Uncorrected machine check (CPU, memory or bus error)"},
+    {kKernelCorrectedMachineCheck, C::kKernelReady,
+     "Corrected machine check events were logged (hardware wear; an Event)"},
+    {kKernelOOMKill, C::kKernelReady,
+     "The kernel's OOM killer killed a process (info: the kubelet owns memory pressure)"},
+    {kKernelOOMKillStorm, C::kKernelReady,
+     "The OOM killer killed many processes within the storm window (an Event)"},
+    {kKernelCrashPreviousBoot, C::kKernelReady,
+     "The previous boot ended in a panic, oops, machine check or hard lockup (pstore or the "
+     "journal; an Event, once per boot)"},
+    {kNetworkInterfaceDown, C::kNetworkingReady,
+     "A monitored fabric interface is down or has no carrier (rtnetlink)"},
+    {kNetworkInterfaceMissing, C::kNetworkingReady,
+     "A monitored fabric interface vanished (rtnetlink)"},
+    {kNetworkInterfaceFlapping, C::kNetworkingReady,
+     "A monitored interface lost its link repeatedly within the flap window (an Event)"},
+    {kInfiniBandPortDown, C::kNetworkingReady,
+     "An InfiniBand port is not ACTIVE or its physical link is not LinkUp"},
+    {kStorageMountReadOnly, C::kStorageReady,
+     "A monitored mount point is read-only (remounted or shut down by its filesystem)"},
+    {kStorageMountUnresponsive, C::kStorageReady,
+     "A monitored mount point did not answer a stat within the deadline"},
+    {kContainerRuntimeUnreachable, C::kContainerRuntimeReady,
+     "The container runtime's CRI socket is gone or refuses connections"},
+    {kContainerRuntimeUnresponsive, C::kContainerRuntimeReady,
+     "The container runtime did not answer CRI Status within the deadline"},
+    {kContainerRuntimeNotReady, C::kContainerRuntimeReady,
+     "CRI Status: the runtime reports RuntimeReady false"},
+    {kContainerRuntimeNetworkNotReady, C::kContainerRuntimeReady,
+     "CRI Status: the runtime reports NetworkReady false (the pod network is not configured)"},
 };
 
 }  // namespace
 
 std::span<const ReasonInfo> FixedReasons() { return kFixed; }
+
+bool IsObserved(std::string_view r) {
+  for (std::string_view o :
+       {kNetworkInterfaceDown, kNetworkInterfaceMissing, kInfiniBandPortDown, kStorageMountReadOnly,
+        kStorageMountUnresponsive, kContainerRuntimeUnreachable, kContainerRuntimeUnresponsive,
+        kContainerRuntimeNotReady, kContainerRuntimeNetworkNotReady}) {
+    if (r == o) return true;
+  }
+  return false;
+}
 
 std::string_view HealthyReason(Condition c) {
   switch (c) {

@@ -48,6 +48,26 @@ inline constexpr std::string_view kStorageReadOnlyRemount = "StorageReadOnlyRemo
 inline constexpr std::string_view kNetworkLinkDown = "NetworkLinkDown";
 inline constexpr std::string_view kNetworkTxTimeout = "NetworkTxTimeout";
 inline constexpr std::string_view kNetworkDeviceRemoved = "NetworkDeviceRemoved";
+// Kernel faults beyond the lockup family, and the previous boot's crash (docs/domains.md).
+inline constexpr std::string_view kKernelHardLockup = "KernelHardLockup";
+inline constexpr std::string_view kKernelMachineCheck = "KernelMachineCheck";
+inline constexpr std::string_view kKernelCorrectedMachineCheck = "KernelCorrectedMachineCheck";
+inline constexpr std::string_view kKernelOOMKill = "KernelOOMKill";
+inline constexpr std::string_view kKernelOOMKillStorm = "KernelOOMKillStorm";
+inline constexpr std::string_view kKernelCrashPreviousBoot = "KernelCrashPreviousBoot";
+// States the agent's domain monitors observe (recovery rule while-observed: they clear when the
+// monitor sees the healthy state again).
+inline constexpr std::string_view kNetworkInterfaceDown = "NetworkInterfaceDown";
+inline constexpr std::string_view kNetworkInterfaceMissing = "NetworkInterfaceMissing";
+inline constexpr std::string_view kNetworkInterfaceFlapping = "NetworkInterfaceFlapping";
+inline constexpr std::string_view kInfiniBandPortDown = "InfiniBandPortDown";
+inline constexpr std::string_view kStorageMountReadOnly = "StorageMountReadOnly";
+inline constexpr std::string_view kStorageMountUnresponsive = "StorageMountUnresponsive";
+inline constexpr std::string_view kContainerRuntimeUnreachable = "ContainerRuntimeUnreachable";
+inline constexpr std::string_view kContainerRuntimeUnresponsive = "ContainerRuntimeUnresponsive";
+inline constexpr std::string_view kContainerRuntimeNotReady = "ContainerRuntimeNotReady";
+inline constexpr std::string_view kContainerRuntimeNetworkNotReady =
+    "ContainerRuntimeNetworkNotReady";
 
 // Event reasons of the agent's GPU-level recovery (drain, wait, reset, verify, undrain).
 inline constexpr std::string_view kGPURecovery = "GPURecovery";
@@ -76,6 +96,10 @@ struct ReasonInfo {
 
 // Every fixed reason, with its domain and meaning.
 std::span<const ReasonInfo> FixedReasons();
+
+// Reasons of states a domain monitor observes (network interfaces, mounts, the container
+// runtime): their faults hold while observed and clear when the monitor sees the healthy state.
+bool IsObserved(std::string_view reason);
 
 // The healthy reason of a domain (condition status True).
 std::string_view HealthyReason(Condition c);

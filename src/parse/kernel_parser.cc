@@ -63,6 +63,59 @@ const std::vector<Pattern>& Patterns() {
        kKernelRcuStall,
        KR,
        Severity::kWarn},
+      // kernel/watchdog.c (pr_fmt "watchdog: "): "CPU%u: Watchdog detected hard LOCKUP on cpu %u"
+      // (6.13+), "Watchdog detected hard LOCKUP on cpu %d" (6.5+); before 6.5 watchdog_hld.c's
+      // "NMI watchdog: " prefix. Group 1: the stuck CPU.
+      {{kKwHardLockup},
+       R"(^(?:NMI )?watchdog: (?:CPU\d+: )?Watchdog detected hard LOCKUP on cpu (\d+)\s*$)",
+       K,
+       kKernelHardLockup,
+       KR,
+       Severity::kFatal,
+       "CPU#"},
+      // arch/x86/kernel/cpu/mce/core.c, __print_mce (pr_fmt "mce: ", HW_ERR "[Hardware Error]: "):
+      // "CPU %d: Machine Check%s: %Lx Bank %d: %016Lx" - %s is " Exception" on the #MC path; the
+      // bank status's bit 61 (UC, the first hex digit's value 2) marks an uncorrected error.
+      {{kKwMachineCheck},
+       R"(^mce: \[Hardware Error\]: CPU (\d+): Machine Check Exception: [0-9a-f]+ Bank \d+: )",
+       K,
+       kKernelMachineCheck,
+       KR,
+       Severity::kFatal,
+       "CPU#"},
+      {{kKwMachineCheck},
+       R"(^mce: \[Hardware Error\]: CPU (\d+): Machine Check: [0-9a-f]+ Bank \d+: [2367abef][0-9a-f]{15}\b)",
+       K,
+       kKernelMachineCheck,
+       KR,
+       Severity::kFatal,
+       "CPU#"},
+      {{kKwMachineCheck},
+       R"(^mce: \[Hardware Error\]: CPU (\d+): Machine Check: [0-9a-f]+ Bank \d+: [0-9a-f]{16}\b)",
+       K,
+       kKernelCorrectedMachineCheck,
+       KR,
+       Severity::kWarn,
+       "CPU#"},
+      // mce/core.c: pr_info(HW_ERR "Machine check events logged") - rate-limited (2 a minute),
+      // for corrected and recoverable errors alike: a warning, never counted.
+      {{kKwMachineCheckLogged},
+       R"(^mce: \[Hardware Error\]: Machine check events logged\s*$)",
+       K,
+       kKernelCorrectedMachineCheck,
+       KR,
+       Severity::kWarn},
+      // mm/oom_kill.c, __oom_kill_process: "%s: Killed process %d (%s) total-vm:%lukB, ..." with
+      // %s "Out of memory", "Memory cgroup out of memory" or "Out of memory
+      // (oom_kill_allocating_task)"; printed once per killed task, not rate-limited. The process
+      // name (user-chosen) sits between the pid and ") total-vm:". Info: one kill is the kubelet's
+      // business; the agent counts them for KernelOOMKillStorm.
+      {{kKwOomKilled},
+       R"(^(?:Out of memory|Memory cgroup out of memory)(?: \(oom_kill_allocating_task\))?: Killed process \d+ \(.{0,16}\) total-vm:\d+kB)",
+       K,
+       kKernelOOMKill,
+       KR,
+       Severity::kInfo},
       // lib/bug.c: "kernel BUG at %s:%u!" (the whole message)
       {{kKwKernelBugAt}, R"(^kernel BUG at (\S+:\d+)!\s*$)", K, kKernelBug, KR, Severity::kFatal},
       // arch/x86/mm/fault.c: "BUG: unable to handle page fault for address: %px",
@@ -248,6 +301,10 @@ const std::vector<std::string_view>& KernelKeywords() {
       "Adapter removed",
       "PCIe link lost",
       "detected expedited stall",
+      "Watchdog detected hard LOCKUP",
+      ": Machine Check",
+      "Machine check events logged",
+      ": Killed process",
   };
   return kw;
 }

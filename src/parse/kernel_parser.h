@@ -1,7 +1,8 @@
 #pragma once
-// Recognises non-GPU kernel faults (hung tasks, lockups, BUG/Oops/panic, block I/O and
-// filesystem errors, NIC link loss) and maps them to the other NodeCondition domains.
-// Memory, PID and disk pressure belong to kubelet and are never reported here.
+// Recognises non-GPU kernel faults (hung tasks, soft and hard lockups, machine checks, OOM kills,
+// BUG/Oops/panic, block I/O and filesystem errors, NIC link loss) and maps them to the other
+// NodeCondition domains. Memory, PID and disk pressure belong to kubelet and are never reported
+// here.
 
 #include <cstdint>
 #include <optional>
@@ -41,6 +42,10 @@ enum KernelKeyword : int {
   kKwAdapterRemoved,
   kKwPcieLinkLost,
   kKwExpeditedStall,
+  kKwHardLockup,
+  kKwMachineCheck,
+  kKwMachineCheckLogged,
+  kKwOomKilled,
   kKwCount,
 };
 

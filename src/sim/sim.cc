@@ -81,6 +81,7 @@ Status Sim::StartAgent(const SimNode& n) {
   cfg.nvidia.nvml =
       NvidiaConfig::Use::kOff;  // the simulated GPUs speak through the kernel log only
   cfg.own_signals = false;
+  cfg.domain_monitors = false;  // the host's links, mounts and runtime are not this node's
   auto h = std::make_unique<HostedAgent>();
   h->out_fd =
       open((dir + "/faults.jsonl").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

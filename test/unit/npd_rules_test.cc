@@ -96,10 +96,13 @@ TEST(NpdRules, RulesMatchAtTheEndOfTheBufferLikeNpd) {
   (*c)->ClassifyLine(
       "Out of memory: Killed process 123 (python) total-vm:100kB, anon-rss:50kB, file-rss:0kB", 1,
       out);
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].kind, FaultKind::kRule);
-  EXPECT_EQ(out[0].reason, "OOMKilling");
-  EXPECT_EQ(out[0].severity, Severity::kWarn);
+  // The built-in OOM kill (info: counted for KernelOOMKillStorm) and the NPD rule both fire.
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].reason, "KernelOOMKill");
+  EXPECT_EQ(out[0].severity, Severity::kInfo);
+  EXPECT_EQ(out[1].kind, FaultKind::kRule);
+  EXPECT_EQ(out[1].reason, "OOMKilling");
+  EXPECT_EQ(out[1].severity, Severity::kWarn);
   out.clear();
   (*c)->ClassifyLine("INFO: task docker:1234 blocked for more than 120 seconds.", 2, out);
   // The built-in hung-task fault and both NPD rules (TaskHung, DockerHung) fire.
