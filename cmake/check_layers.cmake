@@ -6,7 +6,7 @@
 #   core        types, catalogs and contracts (reasons, keys, the agent<->controller formats)
 #   parse       kernel-log text: line layouts, NVIDIA and kernel parsers, the classifier
 #   kube        the Kubernetes client
-#   sources     device readers: /dev/kmsg, NVML, DCGM
+#   sources     device readers: /dev/kmsg, NVML, DCGM, rtnetlink, the mount table, CRI
 #   serve       metrics registry and the HTTP endpoint
 #   agent       the node agent
 #   controller  the cluster controller

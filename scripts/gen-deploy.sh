@@ -38,6 +38,7 @@ mkdir -p "$out/deploy/crds"
 cp "$chart"/crds/*.yaml "$out/deploy/crds/"
 render test/golden/helm/all-features.yaml "every optional part on" --include-crds \
   --set agent.gpuReset=true --set agent.hostNetwork=true --set agent.runtimeClassName=nvidia \
+  --set agent.hostPaths.pstore=/sys/fs/pstore --set agent.hostPaths.journal=/var/log/journal \
   --set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true \
   --set kubernetesAPI.host=10.96.0.10 --set kubernetesAPI.port=6443 \
   --set controller.replicas=3 --set image.tag=0.0.0-test

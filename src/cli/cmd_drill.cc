@@ -113,7 +113,14 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
       exit_code = kExitUsage;
       return;
     }
-    if (o->real_kmsg && (o->scenario == "correlated" || o->scenario == "critical")) {
+    if (o->scenario == "runtime" && drill::FindContainerd().empty()) {
+      std::cerr << "gpuheal drill: the runtime scenario freezes a real containerd: install "
+                   "containerd (Debian's package; scripts/setup.sh installs it)\n";
+      exit_code = kExitUsage;
+      return;
+    }
+    if (o->real_kmsg &&
+        (o->scenario == "correlated" || o->scenario == "critical" || o->scenario == "runtime")) {
       std::cerr << "gpuheal drill: --real-kmsg is for one faulty node whose GPUs speak through the "
                    "kernel log: not with --scenario "
                 << o->scenario << "\n";

@@ -21,6 +21,7 @@
 #include <set>
 #include <thread>
 
+#include "core/file.h"
 #include "core/keys.h"
 #include "core/log.h"
 #include "core/severity.h"
@@ -135,6 +136,11 @@ Plan PlanFor(const DrillOptions& o) {
     p.external_agent = true;
   } else if (o.scenario == "critical") {
     p.xid = 45;
+    p.external_agent = true;
+  } else if (o.scenario == "runtime") {
+    // The node's container runtime (a real containerd the drill starts on its own socket) stops
+    // answering CRI Status: ContainerRuntimeReady=False, then the same repair as a fatal Xid, the
+    // domain's 30-minute toleration shortened like every other.
     p.external_agent = true;
   }
   if (o.xid > 0) p.xid = o.xid;
@@ -1078,8 +1084,23 @@ class Drill {
     if (!simr) return Error{simr.error().message};
     sim_ = std::move(*simr);
     std::unique_ptr<Child> agent;
+    // runtime: the target node's container runtime, a real containerd on a socket of its own.
+    std::unique_ptr<Child> containerd;
+    const std::string cri_sock = state + "/" + targets[0] + "/containerd/containerd.sock";
+    if (o_.scenario == "runtime") {
+      auto c = StartContainerd(state + "/" + targets[0] + "/containerd", cri_sock);
+      if (!c) return c.error();
+      containerd = std::move(*c);
+    }
     auto start_agent = [&]() -> Status {
       const std::string dir = state + "/" + targets[0];
+      // An agent process of the drill plays a simulated node: this host's interfaces, mounts,
+      // runtime and previous boot are not that node's (runtime: the drill's containerd is).
+      const std::string host_monitors = fmt::format(
+          "network: {{interfaces: [], infiniband_sysfs: \"\"}}\nstorage: {{paths: []}}\n"
+          "previous_boot: {{enabled: false}}\nruntime: {{endpoint: \"unix://{}\", period: 100ms, "
+          "timeout: 500ms}}\n",
+          o_.scenario == "runtime" ? cri_sock : dir + "/no-runtime.sock");
       std::vector<std::string> argv = {o_.self,        "agent",     "--kmsg",      dir + "/kmsg",
                                        "--state-dir",  dir,         "--node-name", targets[0],
                                        "--kubeconfig", kubeconfig_, "--listen",    ""};
@@ -1087,7 +1108,8 @@ class Drill {
       if (o_.real_kmsg) {
         // The machine's kernel log, from its end (older records are not this drill's), trusting
         // the drill's records although they come from user space.
-        std::ofstream(dir + "/agent.yaml") << "kmsg_start: end\naccept_injected: true\n";
+        std::ofstream(dir + "/agent.yaml") << "kmsg_start: end\naccept_injected: true\n"
+                                           << host_monitors;
         argv[3] = "/dev/kmsg";
         argv.insert(argv.end(), {"--config", dir + "/agent.yaml"});
       } else if (o_.scenario == "critical") {
@@ -1096,8 +1118,12 @@ class Drill {
         // and verifies the faulty one through NVML as on a real node.
         auto files = WriteSimulatedGpus(dir);
         if (!files) return files.error();
+        std::ofstream(files->first, std::ios::app) << host_monitors;
         argv.insert(argv.end(), {"--config", files->first, "--nvml-library", o_.nvml_double});
         env.push_back({"GPUHEAL_NVML_SCENARIO", files->second});
+      } else {
+        std::ofstream(dir + "/agent.yaml") << host_monitors;
+        argv.insert(argv.end(), {"--config", dir + "/agent.yaml"});
       }
       auto a = Child::Spawn(argv, dir + "/faults.jsonl", dir + "/agent.log", env);
       if (!a) return a.error();
@@ -1156,14 +1182,32 @@ class Drill {
           InjectSpec{plan.xid, "0000:3b:00", std::to_string(4242 + i), plan.processes[i]});
       messages.insert(messages.end(), lines.begin(), lines.end());
     }
+    if (containerd) {
+      // The runtime answered the agent once (its monitor knows it), before it is frozen.
+      const std::string log = state + "/" + targets[0] + "/agent.log";
+      const auto until = std::chrono::steady_clock::now() + 20s;
+      while (ReadWholeFile(log).value_or("").find("container runtime: ready") ==
+             std::string::npos) {
+        if (std::chrono::steady_clock::now() > until || interrupted_)
+          return Error{"the agent never saw the drill's containerd answer; its log: " + log};
+        std::this_thread::sleep_for(20ms);
+      }
+    }
     const int64_t t0 = NowUs();
     obs.Arm(targets, files, standby, replicas, t0);
-    Say(fmt::format("\n  T+{:>9.1f} ms  {:<30} {}{}\n", 0.0, "kernel line",
-                    targets.size() == 1 ? targets[0] : fmt::format("{} nodes", targets.size()),
-                    ": " + lines.back()));
-    for (const auto& t : targets) {
-      auto s = o_.real_kmsg ? WriteKmsg("/dev/kmsg", messages) : WriteSimKernel(state, t, messages);
-      if (!s) return Error{"injecting the fault: " + s.error().message};
+    if (containerd) {
+      Say(fmt::format("\n  T+{:>9.1f} ms  {:<30} {}: SIGSTOP containerd (pid {}), CRI on {}\n", 0.0,
+                      "runtime frozen", targets[0], containerd->pid(), cri_sock));
+      containerd->Signal(SIGSTOP);
+    } else {
+      Say(fmt::format("\n  T+{:>9.1f} ms  {:<30} {}{}\n", 0.0, "kernel line",
+                      targets.size() == 1 ? targets[0] : fmt::format("{} nodes", targets.size()),
+                      ": " + lines.back()));
+      for (const auto& t : targets) {
+        auto s =
+            o_.real_kmsg ? WriteKmsg("/dev/kmsg", messages) : WriteSimKernel(state, t, messages);
+        if (!s) return Error{"injecting the fault: " + s.error().message};
+      }
     }
 
     const auto deadline = std::chrono::steady_clock::now() + o_.run_timeout;
@@ -1176,7 +1220,7 @@ class Drill {
     std::string pre_kill_transition;
     size_t lines_before_kill = 0;
     if (o_.scenario == "single" || o_.scenario == "pdb" || o_.scenario == "controller-crash" ||
-        o_.scenario == "agent-restart") {
+        o_.scenario == "agent-restart" || o_.scenario == "runtime") {
       if (o_.scenario == "controller-crash") {
         if (wait([&] { return obs.Has("repair_checkpointrequested"); },
                  "the repair's CheckpointRequested phase")) {
@@ -1253,8 +1297,47 @@ class Drill {
     }
     obs.Disarm();
     if (agent) agent->Stop();
+    if (containerd) {
+      containerd->Signal(SIGCONT);
+      containerd->Stop();
+    }
     Teardown(ns, obs);
     return res;
+  }
+
+  // A containerd of the drill's own (Debian's package): its root, state and socket under `dir`,
+  // the CRI plugin with a loopback-only CNI config (NetworkReady true, nothing on the host's
+  // network), no pods. Ready when its socket exists.
+  Result<std::unique_ptr<Child>> StartContainerd(const std::string& dir, const std::string& sock) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir + "/net.d", ec);
+    std::ofstream(dir + "/config.toml") << fmt::format(
+        "version = 2\nroot = \"{0}/root\"\nstate = \"{0}/state\"\n[grpc]\n  address = \"{1}\"\n"
+        "[plugins.\"io.containerd.grpc.v1.cri\".cni]\n  bin_dir = \"/usr/lib/cni\"\n"
+        "  conf_dir = \"{0}/net.d\"\n",
+        dir, sock);
+    std::ofstream(dir + "/net.d/10-drill.conflist")
+        << R"({"cniVersion": "0.4.0", "name": "gpuheal-drill", "plugins": [{"type": "loopback"}]})";
+    const std::string bin = FindContainerd();
+    if (bin.empty())
+      return Error{
+          "the runtime scenario needs containerd on PATH (Debian's package containerd; "
+          "scripts/setup.sh installs it)"};
+    auto c = Child::Spawn({bin, "--config", dir + "/config.toml"}, dir + "/containerd.log",
+                          dir + "/containerd.log");
+    if (!c)
+      return Error{
+          "the runtime scenario needs containerd (Debian's package; scripts/setup.sh "
+          "installs it): " +
+          c.error().message};
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (access(sock.c_str(), F_OK) != 0) {
+      if (!(*c)->running() || std::chrono::steady_clock::now() > until)
+        return Error{"containerd did not open its socket " + sock + "; its log: " + dir +
+                     "/containerd.log"};
+      std::this_thread::sleep_for(10ms);
+    }
+    return c;
   }
 
   // An agent config and an NVML double scenario for a node of eight healthy GPUs, the faulty one
@@ -1351,8 +1434,9 @@ class Drill {
       }
     }
     check("fault detected", obs.Has("detected"),
-          obs.Has("detected") ? "the node's agent read the kernel line"
-                              : "no fault line from the agent");
+          !obs.Has("detected")       ? "no fault line from the agent"
+          : o_.scenario == "runtime" ? "the node's agent saw the runtime stop answering"
+                                     : "the node's agent read the kernel line");
     if (o_.scenario == "critical") {
       auto n = obs.nodes().count(t) ? obs.nodes().at(t).node : kube::Node{};
       check("GPU-level repair", obs.Has("gpu_recovery_requested") && obs.Has("repair_recovered"),
@@ -1600,9 +1684,24 @@ class Drill {
 
 }  // namespace
 
+std::string FindContainerd() {
+  const char* path = getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  dirs += ":/usr/sbin:/sbin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    const size_t colon = std::min(dirs.find(':', start), dirs.size());
+    const std::string candidate = dirs.substr(start, colon - start) + "/containerd";
+    if (colon > start && access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = colon + 1;
+  }
+  return "";
+}
+
 const std::vector<std::string>& Scenarios() {
-  static const std::vector<std::string> s = {"single",           "correlated",    "flap",    "pdb",
-                                             "controller-crash", "agent-restart", "critical"};
+  static const std::vector<std::string> s = {"single",   "correlated",       "flap",
+                                             "pdb",      "controller-crash", "agent-restart",
+                                             "critical", "runtime"};
   return s;
 }
 

@@ -18,7 +18,7 @@ namespace gpuheal::drill {
 
 struct DrillOptions {
   std::string scenario =
-      "single";            // single correlated flap pdb controller-crash agent-restart critical
+      "single";  // single correlated flap pdb controller-crash agent-restart critical runtime
   std::string kubeconfig;  // empty: start a local control plane (scripts/control-plane.sh)
   std::string source_dir;  // where deploy/ and scripts/ are
   std::string self;        // this gpuheal binary: the controller and agents run from it
@@ -42,6 +42,9 @@ struct DrillOptions {
   // agents' logs (stderr) to <work-dir>/drill.log meanwhile.
   std::function<void(const std::string&)> live;
 };
+
+// containerd's path (PATH, then /usr/sbin and /sbin), "" when absent: the runtime scenario's.
+std::string FindContainerd();
 
 // The known scenarios, for the CLI's check and its help.
 const std::vector<std::string>& Scenarios();

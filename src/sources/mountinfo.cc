@@ -80,7 +80,7 @@ Result<std::vector<MountEntry>> ParseMountInfo(std::string_view text) {
     m.fstype = std::string(f[sep + 1]);
     m.source = Unescape(f[sep + 2]);
     m.super_options = sep + 3 < f.size() ? std::string(f[sep + 3]) : std::string();
-    m.read_only = HasOption(m.options, "ro") || HasOption(m.super_options, "ro");
+    m.read_only = HasOption(m.super_options, "ro");
     out.push_back(std::move(m));
   }
   return out;

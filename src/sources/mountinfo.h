@@ -17,7 +17,10 @@ struct MountEntry {
   std::string mount_point;  // unescaped (\040 is a space)
   std::string fstype;
   std::string source;
-  bool read_only = false;     // the mount's own "ro", or its superblock's (errors=remount-ro)
+  // The filesystem (superblock) is read-only: remounted ro, or turned ro by the filesystem itself
+  // (ext4 errors=remount-ro, btrfs forced readonly). A mount's own "ro" flag (a bind mounted
+  // read-only into a container, a mount made ro on purpose) is not a fault and does not count.
+  bool read_only = false;
   std::string options;        // per-mount options
   std::string super_options;  // the filesystem's options
 };

@@ -117,7 +117,8 @@ class DrillTest : public ::testing::Test {
     const json report = json::parse(d.out(), nullptr, false);
     EXPECT_EQ(rc, 0) << d.Explain();
     EXPECT_TRUE(report.is_object() && report.value("ok", false)) << d.Explain();
-    EXPECT_TRUE(d.err().find("kernel line") != std::string::npos)
+    EXPECT_TRUE(d.err().find(scenario == "runtime" ? "runtime frozen" : "kernel line") !=
+                std::string::npos)
         << "the timeline goes to stderr with --json\n"
         << d.Explain();
     return report.is_object() ? report : json::object();
@@ -264,6 +265,25 @@ TEST_F(DrillTest, CriticalRecoversTheGpuAndTheNodeStaysSchedulable) {
   EXPECT_FALSE(r["timeline_ms"].contains("taint"));
 }
 
+// runtime: a real containerd plays the node's runtime and is frozen (SIGSTOP); CRI Status misses
+// its deadline, ContainerRuntimeReady turns False and the node is repaired like a hardware fault.
+TEST_F(DrillTest, RuntimeFreezeQuarantinesAndRepairsTheNode) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run containerd";
+  const json r = Run("runtime");
+  ExpectInOrder(r, {"detected", "condition", "taint", "first_eviction", "replacement_running",
+                    "capacity_restored"});
+  ExpectInOrder(r,
+                {"repair_quarantined", "repair_draining", "repair_drained", "repair_remediating"});
+  for (const char* c : {"fault detected", "quarantined", "pods evicted", "standby released",
+                        "capacity restored", "one repair, each pod evicted once"}) {
+    EXPECT_TRUE(CheckOk(r, c)) << c << ": " << r.dump(2);
+  }
+  // The drill's containerd is gone with it.
+  EXPECT_TRUE(Eventually(
+      [] { return std::system("pgrep -f '[c]ontainerd --config /tmp/gpuheal-drill' >/dev/null"); },
+      10s));
+}
+
 // --real-kmsg: the faulty node's agent reads this machine's /dev/kmsg and the fault goes through
 // the kernel; killed and restarted, the agent resumes from its saved cursor.
 TEST_F(DrillTest, AgentRestartThroughTheRealKernelLog) {
@@ -329,6 +349,7 @@ TEST_F(DrillTest, BadOptionsAreUsageErrors) {
            {"--scenario", "correlated", "--nodes", "4", "--fault-nodes", "5"},
            {"--kubeconfig", "/nonexistent"},
            {"--real-kmsg", "--scenario", "critical"},
+           {"--real-kmsg", "--scenario", "runtime"},
            {"--real-node", "--scenario", "pdb"},
            {"--real-node", "--repeat", "2"}}) {
     DrillProcess d(args);
