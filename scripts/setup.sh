@@ -9,8 +9,7 @@ PACKAGES=(
   libcurl4-openssl-dev libsimdjson-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libbpf-dev bpftool  # the kernel-log doorbell (src/sources/bpf): BPF program and skeleton
-  # the container runtime monitor (CRI over gRPC) and the previous boot's journal (sd-journal)
-  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libsystemd-dev
+  libsystemd-dev  # the previous boot's journal (sd-journal)
   systemd-journal-remote  # writes the journal file of the previous-boot test
   clang-format        # scripts/check-format.sh, run by make test
   openssl curl time   # the test control plane: certificates, readiness probes, build timing

@@ -395,8 +395,7 @@ void RuntimeMonitor::OnStatus(const CriStatus& st) {
       break;
     case CriStatus::Outcome::kDeadline:
       add(reason::kContainerRuntimeUnresponsive,
-          fmt::format("CRI Status on {} did not answer within {}ms ({})", ep,
-                      config_.timeout.count(), st.error));
+          fmt::format("CRI Status on {} did not answer within {}ms", ep, config_.timeout.count()));
       break;
     case CriStatus::Outcome::kOk: {
       bool runtime_seen = false;

@@ -50,6 +50,8 @@ inline constexpr std::string_view kNetworkTxTimeout = "NetworkTxTimeout";
 inline constexpr std::string_view kNetworkDeviceRemoved = "NetworkDeviceRemoved";
 // Kernel faults beyond the lockup family, and the previous boot's crash (docs/domains.md).
 inline constexpr std::string_view kKernelHardLockup = "KernelHardLockup";
+inline constexpr std::string_view kStorageNVMeTimeout = "StorageNVMeTimeout";
+inline constexpr std::string_view kStorageNVMeControllerFailed = "StorageNVMeControllerFailed";
 inline constexpr std::string_view kKernelMachineCheck = "KernelMachineCheck";
 inline constexpr std::string_view kKernelCorrectedMachineCheck = "KernelCorrectedMachineCheck";
 inline constexpr std::string_view kKernelOOMKill = "KernelOOMKill";

@@ -149,6 +149,32 @@ const std::vector<Pattern>& Patterns() {
        Severity::kFatal},
       // kernel/panic.c: "Kernel panic - not syncing: %s"
       {{kKwPanic}, R"(^Kernel panic - not syncing: )", K, kKernelPanic, KR, Severity::kFatal},
+      // drivers/nvme/host/pci.c nvme_timeout (dev_warn on the controller: "nvme nvmeN: "): "I/O %d
+      // QID %d timeout, aborting|reset controller|disable controller" (5.x), "I/O %d (%s) QID %d
+      // timeout, aborting" (6.1), "I/O tag %d (%04x) [opcode %#x (%s) ]QID %d timeout, ..." (6.2+).
+      // "completion polled" (a missed interrupt) is not a fault.
+      {{kKwNvmeTimeout},
+       R"(^nvme (nvme\d+): I/O (?:tag )?\d+ .*QID \d+ timeout, (?:aborting|reset controller|disable controller))",
+       S,
+       kStorageNVMeTimeout,
+       SR,
+       Severity::kWarn},
+      // pci.c nvme_warn_reset: "controller is down; will reset: CSTS=0x%x, PCI_STATUS=..."
+      {{kKwNvmeDown},
+       R"(^nvme (nvme\d+): controller is down; will reset: CSTS=0x[0-9a-f]+)",
+       S,
+       kStorageNVMeTimeout,
+       SR,
+       Severity::kWarn},
+      // The driver gives the controller up: "Removing after probe failure status: %d" (to 6.1),
+      // "Disabling device after reset failure: %d" (6.12+), core.c "Device not ready; aborting
+      // reset[, CSTS=0x%x]".
+      {{kKwNvmeProbeFailure, kKwNvmeResetFailure, kKwNvmeNotReady},
+       R"(^nvme (nvme\d+): (?:Removing after probe failure status: -?\d+|Disabling device after reset failure: -?\d+|Device not ready; aborting (?:reset|initialisation)))",
+       S,
+       kStorageNVMeControllerFailed,
+       SR,
+       Severity::kFatal},
       // fs/ext4/super.c: "EXT4-fs (%s): Remounting filesystem read-only"
       {{kKwRemountRo},
        R"(^EXT4-fs \(([^)\s]+)\): Remounting filesystem read-only)",
@@ -305,6 +331,11 @@ const std::vector<std::string_view>& KernelKeywords() {
       ": Machine Check",
       "Machine check events logged",
       ": Killed process",
+      " timeout, ",
+      "controller is down",
+      "after probe failure",
+      "after reset failure",
+      "Device not ready; aborting",
   };
   return kw;
 }

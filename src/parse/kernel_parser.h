@@ -46,6 +46,11 @@ enum KernelKeyword : int {
   kKwMachineCheck,
   kKwMachineCheckLogged,
   kKwOomKilled,
+  kKwNvmeTimeout,
+  kKwNvmeDown,
+  kKwNvmeProbeFailure,
+  kKwNvmeResetFailure,
+  kKwNvmeNotReady,
   kKwCount,
 };
 

@@ -229,21 +229,24 @@ TEST_F(DomainsKube, NetworkLinkDownMissingAndInfiniBandPortTurnNetworkingReadyFa
   ASSERT_TRUE(WaitCondition("NetworkingReady", "True", "NetworkingIsReady"));
 }
 
-TEST_F(DomainsKube, ReadOnlyRemountAndAHungMountTurnStorageReadyFalseAndBack) {
-  const std::string img = dir_ + "/disk.img", mnt = dir_ + "/mnt", fuse = dir_ + "/fuse";
+std::string StorageConfig(const std::string& path, const std::string& dir) {
+  return fmt::format(
+      "storage:\n  paths: [{}]\n  period: 200ms\n  stat_timeout: 500ms\n"
+      "network:\n  interfaces: []\n  infiniband_sysfs: \"\"\nruntime:\n  endpoint: "
+      "unix://{}/none.sock\n",
+      path, dir);
+}
+
+TEST_F(DomainsKube, ReadOnlyRemountTurnsStorageReadyFalseAndBack) {
+  const std::string img = dir_ + "/disk.img", mnt = dir_ + "/mnt";
   std::filesystem::create_directories(mnt);
-  std::filesystem::create_directories(fuse);
   Sh("truncate -s 32M " + img + " && mkfs.ext4 -q -F " + img);
-  auto lo = RunShell("losetup -f --show " + img);
-  ASSERT_EQ(lo.code, 0) << lo.out;
+  auto lo = RunShell("losetup -f --show " + img + " 2>&1");
+  if (lo.code != 0) GTEST_SKIP() << "no loop device on this machine: " << lo.out;
   loop_ = lo.out.substr(0, lo.out.find('\n'));
   Sh("mount " + loop_ + " " + mnt);
   mounts_.push_back(mnt);
-  StartAgent(
-      fmt::format("storage:\n  paths: [{}, {}]\n  period: 200ms\n  stat_timeout: 500ms\n"
-                  "network:\n  interfaces: []\n  infiniband_sysfs: \"\"\n"
-                  "runtime:\n  endpoint: unix://{}/none.sock\n",
-                  mnt, fuse, dir_));
+  StartAgent(StorageConfig(mnt, dir_));
   ASSERT_TRUE(WaitCondition("StorageReady", "True", "StorageIsReady"));
 
   Sh("mount -o remount,ro " + mnt);
@@ -252,7 +255,14 @@ TEST_F(DomainsKube, ReadOnlyRemountAndAHungMountTurnStorageReadyFalseAndBack) {
       << Condition("StorageReady")->message;
   Sh("mount -o remount,rw " + mnt);
   ASSERT_TRUE(WaitCondition("StorageReady", "True", "StorageIsReady"));
+}
 
+TEST_F(DomainsKube, AMountThatStopsAnsweringTurnsStorageReadyFalseAndBack) {
+  if (access("/dev/fuse", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/fuse on this machine";
+  const std::string fuse = dir_ + "/fuse";
+  std::filesystem::create_directories(fuse);
+  StartAgent(StorageConfig(fuse, dir_));
+  ASSERT_TRUE(WaitCondition("StorageReady", "True", "StorageIsReady"));
   // A FUSE filesystem whose daemon never answers: the kernel holds every stat until it does.
   fuse_fd_ = open("/dev/fuse", O_RDWR | O_CLOEXEC);
   ASSERT_GE(fuse_fd_, 0);

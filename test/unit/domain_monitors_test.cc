@@ -18,6 +18,7 @@
 #include "agent/config.h"
 #include "agent/node_state.h"
 #include "core/reasons.h"
+#include "sources/cri_client.h"
 #include "sources/mountinfo.h"
 #include "sources/netlink_links.h"
 
@@ -124,6 +125,58 @@ TEST(NetlinkLinks, TruncatedMessageIsRejected) {
   int n = 0;
   ParseLinkMessages(d, [&](const LinkState&) { ++n; });
   EXPECT_EQ(n, 0);
+}
+
+std::string Corpus(const std::string& name) {
+  std::ifstream in(std::string(GPUHEAL_SOURCE_DIR) + "/test/fuzz/corpus/cri/" + name,
+                   std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(CriWire, DecodesContainerdsOwnAnswers) {
+  // Bytes containerd 1.6 sent for Status (ready, then without a CNI config) and Version.
+  const std::string ready = Corpus("containerd-status-ready");
+  auto m = UnframeGrpc(ready);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  auto s = ParseCriStatus(*m);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ASSERT_EQ(s->size(), 2u);
+  EXPECT_EQ((*s)[0].type, "RuntimeReady");
+  EXPECT_TRUE((*s)[0].status);
+  EXPECT_EQ((*s)[1].type, "NetworkReady");
+  EXPECT_TRUE((*s)[1].status);
+
+  const std::string nonet = Corpus("containerd-status-network-not-ready");
+  s = ParseCriStatus(*UnframeGrpc(nonet));
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->size(), 2u);
+  EXPECT_FALSE((*s)[1].status);
+  EXPECT_EQ((*s)[1].reason, "NetworkPluginNotReady");
+  EXPECT_EQ((*s)[1].message, "Network plugin returns error: cni plugin not initialized");
+
+  auto v = ParseCriVersion(*UnframeGrpc(Corpus("containerd-version")));
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->runtime_name, "containerd");
+  EXPECT_EQ(v->runtime_version, "1.6.20~ds1");
+  EXPECT_EQ(v->runtime_api_version, "v1");
+}
+
+TEST(CriWire, MalformedAnswersAreErrors) {
+  EXPECT_FALSE(UnframeGrpc(std::string("\0\0\0", 3)).ok());
+  EXPECT_FALSE(UnframeGrpc(std::string("\x01\0\0\0\0", 5)).ok());  // compressed
+  EXPECT_FALSE(UnframeGrpc(std::string("\0\0\0\0\x09"
+                                       "abc",
+                                       8))
+                   .ok());                                                // cut short
+  EXPECT_FALSE(ParseCriStatus(std::string("\x0a\x05\x0a\x01", 4)).ok());  // length past the end
+  EXPECT_FALSE(ParseCriStatus(std::string("\x0b", 1)).ok());              // a group: not proto3
+  // Unknown fields are skipped, as protobuf does.
+  auto s =
+      ParseCriStatus(std::string("\x10\x01\x1a\x02"
+                                 "hi",
+                                 6));
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(s->empty());
 }
 
 TEST(DomainMonitors, InterfacePatternsAreGlobs) {
