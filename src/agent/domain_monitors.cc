@@ -342,15 +342,18 @@ RuntimeMonitor::~RuntimeMonitor() {
     std::lock_guard<std::mutex> l(mu_);
     stop_ = true;
   }
+  cancel_ = true;
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();  // at most one call's deadline
+  if (thread_.joinable()) thread_.join();
 }
 
 void RuntimeMonitor::Run() {
   CriClient client(config_.endpoint);
+  client.SetCancel(&cancel_);
   bool have_version = false;
   for (;;) {
     CriStatus st = client.Status(config_.timeout);
+    if (cancel_) return;
     if (st.outcome == CriStatus::Outcome::kOk && !have_version) {
       if (auto v = client.Version(config_.timeout)) {
         have_version = true;

@@ -125,10 +125,11 @@ class RuntimeMonitor {
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;         // guarded by mu_
-  std::string version_;       // loop thread: the runtime's name and version, once known
-  std::string last_outcome_;  // loop thread: for the log line on each change
-  bool seen_ = false;         // loop thread: the runtime answered once since the start
+  bool stop_ = false;                // guarded by mu_
+  std::atomic<bool> cancel_{false};  // ends a CRI call in flight at once
+  std::string version_;              // loop thread: the runtime's name and version, once known
+  std::string last_outcome_;         // loop thread: for the log line on each change
+  bool seen_ = false;                // loop thread: the runtime answered once since the start
 };
 
 // The previous boot's crash: the first panic, oops, machine check or hard lockup in pstore's

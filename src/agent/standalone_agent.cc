@@ -680,8 +680,8 @@ Status StandaloneAgent::StartDomainMonitors() {
     }
     return false;
   };
-  // A monitor that cannot start (no netlink in this sandbox, no /proc) is said once; the agent
-  // goes on with the others.
+  // A monitor that cannot start (netlink refused in a restricted container, no /proc) is said
+  // once; the agent goes on with the others.
   if (config_.monitors.network) {
     auto m = LinkMonitor::Start(config_.network, *loop_, *monitors_, metrics_, sink);
     if (m)

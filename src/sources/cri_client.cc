@@ -92,6 +92,11 @@ std::string HeaderValue(const std::vector<std::string>& headers, std::string_vie
   return "";
 }
 
+int OnProgress(void* cancel, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  const auto* c = static_cast<const std::atomic<bool>*>(cancel);
+  return c && c->load() ? 1 : 0;  // non-zero aborts the transfer
+}
+
 }  // namespace
 
 Result<std::string_view> UnframeGrpc(std::string_view body) {
@@ -194,6 +199,11 @@ CriClient::Call CriClient::Invoke(const std::string& method, std::string_view re
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(deadline.count()));
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  if (cancel_) {
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, OnProgress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, const_cast<std::atomic<bool>*>(cancel_));
+  }
   // A connection per call (a local socket: microseconds): a runtime restarted between two calls
   // never meets a connection of its previous life, and containerd's HTTP/2 server does not take
   // a second prior-knowledge request on a reused libcurl connection.

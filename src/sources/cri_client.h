@@ -7,6 +7,7 @@
 // threads and their ~8 MB resident out of every agent. Every call has a deadline: a runtime
 // stopped with SIGSTOP still accepts the connection (the kernel queues it) and never answers.
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -50,6 +51,9 @@ class CriClient {
   // endpoint: "unix:///run/containerd/containerd.sock".
   explicit CriClient(const std::string& endpoint);
   ~CriClient();
+  // A call in flight ends (as an error) soon after `*cancel` turns true: stopping the agent does
+  // not wait for a frozen runtime's deadline.
+  void SetCancel(const std::atomic<bool>* cancel) { cancel_ = cancel; }
   CriStatus Status(std::chrono::milliseconds deadline);
   Result<CriVersion> Version(std::chrono::milliseconds deadline);
 
@@ -63,6 +67,7 @@ class CriClient {
               std::chrono::milliseconds deadline);
   std::string socket_path_;
   void* curl_ = nullptr;  // one easy handle; a new connection per call
+  const std::atomic<bool>* cancel_ = nullptr;
 };
 
 }  // namespace gpuheal
