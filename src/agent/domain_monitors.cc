@@ -1,6 +1,7 @@
 #include "agent/domain_monitors.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <fnmatch.h>
@@ -499,35 +500,88 @@ std::optional<PreviousBootCrash> ReadPstoreCrash(const std::string& dir) {
   return std::nullopt;
 }
 
+namespace {
+
+// libsystemd's journal reader, loaded when a journal is read (once per boot) rather than linked:
+// it and its compression libraries would otherwise sit in every agent's memory for good.
+struct JournalApi {
+  decltype(&sd_journal_open_directory) open_directory = nullptr;
+  decltype(&sd_journal_close) close = nullptr;
+  decltype(&sd_journal_add_match) add_match = nullptr;
+  decltype(&sd_journal_seek_tail) seek_tail = nullptr;
+  decltype(&sd_journal_previous) previous = nullptr;
+  decltype(&sd_journal_get_monotonic_usec) get_monotonic_usec = nullptr;
+  decltype(&sd_journal_get_data) get_data = nullptr;
+  decltype(&sd_id128_to_string) id128_to_string = nullptr;
+  void* handle = nullptr;
+
+  static Result<JournalApi> Load() {
+    JournalApi a;
+    a.handle = dlopen("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!a.handle) {
+      const char* e = dlerror();
+      return Error{fmt::format("cannot load libsystemd.so.0 to read the journal: {}",
+                               e ? e : "unknown error")};
+    }
+    bool ok = true;
+    auto sym = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(a.handle, name));
+      ok = ok && fn != nullptr;
+    };
+    sym(a.open_directory, "sd_journal_open_directory");
+    sym(a.close, "sd_journal_close");
+    sym(a.add_match, "sd_journal_add_match");
+    sym(a.seek_tail, "sd_journal_seek_tail");
+    sym(a.previous, "sd_journal_previous");
+    sym(a.get_monotonic_usec, "sd_journal_get_monotonic_usec");
+    sym(a.get_data, "sd_journal_get_data");
+    sym(a.id128_to_string, "sd_id128_to_string");
+    if (!ok) {
+      dlclose(a.handle);
+      return Error{"libsystemd.so.0 lacks the sd-journal functions"};
+    }
+    return a;
+  }
+};
+
+}  // namespace
+
 std::optional<PreviousBootCrash> ReadJournalCrash(const std::string& dir,
                                                   const std::string& current_boot_id,
                                                   std::string* error) {
+  auto api = JournalApi::Load();
+  if (!api) {
+    if (error) *error = api.error().message;
+    return std::nullopt;
+  }
+  const JournalApi& sd = *api;
+  std::unique_ptr<void, int (*)(void*)> unload(sd.handle, dlclose);
   sd_journal* j = nullptr;
-  int r = sd_journal_open_directory(&j, dir.c_str(), 0);
+  int r = sd.open_directory(&j, dir.c_str(), 0);
   if (r < 0) {
     if (error) *error = fmt::format("sd_journal_open_directory({}): {}", dir, strerror(-r));
     return std::nullopt;
   }
-  std::unique_ptr<sd_journal, decltype(&sd_journal_close)> closer(j, sd_journal_close);
-  sd_journal_add_match(j, "_TRANSPORT=kernel", 0);
+  std::unique_ptr<sd_journal, decltype(sd.close)> closer(j, sd.close);
+  sd.add_match(j, "_TRANSPORT=kernel", 0);
   // Backwards from the newest kernel message: skip this boot's, keep the boot before it.
   std::string current = current_boot_id;
   current.erase(std::remove(current.begin(), current.end(), '-'), current.end());
   std::string previous;
   std::vector<std::string> lines;
-  sd_journal_seek_tail(j);
-  while (sd_journal_previous(j) > 0) {
+  sd.seek_tail(j);
+  while (sd.previous(j) > 0) {
     sd_id128_t boot;
     uint64_t usec = 0;
-    if (sd_journal_get_monotonic_usec(j, &usec, &boot) < 0) continue;
+    if (sd.get_monotonic_usec(j, &usec, &boot) < 0) continue;
     char id[SD_ID128_STRING_MAX];
-    sd_id128_to_string(boot, id);
+    sd.id128_to_string(boot, id);
     if (current == id) continue;
     if (previous.empty()) previous = id;
     if (previous != id) break;  // the boot before the previous one
     const void* data = nullptr;
     size_t len = 0;
-    if (sd_journal_get_data(j, "MESSAGE", &data, &len) >= 0 && len > 8) {
+    if (sd.get_data(j, "MESSAGE", &data, &len) >= 0 && len > 8) {
       lines.emplace_back(static_cast<const char*>(data) + 8, len - 8);  // "MESSAGE="
     }
     if (lines.size() >= 100000) break;
