@@ -156,11 +156,11 @@ void LinkMonitor::Report() {
     }
     const LinkState& l = it->second;
     if (!l.admin_up) {
-      faults.push_back(Observed(reason::kNetworkInterfaceDown, Condition::kNetworkingReady,
+      faults.push_back(Observed(reason::kInterfaceNotUp, Condition::kNetworkingReady,
                                 FaultKind::kNetwork, name,
                                 fmt::format("{} is administratively down", name), "netlink"));
     } else if (!l.carrier) {
-      faults.push_back(Observed(reason::kNetworkInterfaceDown, Condition::kNetworkingReady,
+      faults.push_back(Observed(reason::kInterfaceNotRunning, Condition::kNetworkingReady,
                                 FaultKind::kNetwork, name,
                                 fmt::format("{} has no carrier (operstate {})", name,
                                             l.operstate.empty() ? "unknown" : l.operstate),

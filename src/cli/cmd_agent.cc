@@ -11,6 +11,7 @@
 #include "agent/standalone_agent.h"
 #include "cli/commands.h"
 #include "core/listen_address.h"
+#include "core/log.h"
 #include "kube/client.h"
 
 namespace gpuheal::cli {
@@ -109,12 +110,30 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
       cfg.listen_origin = "--listen: ";
     }
     if (args->accept_injected) cfg.accept_injected = true;
+    // One rule (docs/nvml.md): the flag and $GPUHEAL_NVML_LIBRARY name the library and make NVML
+    // required, but never switch on what the config switched off. The flag against
+    // `nvidia.nvml: false` is a contradiction (exit 2); the variable, often set for a whole
+    // environment, is left unused and said so.
+    const bool nvml_off = cfg.nvidia.nvml == NvidiaConfig::Use::kOff;
     if (!args->nvml_library.empty()) {
+      if (nvml_off) {
+        std::cerr << "gpuheal agent: --nvml-library " << args->nvml_library
+                  << " contradicts nvidia.nvml: false in " << args->config
+                  << ": drop the flag, or set nvidia.nvml to auto or true\n";
+        exit_code = kExitUsage;
+        return;
+      }
       cfg.nvidia.nvml_library = args->nvml_library;
       cfg.nvidia.nvml = NvidiaConfig::Use::kOn;
     } else if (const char* lib = std::getenv("GPUHEAL_NVML_LIBRARY"); lib && *lib) {
-      cfg.nvidia.nvml_library = lib;
-      cfg.nvidia.nvml = NvidiaConfig::Use::kOn;
+      if (nvml_off) {
+        Log("info",
+            "GPUHEAL_NVML_LIBRARY is set but nvidia.nvml is false in the config: NVML stays off",
+            {{"GPUHEAL_NVML_LIBRARY", lib}});
+      } else {
+        cfg.nvidia.nvml_library = lib;
+        cfg.nvidia.nvml = NvidiaConfig::Use::kOn;
+      }
     }
     if (!args->standalone) {
       auto kcfg = args->kubeconfig.empty() ? kube::InClusterConfig()

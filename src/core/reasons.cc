@@ -77,8 +77,10 @@ constexpr ReasonInfo kFixed[] = {
     {kKernelCrashPreviousBoot, C::kKernelReady,
      "The previous boot ended in a panic, oops, machine check or hard lockup (pstore or the "
      "journal; an Event, once per boot)"},
-    {kNetworkInterfaceDown, C::kNetworkingReady,
-     "A monitored fabric interface is down or has no carrier (rtnetlink)"},
+    {kInterfaceNotUp, C::kNetworkingReady,
+     "A monitored fabric interface is administratively down (IFF_UP clear; rtnetlink)"},
+    {kInterfaceNotRunning, C::kNetworkingReady,
+     "A monitored fabric interface is up but not running: no carrier (rtnetlink)"},
     {kNetworkInterfaceMissing, C::kNetworkingReady,
      "A monitored fabric interface vanished (rtnetlink)"},
     {kNetworkInterfaceFlapping, C::kNetworkingReady,
@@ -104,10 +106,10 @@ constexpr ReasonInfo kFixed[] = {
 std::span<const ReasonInfo> FixedReasons() { return kFixed; }
 
 bool IsObserved(std::string_view r) {
-  for (std::string_view o :
-       {kNetworkInterfaceDown, kNetworkInterfaceMissing, kInfiniBandPortDown, kStorageMountReadOnly,
-        kStorageMountUnresponsive, kContainerRuntimeUnreachable, kContainerRuntimeUnresponsive,
-        kContainerRuntimeNotReady, kContainerRuntimeNetworkNotReady}) {
+  for (std::string_view o : {kInterfaceNotUp, kInterfaceNotRunning, kNetworkInterfaceMissing,
+                             kInfiniBandPortDown, kStorageMountReadOnly, kStorageMountUnresponsive,
+                             kContainerRuntimeUnreachable, kContainerRuntimeUnresponsive,
+                             kContainerRuntimeNotReady, kContainerRuntimeNetworkNotReady}) {
     if (r == o) return true;
   }
   return false;

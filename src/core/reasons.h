@@ -59,7 +59,10 @@ inline constexpr std::string_view kKernelOOMKillStorm = "KernelOOMKillStorm";
 inline constexpr std::string_view kKernelCrashPreviousBoot = "KernelCrashPreviousBoot";
 // States the agent's domain monitors observe (recovery rule while-observed: they clear when the
 // monitor sees the healthy state again).
-inline constexpr std::string_view kNetworkInterfaceDown = "NetworkInterfaceDown";
+// InterfaceNotUp and InterfaceNotRunning are the EKS node monitoring agent's names for the same
+// two states (IFF_UP clear; IFF_RUNNING clear), so dashboards keyed on them keep working.
+inline constexpr std::string_view kInterfaceNotUp = "InterfaceNotUp";
+inline constexpr std::string_view kInterfaceNotRunning = "InterfaceNotRunning";
 inline constexpr std::string_view kNetworkInterfaceMissing = "NetworkInterfaceMissing";
 inline constexpr std::string_view kNetworkInterfaceFlapping = "NetworkInterfaceFlapping";
 inline constexpr std::string_view kInfiniBandPortDown = "InfiniBandPortDown";

@@ -200,7 +200,7 @@ TEST_F(DomainsKube, NetworkLinkDownMissingAndInfiniBandPortTurnNetworkingReadyFa
 
   // The far end goes down: no carrier on ours.
   Sh(fmt::format("ip link set {} down", peer));
-  ASSERT_TRUE(WaitCondition("NetworkingReady", "False", "NetworkInterfaceDown"));
+  ASSERT_TRUE(WaitCondition("NetworkingReady", "False", "InterfaceNotRunning"));
   EXPECT_NE(Condition("NetworkingReady")->message.find(fab + " has no carrier"), std::string::npos)
       << Condition("NetworkingReady")->message;
   Sh(fmt::format("ip link set {} up", peer));

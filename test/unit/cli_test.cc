@@ -213,6 +213,11 @@ TEST(Cli, UsageAndConfigErrorsExitTwo) {
                    TempFile("x"));
   EXPECT_EQ(file.code, 2);
   EXPECT_NE(file.out.find("use `gpuheal classify` for log files"), std::string::npos) << file.out;
+  // --nvml-library never switches on what the config switched off.
+  auto nvml = Exec("agent --standalone --listen '' --nvml-library /opt/nvml.so --config " +
+                   TempFile("nvidia:\n  nvml: false\n"));
+  EXPECT_EQ(nvml.code, 2);
+  EXPECT_NE(nvml.out.find("contradicts nvidia.nvml: false"), std::string::npos) << nvml.out;
 }
 
 TEST(Cli, InjectWritesTheDriverFormat) {

@@ -230,7 +230,7 @@ Fault ObservedFault(std::string_view r, const std::string& dev, const std::strin
 }
 
 TEST(DomainMonitors, WhileObservedFaultsClearOnlyWhenTheirMonitorStopsReportingThem) {
-  const Fault down = ObservedFault(reason::kNetworkInterfaceDown, "ib0", "netlink");
+  const Fault down = ObservedFault(reason::kInterfaceNotRunning, "ib0", "netlink");
   EXPECT_EQ(RecoveryRuleOf(down), RecoveryRule::kWhileObserved);
   ActiveFaults a;
   ASSERT_TRUE(a.Observe(down, 100, "boot-1"));
@@ -244,7 +244,7 @@ TEST(DomainMonitors, WhileObservedFaultsClearOnlyWhenTheirMonitorStopsReportingT
   // Gone from its monitor's report: cleared.
   auto cleared = a.ClearObserved("netlink", {});
   ASSERT_EQ(cleared.size(), 1u);
-  EXPECT_EQ(cleared[0].fault.reason, reason::kNetworkInterfaceDown);
+  EXPECT_EQ(cleared[0].fault.reason, reason::kInterfaceNotRunning);
   EXPECT_EQ(a.all().size(), 1u);
   // A reboot clears them too (the monitor reports again if the state persists).
   EXPECT_EQ(a.ClearAfterReboot("boot-2", [](const std::string&) { return true; }).size(), 1u);
