@@ -498,6 +498,55 @@ TEST_F(RealNode, HostServiceReportsWithTheKubeletsCredentialsAndOnlyForItsNode) 
   (void)client_->Delete(kube::NodePath("e2e-other"));
 }
 
+// 7. The node's own containerd (the one its kubelet runs the pods in), seen by the agent's runtime
+// monitor through CRI: frozen with SIGSTOP, then killed and started again. The chart is
+// uninstalled by now, so no controller quarantines the node meanwhile.
+TEST_F(RealNode, TheNodesContainerdFrozenAndRestartedTurnsContainerRuntimeReadyFalseAndBack) {
+  const std::string node_dir = dir_ + "/node", sock = node_dir + "/containerd/containerd.sock";
+  auto pid_of = [&] {
+    const auto r = RunShell("awk '$1 == \"containerd\" {print $2}' " + node_dir + "/pids");
+    return r.code == 0 && !r.out.empty() ? static_cast<pid_t>(std::stol(r.out)) : pid_t{-1};
+  };
+  const pid_t pid = pid_of();
+  ASSERT_GT(pid, 0) << "no containerd in " << node_dir << "/pids";
+  const std::string config = dir_ + "/runtime-agent.yaml";
+  std::ofstream(config) << "kmsg_start: end\nlisten: \"\"\nstate_dir: " << dir_
+                        << "/runtime-agent-state\nruntime:\n  endpoint: unix://" << sock
+                        << "\n  period: 200ms\n  timeout: 1s\n";
+  Child agent({GPUHEAL_BIN, "agent", "--kubeconfig", node_dir + "/kubelet.kubeconfig",
+               "--node-name", node_, "--config", config},
+              dir_ + "/runtime-agent.log");
+  auto runtime_is = [&](const std::string& status, const std::string& reason) {
+    return Eventually(
+        [&] {
+          for (const auto& c : NodeObj(node_)["status"].value("conditions", json::array()))
+            if (c.value("type", "") == "ContainerRuntimeReady")
+              return c.value("status", "") == status && c.value("reason", "") == reason;
+          return false;
+        },
+        20s);
+  };
+  auto log = [&] { return RunShell("tail -20 " + dir_ + "/runtime-agent.log").out; };
+  ASSERT_TRUE(runtime_is("True", "ContainerRuntimeIsReady")) << log();
+
+  kill(pid, SIGSTOP);
+  const bool frozen_seen = runtime_is("False", "ContainerRuntimeUnresponsive");
+  kill(pid, SIGCONT);
+  ASSERT_TRUE(frozen_seen) << log();
+  ASSERT_TRUE(runtime_is("True", "ContainerRuntimeIsReady")) << log();
+
+  // Killed and started again as the test bed starts it; the pods' shims outlive it.
+  kill(pid, SIGKILL);
+  ASSERT_TRUE(runtime_is("False", "ContainerRuntimeUnreachable")) << log();
+  auto restarted = RunShell("setsid containerd --config " + node_dir + "/containerd.toml >> " +
+                            dir_ + "/containerd.log 2>&1 < /dev/null & echo $!");
+  ASSERT_EQ(restarted.code, 0);
+  // real-node.sh down stops it by this pid.
+  RunShell("sed -i 's/^containerd .*/containerd " +
+           restarted.out.substr(0, restarted.out.find('\n')) + "/' " + node_dir + "/pids");
+  ASSERT_TRUE(runtime_is("True", "ContainerRuntimeIsReady")) << log();
+}
+
 }  // namespace
 }  // namespace gpuheal::testing
 
