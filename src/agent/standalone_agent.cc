@@ -49,6 +49,7 @@ StandaloneAgent::~StandaloneAgent() {
   StopSaver();
   node_watch_.reset();
   dcgm_.reset();  // their threads post to the loop: stop them first
+  if (previous_boot_.joinable()) previous_boot_.join();
   runtime_monitor_.reset();
   mount_monitor_.reset();
   link_monitor_.reset();
@@ -703,8 +704,19 @@ Status StandaloneAgent::StartDomainMonitors() {
     else
       Log("warn", "container runtime monitor not started", {{"error", m.error().message}});
   }
-  if (config_.monitors.kernel) {
-    ReportPreviousBoot(config_.previous_boot, config_.state_dir, boot_id_, sink);
+  if (config_.monitors.kernel && config_.previous_boot.enabled) {
+    // Reading a large journal takes its time: on a thread of its own, never ahead of the first
+    // kernel record; what it finds reaches the loop like any other fault.
+    DomainSink posted = sink;
+    posted.fault = [this](Fault f) {
+      loop_->Post([this, f = std::move(f)]() mutable {
+        HandleFault(std::move(f), static_cast<uint64_t>(MonotonicUsec()));
+        FlushState();
+      });
+    };
+    previous_boot_ = std::thread([this, posted] {
+      ReportPreviousBoot(config_.previous_boot, config_.state_dir, boot_id_, posted);
+    });
   }
   return Status::Ok();
 }

@@ -112,7 +112,8 @@ class StandaloneAgent {
   std::unique_ptr<LinkMonitor> link_monitor_;        // null when monitors.network is off
   std::unique_ptr<MountMonitor> mount_monitor_;      // null when monitors.storage is off
   std::unique_ptr<RuntimeMonitor> runtime_monitor_;  // null when monitors.runtime is off
-  std::deque<int64_t> oom_kills_;                    // unix seconds of recent OOM kills
+  std::thread previous_boot_;  // the previous boot's crash, read once at start (joined at the end)
+  std::deque<int64_t> oom_kills_;  // unix seconds of recent OOM kills
   int64_t last_oom_storm_ = 0;
   std::unique_ptr<Classifier> classifier_;
   std::unique_ptr<KernelLog> reader_;
