@@ -96,14 +96,7 @@ class AgentKube : public ::testing::Test {
   }
 
   std::optional<NodeCondition> Condition(const std::string& type) {
-    auto r = client_->Get(kube::NodePath(node_));
-    if (!r || !r->ok()) return std::nullopt;
-    auto n = kube::DecodeNode(r->body);
-    if (!n) return std::nullopt;
-    for (const auto& c : n->conditions) {
-      if (c.type == type) return c;
-    }
-    return std::nullopt;
+    return gpuheal::testing::NodeConditionOf(*client_, node_, type);
   }
   bool WaitCondition(const std::string& type, const std::string& status, const std::string& reason,
                      std::chrono::milliseconds timeout = 10s) {
@@ -116,14 +109,7 @@ class AgentKube : public ::testing::Test {
   }
   // Sum of the counts of this node's Events with `reason`.
   int EventCount(const std::string& reason) {
-    auto r = client_->Get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D" +
-                          node_);
-    int n = 0;
-    const nlohmann::json list = nlohmann::json::parse(r->body);
-    for (const auto& ev : list["items"]) {
-      if (ev["reason"] == reason) n += ev.value("count", 1);
-    }
-    return n;
+    return gpuheal::testing::NodeEventCount(*client_, node_, reason);
   }
 
   // `gpuheal controller` on the shipped NodeRepair CRD, leading on its own Lease; the breaker off

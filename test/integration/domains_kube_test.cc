@@ -117,14 +117,7 @@ class DomainsKube : public ::testing::Test {
   }
 
   std::optional<kube::NodeCondition> Condition(const std::string& type) {
-    auto r = client_->Get(kube::NodePath(node_));
-    if (!r || !r->ok()) return std::nullopt;
-    auto n = kube::DecodeNode(r->body);
-    if (!n) return std::nullopt;
-    for (const auto& c : n->conditions) {
-      if (c.type == type) return c;
-    }
-    return std::nullopt;
+    return gpuheal::testing::NodeConditionOf(*client_, node_, type);
   }
   // Waits for the condition; on a timeout says what it was instead.
   ::testing::AssertionResult WaitCondition(const std::string& type, const std::string& status,
@@ -144,23 +137,11 @@ class DomainsKube : public ::testing::Test {
            << (c ? c->status + "/" + c->reason + ": " + c->message : std::string("absent"));
   }
   int EventCount(const std::string& reason) {
-    auto r = client_->Get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D" +
-                          node_);
-    int n = 0;
-    const nlohmann::json list = nlohmann::json::parse(r->body);
-    for (const auto& ev : list["items"]) {
-      if (ev["reason"] == reason) n += ev.value("count", 1);
-    }
-    return n;
+    return gpuheal::testing::NodeEventCount(*client_, node_, reason);
   }
   std::string EventMessage(const std::string& reason) {
-    auto r = client_->Get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D" +
-                          node_);
-    const nlohmann::json list = nlohmann::json::parse(r->body);
-    for (const auto& ev : list["items"]) {
-      if (ev["reason"] == reason) return ev.value("message", "");
-    }
-    return "";
+    const auto events = gpuheal::testing::NodeEvents(*client_, node_, reason);
+    return events.empty() ? std::string() : events.front().value("message", "");
   }
   void Sh(const std::string& cmd) {
     auto r = RunShell(cmd);

@@ -8,11 +8,13 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "control_plane_env.h"
 #include "kube/client.h"
+#include "kube/objects.h"
 
 namespace gpuheal::testing {
 
@@ -65,6 +67,43 @@ inline bool Eventually(const std::function<bool()>& cond, std::chrono::milliseco
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return cond();
+}
+
+// The Node's condition `type`, when the API server has one.
+inline std::optional<kube::NodeCondition> NodeConditionOf(kube::Client& client,
+                                                          const std::string& node,
+                                                          const std::string& type) {
+  auto r = client.Get(kube::NodePath(node));
+  if (!r || !r->ok()) return std::nullopt;
+  auto n = kube::DecodeNode(r->body);
+  if (!n) return std::nullopt;
+  for (const auto& c : n->conditions) {
+    if (c.type == type) return c;
+  }
+  return std::nullopt;
+}
+
+// The Node's Events (namespace default) with `reason`.
+inline std::vector<nlohmann::json> NodeEvents(kube::Client& client, const std::string& node,
+                                              const std::string& reason) {
+  auto r =
+      client.Get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D" + node);
+  std::vector<nlohmann::json> out;
+  if (!r || !r->ok()) return out;
+  const nlohmann::json list = nlohmann::json::parse(r->body, nullptr, false);
+  if (!list.is_object()) return out;
+  for (const auto& ev : list.value("items", nlohmann::json::array())) {
+    if (ev.value("reason", "") == reason) out.push_back(ev);
+  }
+  return out;
+}
+
+// The sum of the counts of the Node's Events with `reason`.
+inline int NodeEventCount(kube::Client& client, const std::string& node,
+                          const std::string& reason) {
+  int n = 0;
+  for (const auto& ev : NodeEvents(client, node, reason)) n += ev.value("count", 1);
+  return n;
 }
 
 }  // namespace gpuheal::testing
