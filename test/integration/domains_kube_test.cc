@@ -20,7 +20,6 @@
 #include <random>
 
 #include "agent_process.h"
-#include "drill/inject.h"
 #include "kube/client.h"
 #include "kube_test_util.h"
 #include "run_binary.h"
