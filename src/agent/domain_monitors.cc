@@ -67,6 +67,9 @@ Result<std::unique_ptr<LinkMonitor>> LinkMonitor::Start(const NetworkMonitorConf
   if (auto s = loop.Watch(m->watch_->fd(), EPOLLIN, [self](uint32_t) { self->OnReadable(); }); !s) {
     return s.error();
   }
+  // An interface or port that vanished before a restart is still missing after it.
+  for (const std::string& d : m->sink_.active_devices("netlink")) m->seen_.insert(d);
+  for (const std::string& d : m->sink_.active_devices("infiniband")) m->ib_seen_.insert(d);
   if (auto s = m->watch_->RequestDump(); !s) return s.error();
   if (!config.infiniband_sysfs.empty()) {
     queue.Add(std::make_unique<FunctionMonitor>("infiniband-ports", config.infiniband_period,
@@ -142,10 +145,11 @@ void LinkMonitor::Report() {
   names.insert(config_.required.begin(), config_.required.end());
   std::vector<Fault> faults;
   for (const std::string& name : names) {
+    const bool required =
+        std::find(config_.required.begin(), config_.required.end(), name) != config_.required.end();
+    if (!required && !InterfaceWatched(config_.interfaces, name)) continue;  // config changed
     auto it = links_.find(name);
     if (it == links_.end()) {
-      const bool required = std::find(config_.required.begin(), config_.required.end(), name) !=
-                            config_.required.end();
       faults.push_back(Observed(
           reason::kNetworkInterfaceMissing, Condition::kNetworkingReady, FaultKind::kNetwork, name,
           required && !seen_.contains(name)
@@ -380,7 +384,8 @@ void RuntimeMonitor::OnStatus(const CriStatus& st) {
     outcome = std::string(reason);
   };
   if (st.outcome == CriStatus::Outcome::kOk) seen_ = true;
-  if (st.outcome == CriStatus::Outcome::kUnreachable && !seen_ && !sink_.active("cri")) {
+  if (st.outcome == CriStatus::Outcome::kUnreachable && !seen_ &&
+      sink_.active_devices("cri").empty()) {
     // No runtime on this host yet (a node without Kubernetes, or the agent started first): a
     // socket that never answered is not a runtime that failed. Once it answers, losing it is.
     if (last_outcome_ != "absent") {

@@ -42,8 +42,9 @@ struct DomainSink {
   // A fault of its own (an Event such as a flapping link, a previous boot's crash).
   std::function<void(Fault f)> fault;
   std::function<void(std::string_view level, std::string msg, nlohmann::ordered_json fields)> log;
-  // Whether `source` has an active fault (one saved by an earlier run counts).
-  std::function<bool(const std::string& source)> active;
+  // The devices of `source`'s active faults (those saved by an earlier run count): what a
+  // restarted monitor must keep watching for although it has not seen it in this run.
+  std::function<std::vector<std::string>(const std::string& source)> active_devices;
 };
 
 // fnmatch(3) of an interface name against the configured patterns.

@@ -675,11 +675,12 @@ Status StandaloneAgent::StartDomainMonitors() {
   sink.log = [](std::string_view level, std::string msg, nlohmann::ordered_json fields) {
     Log(level, msg, std::move(fields));
   };
-  sink.active = [this](const std::string& source) {
+  sink.active_devices = [this](const std::string& source) {
+    std::vector<std::string> devices;
     for (const auto& [key, a] : active_.all()) {
-      if (a.fault.source == source) return true;
+      if (a.fault.source == source) devices.push_back(a.fault.device);
     }
-    return false;
+    return devices;
   };
   // A monitor that cannot start (netlink refused in a restricted container, no /proc) is said
   // once; the agent goes on with the others.
