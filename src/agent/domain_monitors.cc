@@ -240,6 +240,8 @@ Result<std::unique_ptr<MountMonitor>> MountMonitor::Start(const StorageMonitorCo
   auto timer = loop.AddTimer([self](uint32_t) { self->Report(); });
   if (!timer) return timer.error();
   m->deadline_timer_ = *timer;
+  // A path that did not answer before a restart stays unanswered until a stat says otherwise.
+  for (const std::string& d : m->sink_.active_devices("mount")) m->unresponsive_.insert(d);
   m->ReadTable();
   m->StartProbes();
   m->Report();
@@ -287,23 +289,27 @@ void MountMonitor::StartProbes() {
 
 void MountMonitor::Report() {
   std::vector<Fault> faults;
+  std::set<std::string> unresponsive;
   const auto now = SteadyClock::now();
   for (const std::string& path : config_.paths) {
     auto it = probes_.find(path);
     int error = last_error_.contains(path) ? last_error_[path] : 0;
-    bool overdue = false;
+    bool overdue = false, pending = false;
     double waited = 0;
     if (it != probes_.end() && it->second) {
       const Probe& p = *it->second;
       if (p.done) {
         error = p.error;
         last_error_[path] = p.error;
-      } else if (now - p.started >= config_.stat_timeout) {
-        overdue = true;
+      } else {
         waited = std::chrono::duration<double>(now - p.started).count();
+        overdue = now - p.started >= config_.stat_timeout;
+        pending = !overdue;
       }
     }
-    if (overdue) {
+    // Unanswered, or still unanswered as it was before (a stat in flight decides nothing).
+    if (overdue || (pending && unresponsive_.contains(path))) {
+      unresponsive.insert(path);
       faults.push_back(Observed(reason::kStorageMountUnresponsive, Condition::kStorageReady,
                                 FaultKind::kStorage, path,
                                 fmt::format("stat({}) has not answered for {:.1f}s (deadline {}ms)",
@@ -312,6 +318,7 @@ void MountMonitor::Report() {
       continue;
     }
     if (error != 0 && error != ENOENT) {
+      unresponsive.insert(path);
       faults.push_back(
           Observed(reason::kStorageMountUnresponsive, Condition::kStorageReady, FaultKind::kStorage,
                    path, fmt::format("stat({}) failed: {}", path, strerror(error)), "mount"));
@@ -328,6 +335,7 @@ void MountMonitor::Report() {
           "mount"));
     }
   }
+  unresponsive_ = std::move(unresponsive);
   sink_.observed("mount", std::move(faults));
 }
 

@@ -103,6 +103,7 @@ class MountMonitor {
   std::vector<MountEntry> mounts_;
   std::map<std::string, std::shared_ptr<Probe>> probes_;  // by path
   std::map<std::string, int> last_error_;                 // by path: the last probe's errno
+  std::set<std::string> unresponsive_;  // paths reported unresponsive by the last Report
   int deadline_timer_ = -1;
 };
 

@@ -259,8 +259,23 @@ TEST_F(DomainsKube, AMountThatStopsAnsweringTurnsStorageReadyFalseAndBack) {
   ASSERT_TRUE(WaitCondition("StorageReady", "False", "StorageMountUnresponsive"));
   EXPECT_NE(Condition("StorageReady")->message.find("has not answered"), std::string::npos)
       << Condition("StorageReady")->message;
-  // The agent's loop is not held by the hung stat: it still reads the kernel log.
-  Kmsg("<3>gpuheal-test: agent alive " + tag_);
+  // The agent's loop is not held by the hung stat: it still reads the kernel log (a record from
+  // user space, reported as ignored).
+  const std::string alive = "alive-" + tag_;
+  Kmsg("<4>NVRM: Xid (PCI:0000:ee:00): 13, pid=4242, name=" + alive +
+       ", Graphics Exception: ESR 0x505648=0x2000");
+  ASSERT_TRUE(agent_->WaitEvent([&](const auto& j) { return j.value("process", "") == alive; }, 5s))
+      << "the agent did not read the kernel log while a stat hung";
+  // Restarted while the mount still hangs: the condition never turns True meanwhile (the new
+  // agent's first stat is in flight, which decides nothing).
+  agent_.reset();
+  StartAgent(StorageConfig(fuse, dir_));
+  const auto until = std::chrono::steady_clock::now() + 1500ms;
+  while (std::chrono::steady_clock::now() < until) {
+    auto c = Condition("StorageReady");
+    ASSERT_TRUE(c && c->status == "False") << "StorageReady turned True after the restart";
+    std::this_thread::sleep_for(20ms);
+  }
   // The daemon goes away and the mount with it: the path answers again.
   close(fuse_fd_);
   fuse_fd_ = -1;
