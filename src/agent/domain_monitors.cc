@@ -307,8 +307,9 @@ void MountMonitor::Report() {
         pending = !overdue;
       }
     }
-    // Unanswered, or still unanswered as it was before (a stat in flight decides nothing).
-    if (overdue || (pending && unresponsive_.contains(path))) {
+    // A stat in flight decides nothing: the last answered one does (`error`), and before any
+    // answered in this run, what was reported before (a restart while the path hangs).
+    if (overdue || (pending && !last_error_.contains(path) && unresponsive_.contains(path))) {
       unresponsive.insert(path);
       faults.push_back(Observed(reason::kStorageMountUnresponsive, Condition::kStorageReady,
                                 FaultKind::kStorage, path,
