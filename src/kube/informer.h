@@ -101,7 +101,8 @@ class Informer {
     if (thread_.joinable()) thread_.join();
   }
 
-  // True once the first list has been stored (and stays true across relists).
+  // True once the first list has been stored and delivered to the handlers (and stays true
+  // across relists).
   bool synced() const {
     std::lock_guard<std::mutex> lock(mu_);
     return synced_;
@@ -234,10 +235,16 @@ class Informer {
         it = store_.erase(it);
       }
       rv_ = list->resource_version;
+    }
+    // Synced once the list's objects have reached the handlers too: a caller of WaitForSynced
+    // then sees the store and everything its handlers were told (the handlers' adds came after
+    // the flag before, so a waiter could find the store full and its own records empty).
+    Deliver(out);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
       synced_ = true;
     }
     cv_.notify_all();
-    Deliver(out);
     return true;
   }
 
