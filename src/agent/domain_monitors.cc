@@ -35,7 +35,7 @@ Fault Observed(std::string_view reason, Condition c, FaultKind kind, std::string
   f.device = std::move(device);
   f.message = std::move(message);
   f.source = std::move(source);
-  f.action = sev >= Severity::kFatal ? Action::kQuarantine : Action::kEvent;
+  f.action = DefaultAction(sev);
   return f;
 }
 
@@ -100,12 +100,13 @@ void LinkMonitor::OnReadable() {
   if (dumped_) Report();
 }
 
+bool LinkMonitor::Required(const std::string& name) const {
+  return std::find(config_.required.begin(), config_.required.end(), name) !=
+         config_.required.end();
+}
+
 void LinkMonitor::OnLink(const LinkState& l) {
-  if (!InterfaceWatched(config_.interfaces, l.name) &&
-      std::find(config_.required.begin(), config_.required.end(), l.name) ==
-          config_.required.end()) {
-    return;
-  }
+  if (!Required(l.name) && !InterfaceWatched(config_.interfaces, l.name)) return;
   metrics_
       .GetCounter("gpuheal_network_link_events_total", "rtnetlink events of watched interfaces",
                   {{"interface", l.name}})
@@ -145,8 +146,7 @@ void LinkMonitor::Report() {
   names.insert(config_.required.begin(), config_.required.end());
   std::vector<Fault> faults;
   for (const std::string& name : names) {
-    const bool required =
-        std::find(config_.required.begin(), config_.required.end(), name) != config_.required.end();
+    const bool required = Required(name);
     if (!required && !InterfaceWatched(config_.interfaces, name)) continue;  // config changed
     auto it = links_.find(name);
     if (it == links_.end()) {

@@ -61,6 +61,7 @@ class LinkMonitor {
   LinkMonitor(const NetworkMonitorConfig& c, EventLoop& l, Metrics& m, DomainSink s)
       : config_(c), loop_(l), metrics_(m), sink_(std::move(s)) {}
   void OnReadable();
+  bool Required(const std::string& name) const;  // named in network.required
   void OnLink(const LinkState& s);
   void Report();
   void CheckInfiniBand();

@@ -627,7 +627,7 @@ std::optional<Fault> StandaloneAgent::CountOomKill(const Fault& kill) {
   Fault storm = kill;
   storm.reason = std::string(reason::kKernelOOMKillStorm);
   storm.severity = Severity::kWarn;
-  storm.action = Action::kEvent;
+  storm.action = DefaultAction(storm.severity);
   storm.device.clear();
   storm.message =
       fmt::format("{} OOM kills within {}s; the last: {}", oom_kills_.size(), window, kill.message);
