@@ -1166,15 +1166,18 @@ TEST_F(ControllerTest, SigkillAtEveryPhaseCompletesTheRepairExactlyOnce) {
 // ever: the repair ends Failed, outcome unknown, and the node stays quarantined.
 TEST_F(ControllerTest, RemediationOutcomeUnknownIsNeverRunTwice) {
   const std::string a = Node("a");
-  const std::string ran = dir_ + "/ran";
+  const std::string ran = dir_ + "/ran", started = dir_ + "/started";
   const std::string policy = fmt::format(
       "toleration:\n  AcceleratedHardwareReady: 1s\n"
-      "provider:\n  name: exec\n  command: [/bin/sh, -c, \"sleep 2; echo $NODE_NAME >> {}\"]\n",
-      ran);
+      "provider:\n  name: exec\n"
+      "  command: [/bin/sh, -c, \"echo $NODE_NAME >> {}; sleep 2; echo $NODE_NAME >> {}\"]\n",
+      started, ran);
   StartLeader(policy);
   SetCondition(a, "False", "NvidiaXID48Error");
   ASSERT_TRUE(Eventually([&] { return Phase(a) == "Remediating"; }, 20s))
       << Phase(a) << " " << Message(a);
+  // The phase is recorded before the command is spawned: kill only once it runs.
+  ASSERT_TRUE(Eventually([&] { return Lines(started).size() == 1; }, 10s));
   controllers_.back()->Kill(SIGKILL);  // the command (its own process group) runs on
   StartController(policy, ShortLease());
   ASSERT_TRUE(Eventually([&] { return Phase(a) == "Failed"; }, 20s))
