@@ -5,7 +5,8 @@
 # in ~/.cache/gpuheal, so only a machine's first run pays it), and so is what a real node needs
 # (the real-node tier, label realnode, and `drill --real-node`): the kubelet and helm
 # (scripts/build-node-tools.sh, cached the same way) and the images of this build
-# (scripts/build-image.sh; GPUHEAL_IMAGE_DIR tells the real node where they are). LABELS (a
+# (scripts/build-image.sh; GPUHEAL_IMAGE_DIR tells the real node where they are), and the Redfish
+# BMC emulator (scripts/build-bmc-emulator.sh, a virtualenv). LABELS (a
 # ctest -L regex) or GPUHEAL_SKIP_INTEGRATION=1 (no control plane at all) narrow the run.
 set -euo pipefail
 build=${1:-build}
@@ -16,6 +17,9 @@ if [[ ${GPUHEAL_SKIP_INTEGRATION:-0} == 1 ]]; then
 else
   bash scripts/build-control-plane.sh >/dev/null
   bash scripts/build-node-tools.sh >/dev/null
+  # The Redfish BMC emulator (sushy-tools, a virtualenv from PyPI) the BMC tests power-cycle.
+  GPUHEAL_SUSHY_EMULATOR=$(bash scripts/build-bmc-emulator.sh | sed -n 's/^SUSHY_EMULATOR=//p')
+  export GPUHEAL_SUSHY_EMULATOR
   bash scripts/build-image.sh "$build"
   export GPUHEAL_IMAGE_DIR=$(cd "$build" && pwd)/image
 fi

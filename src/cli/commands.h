@@ -18,6 +18,7 @@ void RegisterController(CLI::App& app, int& exit_code);
 void RegisterSim(CLI::App& app, int& exit_code);
 void RegisterDrill(CLI::App& app, int& exit_code);
 void RegisterCleanup(CLI::App& app, int& exit_code);
+void RegisterBmc(CLI::App& app, int& exit_code);
 
 // Blocks SIGINT and SIGTERM in the calling thread and returns them as a set for sigwait(). Call
 // it before any thread starts: threads inherit the mask, so the signals reach only sigwait.

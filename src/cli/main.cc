@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   gpuheal::cli::RegisterSim(app, exit_code);
   gpuheal::cli::RegisterDrill(app, exit_code);
   gpuheal::cli::RegisterCleanup(app, exit_code);
+  gpuheal::cli::RegisterBmc(app, exit_code);
   // `gpuheal explain flags`: every subcommand's flags, the CLI contract the golden test guards.
   app.get_subcommand("explain")
       ->add_subcommand("flags", "Every command's flags (the CLI contract)")

@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "bmc/redfish.h"
 #include "core/file.h"
 #include "core/yaml_fields.h"
 
@@ -116,10 +117,13 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
     GPUHEAL_CHECK(c.Duration("request_timeout", p.critical_request_timeout));
   }
   if (root["provider"]) {
-    GPUHEAL_TRY(pr, Section::Open(e, root["provider"], "provider", {"name", "command", "timeout"},
+    GPUHEAL_TRY(pr, Section::Open(e, root["provider"], "provider",
+                                  {"name", "command", "timeout", "redfish"},
                                   "\"provider\" must be a mapping with a \"name\""));
-    if (!pr["name"])
-      return e.At(pr.node(), "\"provider.name\" is required: none, delete-node, exec or standby");
+    if (!pr["name"]) {
+      return e.At(pr.node(),
+                  "\"provider.name\" is required: none, delete-node, exec, standby or redfish");
+    }
     std::string name;
     GPUHEAL_CHECK(pr.String("name", name));
     if (name == "none")
@@ -130,8 +134,11 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
       p.provider = Provider::kExec;
     else if (name == "standby")
       p.provider = Provider::kStandby;
+    else if (name == "redfish")
+      p.provider = Provider::kRedfish;
     else
-      return e.At(pr["name"], "\"provider.name\" must be one of none, delete-node, exec, standby");
+      return e.At(pr["name"],
+                  "\"provider.name\" must be one of none, delete-node, exec, standby, redfish");
     GPUHEAL_CHECK(pr.Strings("command", p.exec_command, true,
                              "a non-empty list (argv, run without a shell)"));
     GPUHEAL_CHECK(pr.Duration("timeout", p.exec_timeout));
@@ -142,6 +149,46 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
     }
     if (p.provider != Provider::kExec && !p.exec_command.empty()) {
       return e.At(pr["command"], "\"provider.command\" is only for provider exec");
+    }
+    if (pr["redfish"] && p.provider != Provider::kRedfish)
+      return e.At(pr["redfish"], "\"provider.redfish\" is only for provider redfish");
+    if (pr["redfish"]) {
+      auto& r = p.redfish;
+      GPUHEAL_TRY(rf, Section::Open(e, pr["redfish"], "provider.redfish",
+                                    {"credentials_secret", "endpoints_configmap", "ca_file",
+                                     "insecure_skip_verify", "reset_types", "request_timeout",
+                                     "attempts", "recovery_timeout"}));
+      GPUHEAL_CHECK(rf.String("credentials_secret", r.credentials_secret));
+      GPUHEAL_CHECK(rf.String("endpoints_configmap", r.endpoints_configmap));
+      for (const char* key : {"credentials_secret", "endpoints_configmap"}) {
+        const std::string& v = std::string_view(key) == "credentials_secret"
+                                   ? r.credentials_secret
+                                   : r.endpoints_configmap;
+        const auto slash = v.find('/');
+        if (rf[key] && (slash == std::string::npos || slash == 0 || slash + 1 == v.size() ||
+                        v.find('/', slash + 1) != std::string::npos)) {
+          return e.At(rf[key], fmt::format("\"provider.redfish.{}\" must be NAMESPACE/NAME", key));
+        }
+      }
+      GPUHEAL_CHECK(rf.String("ca_file", r.ca_file));
+      GPUHEAL_CHECK(rf.Bool("insecure_skip_verify", r.insecure_skip_verify));
+      GPUHEAL_CHECK(
+          rf.Strings("reset_types", r.reset_types, true,
+                     "a non-empty list of Redfish ResetType values, most preferred first"));
+      if (rf["reset_types"]) {
+        for (size_t i = 0; i < r.reset_types.size(); ++i) {
+          if (!bmc::IsResetType(r.reset_types[i])) {
+            std::string known;
+            for (auto t : bmc::kResetTypes) known += (known.empty() ? "" : ", ") + std::string(t);
+            return e.At(rf["reset_types"][i],
+                        fmt::format("unknown Redfish ResetType \"{}\" (known: {})",
+                                    r.reset_types[i], known));
+          }
+        }
+      }
+      GPUHEAL_CHECK(rf.Duration("request_timeout", r.request_timeout));
+      GPUHEAL_CHECK(rf.Int("attempts", r.attempts, 1, 10));
+      GPUHEAL_CHECK(rf.Duration("recovery_timeout", r.recovery_timeout));
     }
   }
   return p;
@@ -159,6 +206,8 @@ std::string_view ToString(Provider p) {
       return "exec";
     case Provider::kStandby:
       return "standby";
+    case Provider::kRedfish:
+      return "redfish";
   }
   return "none";
 }

@@ -13,7 +13,7 @@
 
 namespace gpuheal::controller {
 
-enum class Provider { kNone, kDeleteNode, kExec, kStandby };
+enum class Provider { kNone, kDeleteNode, kExec, kStandby, kRedfish };
 std::string_view ToString(Provider p);
 
 struct Policy {
@@ -41,6 +41,19 @@ struct Policy {
   Provider provider = Provider::kNone;
   std::vector<std::string> exec_command;  // argv; NODE_NAME and REASON in the environment
   std::chrono::milliseconds exec_timeout = std::chrono::minutes(5);
+  // Provider redfish: a power cycle through the node's BMC (docs/bmc.md).
+  struct Redfish {
+    std::string credentials_secret =
+        "gpuheal-system/gpuheal-bmc";  // NAMESPACE/NAME: username, password
+    std::string endpoints_configmap;   // NAMESPACE/NAME: node name -> endpoint; optional
+    std::string ca_file;               // PEM bundle for the BMCs' certificates; empty: the system's
+    bool insecure_skip_verify = false;
+    std::vector<std::string> reset_types = {"PowerCycle", "ForceRestart", "GracefulRestart"};
+    std::chrono::milliseconds request_timeout = std::chrono::seconds(10);
+    int attempts = 3;
+    // The node back, its fault cleared, within this after the reset; otherwise Failed.
+    std::chrono::milliseconds recovery_timeout = std::chrono::minutes(15);
+  } redfish;
   bool paused = false;
   // Critical (GPU-level) faults, from the agent's gpuheal.io/gpu-faults: ask the node's agent to
   // drain and reset those GPUs (the node stays in service), or treat the node like a fatal one.

@@ -28,6 +28,8 @@ std::unique_ptr<Remediator> MakeRemediator(const Policy& policy, RepairContext& 
       return MakeDeleteNodeRemediator(ctx);
     case Provider::kExec:
       return MakeExecRemediator(ctx);
+    case Provider::kRedfish:
+      return MakeRedfishRemediator(ctx);
   }
   return MakeNoneRemediator();
 }

@@ -1,7 +1,7 @@
 #pragma once
-// The Remediator port: one implementation per provider (none, standby, delete-node, exec), each
-// in its own file. The Repairer quarantines, gates and drains; the provider decides what
-// "repaired" means once the node is drained and its toleration window is over.
+// The Remediator port: one implementation per provider (none, standby, delete-node, exec,
+// redfish), each in its own file. The Repairer quarantines, gates and drains; the provider decides
+// what "repaired" means once the node is drained and its toleration window is over.
 //
 // A provider acts through RepairContext (the API, the cluster as the controller sees it, the
 // policy, Events, the record's writer) and keeps its state in the NodeRepair record, so that a
@@ -54,5 +54,6 @@ std::unique_ptr<Remediator> MakeNoneRemediator();
 std::unique_ptr<Remediator> MakeStandbyRemediator(RepairContext& ctx);
 std::unique_ptr<Remediator> MakeDeleteNodeRemediator(RepairContext& ctx);
 std::unique_ptr<Remediator> MakeExecRemediator(RepairContext& ctx);
+std::unique_ptr<Remediator> MakeRedfishRemediator(RepairContext& ctx);
 
 }  // namespace gpuheal::controller

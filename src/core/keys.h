@@ -32,5 +32,8 @@ inline constexpr std::string_view kRepairNodeLabel = "gpuheal.io/node";  // on N
 // On the controller's Lease: an RFC 3339 time at or after the circuit breaker opened closes it by
 // hand; faults that began before that time no longer count towards it.
 inline constexpr std::string_view kBreakerReset = "gpuheal.io/breaker-reset";
+// On a Node: its BMC's Redfish endpoint, https://HOST[:PORT][/redfish/v1/Systems/ID] (the
+// redfish provider; docs/bmc.md). Overrides the endpoints ConfigMap.
+inline constexpr std::string_view kBmcEndpoint = "gpuheal.io/bmc-endpoint";
 
 }  // namespace gpuheal::keys

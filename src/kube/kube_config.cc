@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/base64.h"
 #include "core/file.h"
 
 namespace gpuheal::kube {
@@ -16,26 +17,6 @@ Result<std::string> ReadFile(const std::string& path, const std::string& what) {
   auto text = ReadWholeFile(path);
   if (!text) return Error{fmt::format("{}: cannot read {}", path, what)};
   return std::move(*text);
-}
-
-// Minimal base64 decoder for *-data fields (standard alphabet, padding optional).
-Result<std::string> Base64Decode(const std::string& in, const std::string& where) {
-  static const std::string chars =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  int val = 0, bits = -8;
-  for (char c : in) {
-    if (c == '=' || c == '\n' || c == '\r' || c == ' ') continue;
-    const size_t p = chars.find(c);
-    if (p == std::string::npos) return Error{fmt::format("{}: not valid base64", where)};
-    val = (val << 6) + static_cast<int>(p);
-    bits += 6;
-    if (bits >= 0) {
-      out.push_back(static_cast<char>((val >> bits) & 0xff));
-      bits -= 8;
-    }
-  }
-  return out;
 }
 
 std::string Resolve(const std::string& base_dir, const std::string& p) {

@@ -16,6 +16,8 @@
 
 #include "agent_process.h"
 #include "apply_manifest.h"
+#include "bmc/redfish.h"
+#include "bmc_emulator.h"
 #include "controller/repair.h"
 #include "core/time.h"
 #include "kube_test_util.h"
@@ -67,6 +69,7 @@ class ControllerTest : public ::testing::Test {
       }
     }
     controllers_.clear();
+    bmc_.reset();
     for (const auto& n : nodes_) (void)client_->Delete(kube::NodePath(n));
     std::filesystem::remove_all(dir_);
   }
@@ -191,6 +194,40 @@ class ControllerTest : public ::testing::Test {
     return c;
   }
 
+  // The redfish provider's BMC for `node`: sushy-tools' emulator, a credentials Secret with
+  // `password`, the node's endpoint annotation; returns the policy that uses them.
+  std::string Bmc(const std::string& node, const std::string& password) {
+    std::filesystem::create_directories(dir_ + "/bmc");
+    bmc_ = std::make_unique<gpuheal::testing::BmcEmulator>(
+        dir_ + "/bmc",
+        std::vector<gpuheal::testing::BmcEmulator::System>{
+            {"5e0c4a8e-0000-4000-8000-0000000000b1", node, "On"}},
+        "s3cret");
+    const std::string secret = "bmc-" + id_;
+    EXPECT_EQ(client_
+                  ->Create("/api/v1/namespaces/default/secrets",
+                           {{"apiVersion", "v1"},
+                            {"kind", "Secret"},
+                            {"metadata", {{"name", secret}}},
+                            {"stringData", {{"username", "admin"}, {"password", password}}}})
+                  ->status,
+              201);
+    EXPECT_TRUE(
+        client_
+            ->Patch(kube::NodePath(node), kube::PatchType::kMerge,
+                    {{"metadata", {{"annotations", {{"gpuheal.io/bmc-endpoint", bmc_->url()}}}}}})
+            ->ok());
+    return fmt::format(
+        "toleration:\n  AcceleratedHardwareReady: 1s\nprobation: 1s\n"
+        "provider:\n  name: redfish\n  redfish:\n    credentials_secret: default/{}\n"
+        "    reset_types: [PowerCycle, ForceRestart]\n    request_timeout: 2s\n",
+        secret);
+  }
+  bool RecordHas(const std::string& node, const std::string& text) {
+    auto rs = Repairs(node);
+    return !rs.empty() &&
+           Status(rs.back()).value("actions", json::array()).dump().find(text) != std::string::npos;
+  }
   // A controller with a 2 s lease, so that a SIGKILLed leader's successor takes over within
   // seconds; returns once it leads.
   static const std::vector<std::string>& ShortLease() {
@@ -291,6 +328,7 @@ class ControllerTest : public ::testing::Test {
   std::string id_, dir_;
   std::vector<std::string> nodes_;
   std::vector<std::unique_ptr<AgentProcess>> controllers_;
+  std::unique_ptr<gpuheal::testing::BmcEmulator> bmc_;  // the redfish tests' BMC
 };
 
 TEST_F(ControllerTest, FatalFaultQuarantinesAtOnceAndRecoveryInsideTheWindowReleases) {
@@ -1191,6 +1229,70 @@ TEST_F(ControllerTest, RemediationOutcomeUnknownIsNeverRunTwice) {
   std::this_thread::sleep_for(3s);  // the first command finishes; nothing runs a second
   EXPECT_EQ(Lines(ran).size(), 1u);
   EXPECT_EQ(Repairs(a).size(), 1u);
+}
+
+// The redfish provider (sushy-tools' emulator as the node's BMC): the reset is sent once, even
+// across a controller killed while it waits for the node; the test plays the node coming back
+// (its agent reports the fault cleared once the BMC shows it powered on again), and the usual
+// probation releases it.
+TEST_F(ControllerTest, RedfishPowerCyclesTheNodeOnceAndItsReturnReleasesIt) {
+  const std::string a = Node("a");
+  const std::string policy = Bmc(a, "s3cret") + "    recovery_timeout: 2m\n";
+  StartLeader(policy);
+  SetCondition(a, "False", "NvidiaXID79Error");
+  ASSERT_TRUE(Eventually([&] { return RecordHas(a, "BMC accepted ForceRestart"); }, 30s))
+      << Phase(a) << " " << Message(a);
+  EXPECT_EQ(Phase(a), "Remediating");
+  EXPECT_NE(Message(a).find("waiting up to 2 min"), std::string::npos) << Message(a);
+  EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault") && Cordoned(a));
+  // A successor never sends a second reset: the record says one was sent.
+  controllers_.back()->Kill(SIGKILL);
+  StartController(policy, ShortLease());
+  // The node: down, then up again; its agent then reports the GPU healthy.
+  bmc::RedfishClient client(*bmc::ParseEndpoint(bmc_->url()), {"admin", "s3cret"}, {});
+  bool was_off = false;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto s = client.System();
+        if (s && s->power_state == "Off") was_off = true;
+        return was_off && s && s->power_state == "On";
+      },
+      30s));
+  SetCondition(a, "True", "NvidiaGPUIsReady");
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Recovered"; }, 30s))
+      << Phase(a) << " " << Message(a);
+  EXPECT_FALSE(HasTaint(a, "gpuheal.io/gpu-fault"));
+  EXPECT_FALSE(Cordoned(a));
+  EXPECT_EQ(bmc_->Resets(), 1) << bmc_->Log();
+  EXPECT_EQ(Repairs(a).size(), 1u);
+}
+
+TEST_F(ControllerTest, RedfishAWrongPasswordFailsTheRepairWithoutAReset) {
+  const std::string a = Node("a");
+  StartLeader(Bmc(a, "not-the-password"));
+  SetCondition(a, "False", "NvidiaXID79Error");
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Failed"; }, 30s))
+      << Phase(a) << " " << Message(a);
+  EXPECT_NE(Message(a).find("BMC reset not sent"), std::string::npos) << Message(a);
+  EXPECT_NE(Message(a).find("HTTP 401"), std::string::npos) << Message(a);
+  EXPECT_TRUE(EventReasons(a).count("RemediationFailed"));
+  EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault") && Cordoned(a)) << "stays out of service";
+  EXPECT_EQ(bmc_->Resets(), 0) << bmc_->Log();
+}
+
+TEST_F(ControllerTest, RedfishANodeThatDoesNotComeBackFailsAfterTheRecoveryTimeout) {
+  const std::string a = Node("a");
+  StartLeader(Bmc(a, "s3cret") + "    recovery_timeout: 4s\n");
+  SetCondition(a, "False", "NvidiaXID79Error");
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Failed"; }, 40s))
+      << Phase(a) << " " << Message(a);
+  EXPECT_NE(Message(a).find("did not come back with its fault cleared within 4 s"),
+            std::string::npos)
+      << Message(a);
+  EXPECT_TRUE(RecordHas(a, "BMC accepted ForceRestart"));
+  EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault") && Cordoned(a));
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(bmc_->Resets(), 1) << bmc_->Log();
 }
 
 // An API server outage longer than the renew deadline (a 2 s lease here): the controller stops

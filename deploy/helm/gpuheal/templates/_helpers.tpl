@@ -42,6 +42,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 {{- $_ := set $skip "namespaces" $nss -}}
 {{- $_ := set $p "skip" $skip -}}
+{{- /* provider redfish: the Secret and ConfigMap its Role may read, in the chart's namespace. */ -}}
+{{- $pr := get $p "provider" | default dict -}}
+{{- if eq (toString (get $pr "name")) "redfish" -}}
+{{- $rf := get $pr "redfish" | default dict -}}
+{{- $_ := set $rf "credentials_secret" (printf "%s/gpuheal-bmc" (include "gpuheal.namespace" .)) -}}
+{{- $_ := set $rf "endpoints_configmap" (printf "%s/gpuheal-bmc-endpoints" (include "gpuheal.namespace" .)) -}}
+{{- $_ := set $pr "redfish" $rf -}}
+{{- end -}}
 {{- toYaml $p -}}
 {{- end -}}
 

@@ -1,0 +1,243 @@
+// gpuheal bmc status|reset: a node's BMC over Redfish, for operators. The endpoint and the
+// credentials are the ones the redfish provider uses (the node's gpuheal.io/bmc-endpoint
+// annotation, the credentials Secret), or given on the command line without a cluster.
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "bmc/redfish.h"
+#include "cli/commands.h"
+#include "core/base64.h"
+#include "core/file.h"
+#include "core/keys.h"
+#include "kube/client.h"
+#include "kube/objects.h"
+
+namespace gpuheal::cli {
+namespace {
+
+using json = nlohmann::json;
+
+struct BmcArgs {
+  std::string node, endpoint, kubeconfig;
+  std::string credentials_secret = "gpuheal-system/gpuheal-bmc";
+  std::string username, password_file;
+  std::string ca_file;
+  bool insecure = false;
+  int timeout_seconds = 10;
+  std::string output = "table";
+  std::vector<std::string> reset_types = {"PowerCycle", "ForceRestart", "GracefulRestart"};
+  bool force = false;
+};
+
+struct Target {
+  bmc::Endpoint endpoint;
+  bmc::Credentials credentials;
+  std::string url;
+};
+
+// Fails with the exit code in `code`.
+Result<Target> Resolve(const BmcArgs& a, bool reset, int* code) {
+  *code = kExitUsage;
+  if (a.node.empty() == a.endpoint.empty())
+    return Error{"name a NODE (its gpuheal.io/bmc-endpoint annotation) or --endpoint, not both"};
+  for (const auto& t : a.reset_types) {
+    if (!bmc::IsResetType(t))
+      return Error{
+          fmt::format("--reset-type {}: not a Redfish ResetType (e.g. PowerCycle, "
+                      "ForceRestart, GracefulRestart)",
+                      t)};
+  }
+  Target out;
+  std::unique_ptr<kube::Client> client;
+  auto need_client = [&]() -> Status {
+    if (client) return Status::Ok();
+    auto cfg = kube::LoadKubeconfig(a.kubeconfig);
+    if (!cfg) return cfg.error();
+    auto c = kube::Client::Create(std::move(*cfg));
+    if (!c) return c.error();
+    client = std::move(*c);
+    return Status::Ok();
+  };
+  if (!a.node.empty()) {
+    GPUHEAL_CHECK(need_client());
+    *code = kExitFailure;
+    auto res = client->Get(kube::NodePath(a.node));
+    if (!res) return res.error();
+    if (!res->ok()) return Error{fmt::format("node {}: {}", a.node, res->Describe())};
+    auto node = kube::DecodeNode(res->body);
+    if (!node) return node.error();
+    auto it = node->meta.annotations.find(std::string(keys::kBmcEndpoint));
+    if (it == node->meta.annotations.end()) {
+      *code = kExitUsage;
+      return Error{fmt::format("node {} has no {} annotation: annotate it, or pass --endpoint",
+                               a.node, keys::kBmcEndpoint)};
+    }
+    out.url = it->second;
+    if (reset && !a.force) {
+      // The repair record is the lock: the controller may be power-cycling this node right now.
+      auto repairs =
+          client->Get(std::string(kube::kNodeRepairsPath) + "?labelSelector=" +
+                      kube::UrlEncode(std::string(keys::kRepairNodeLabel) + "=" + a.node));
+      if (repairs && repairs->ok()) {
+        if (auto list = kube::DecodeNodeRepairList(repairs->body)) {
+          for (const auto& r : list->items) {
+            if (r.phase == "Remediating") {
+              *code = kExitFailure;
+              return Error{fmt::format(
+                  "NodeRepair {} is Remediating node {}: its reset may be under way; wait for "
+                  "it, or pass --force",
+                  r.meta.name, a.node)};
+            }
+          }
+        }
+      }
+    }
+  } else {
+    out.url = a.endpoint;
+  }
+  *code = kExitUsage;
+  auto endpoint = bmc::ParseEndpoint(out.url);
+  if (!endpoint) return endpoint.error();
+  out.endpoint = *endpoint;
+  if (!a.username.empty() || !a.password_file.empty()) {
+    if (a.username.empty() || a.password_file.empty())
+      return Error{"--username and --password-file go together"};
+    auto pw = ReadWholeFile(a.password_file);
+    if (!pw) return Error{fmt::format("--password-file {}: cannot read it", a.password_file)};
+    std::string p = *pw;
+    while (!p.empty() && (p.back() == '\n' || p.back() == '\r')) p.pop_back();
+    out.credentials = {a.username, p};
+    return out;
+  }
+  GPUHEAL_CHECK(need_client());
+  const auto slash = a.credentials_secret.find('/');
+  if (slash == std::string::npos) return Error{"--credentials-secret must be NAMESPACE/NAME"};
+  *code = kExitFailure;
+  auto res = client->Get(fmt::format("/api/v1/namespaces/{}/secrets/{}",
+                                     a.credentials_secret.substr(0, slash),
+                                     a.credentials_secret.substr(slash + 1)));
+  if (!res) return res.error();
+  if (!res->ok()) return Error{fmt::format("Secret {}: {}", a.credentials_secret, res->Describe())};
+  const json secret = json::parse(res->body, nullptr, false);
+  for (const char* key : {"username", "password"}) {
+    if (!secret.is_object() || !secret.contains("data") || !secret["data"].is_object() ||
+        !secret["data"].contains(key) || !secret["data"][key].is_string())
+      return Error{fmt::format("Secret {} has no \"{}\"", a.credentials_secret, key)};
+    auto v = Base64Decode(secret["data"][key].get<std::string>(),
+                          fmt::format("Secret {} {}", a.credentials_secret, key));
+    if (!v) return v.error();
+    (std::string_view(key) == "username" ? out.credentials.username : out.credentials.password) =
+        std::move(*v);
+  }
+  return out;
+}
+
+void Run(const BmcArgs& a, bool reset, int& exit_code) {
+  const char* cmd = reset ? "gpuheal bmc reset" : "gpuheal bmc status";
+  int code = kExitFailure;
+  auto target = Resolve(a, reset, &code);
+  if (!target) {
+    std::cerr << cmd << ": " << target.error().message << "\n";
+    exit_code = target.error().code == ErrorCode::kUsage ? kExitUsage : code;
+    return;
+  }
+  if (a.insecure) {
+    std::cerr << cmd
+              << ": warning: the BMC's certificate is not verified (--insecure-skip-verify)\n";
+  }
+  bmc::ClientOptions options;
+  options.ca_file = a.ca_file;
+  options.insecure = a.insecure;
+  options.timeout = std::chrono::seconds(a.timeout_seconds);
+  bmc::RedfishClient client(target->endpoint, target->credentials, options);
+  auto system = client.System();
+  if (!system) {
+    std::cerr << cmd << ": " << system.error().message << "\n";
+    exit_code = kExitFailure;
+    return;
+  }
+  if (!reset) {
+    std::string types;
+    for (const auto& t : system->reset_types) types += (types.empty() ? "" : ",") + t;
+    if (a.output == "json") {
+      std::cout << json{{"endpoint", target->url},
+                        {"system", system->path},
+                        {"name", system->name},
+                        {"powerState", system->power_state},
+                        {"resetTypes", system->reset_types}}
+                       .dump(2)
+                << "\n";
+    } else {
+      std::cout << fmt::format(
+          "ENDPOINT  {}\nSYSTEM    {}\nNAME      {}\nPOWER     {}\nRESETS    {}\n", target->url,
+          system->path, system->name, system->power_state.empty() ? "-" : system->power_state,
+          types.empty() ? "-" : types);
+    }
+    exit_code = kExitOk;
+    return;
+  }
+  auto type = bmc::ChooseResetType(*system, a.reset_types);
+  if (!type) {
+    std::cerr << cmd << ": " << type.error().message << "\n";
+    exit_code = kExitFailure;
+    return;
+  }
+  if (auto st = client.Reset(*system, *type); !st) {
+    std::cerr << cmd << ": " << st.error().message << "\n";
+    exit_code = kExitFailure;
+    return;
+  }
+  std::cout << fmt::format("{}: {} accepted by {} (power was {})\n", system->path, *type,
+                           target->url,
+                           system->power_state.empty() ? "unknown" : system->power_state);
+  exit_code = kExitOk;
+}
+
+void AddFlags(CLI::App* c, BmcArgs& a, bool reset) {
+  c->add_option("node", a.node, "The node (its gpuheal.io/bmc-endpoint annotation names the BMC)");
+  c->add_option("--endpoint", a.endpoint,
+                "The BMC instead of a node: https://HOST[:PORT][/redfish/v1/Systems/ID]");
+  c->add_option("--kubeconfig", a.kubeconfig,
+                "Kubeconfig (default $KUBECONFIG, then ~/.kube/config)");
+  c->add_option("--credentials-secret", a.credentials_secret,
+                "NAMESPACE/NAME of the Secret with username and password")
+      ->capture_default_str();
+  c->add_option("--username", a.username, "BMC user (with --password-file; no Secret read)");
+  c->add_option("--password-file", a.password_file, "File holding the BMC user's password");
+  c->add_option("--ca-file", a.ca_file, "PEM bundle that signs the BMC's certificate");
+  c->add_flag("--insecure-skip-verify", a.insecure, "Do not verify the BMC's certificate");
+  c->add_option("--timeout", a.timeout_seconds, "Seconds per request")
+      ->check(CLI::Range(1, 300))
+      ->capture_default_str();
+  if (reset) {
+    c->add_option("--reset-type", a.reset_types,
+                  "Redfish ResetType, most preferred first (repeatable); the first the BMC "
+                  "allows is sent")
+        ->capture_default_str();
+    c->add_flag("--force", a.force, "Reset even while a NodeRepair is Remediating the node");
+  } else {
+    c->add_option("-o,--output", a.output, "table or json")
+        ->check(CLI::IsMember({"table", "json"}))
+        ->capture_default_str();
+  }
+}
+
+}  // namespace
+
+void RegisterBmc(CLI::App& app, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand("bmc", "A node's BMC over Redfish: power state and reset");
+  cmd->require_subcommand(1);
+  auto status = std::make_shared<BmcArgs>();
+  CLI::App* s = cmd->add_subcommand("status", "The node's ComputerSystem: power state, resets");
+  AddFlags(s, *status, false);
+  s->callback([status, &exit_code] { Run(*status, false, exit_code); });
+  auto reset = std::make_shared<BmcArgs>();
+  CLI::App* r = cmd->add_subcommand("reset", "Power-cycle the node through its BMC");
+  AddFlags(r, *reset, true);
+  r->callback([reset, &exit_code] { Run(*reset, true, exit_code); });
+}
+
+}  // namespace gpuheal::cli

@@ -1,0 +1,233 @@
+// The redfish provider: power-cycles the node through its BMC (DMTF Redfish
+// ComputerSystem.Reset) and waits for it to come back with its fault cleared.
+//
+// The BMC endpoint is the Node's gpuheal.io/bmc-endpoint annotation, else its entry in the
+// endpoints ConfigMap; the credentials are a Secret's username and password. Remediating is
+// written before the reset is sent, so the record is the lock: a reset is sent at most once per
+// repair, whichever replica acts. After it the node is left to come back: when its agent reports
+// the fault cleared, the usual probation and release follow (Recovered); when it has not within
+// recovery_timeout, the repair ends Failed and the node stays quarantined.
+
+#include <fmt/format.h>
+
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "bmc/redfish.h"
+#include "controller/remediator.h"
+#include "core/base64.h"
+#include "core/keys.h"
+#include "core/reasons.h"
+
+namespace gpuheal::controller {
+namespace {
+
+using std::chrono::milliseconds;
+using SysTime = std::chrono::system_clock::time_point;
+using json = nlohmann::json;
+
+constexpr std::string_view kResetSent = "BMC accepted ";  // the record's action, once sent
+constexpr milliseconds kPoll{2000};
+
+std::string Human(milliseconds d) {
+  if (d.count() % 60000 == 0) return fmt::format("{} min", d.count() / 60000);
+  if (d.count() % 1000 == 0) return fmt::format("{} s", d.count() / 1000);
+  return fmt::format("{} ms", d.count());
+}
+
+std::pair<std::string, std::string> Split(const std::string& ns_name) {
+  const auto slash = ns_name.find('/');
+  return {ns_name.substr(0, slash), ns_name.substr(slash + 1)};
+}
+
+class Redfish final : public Remediator {
+ public:
+  explicit Redfish(RepairContext& ctx) : ctx_(ctx) {}
+
+  Next Remediate(const kube::Node& node, const NodeFault& /*f*/, RepairRecord& r,
+                 SysTime now) override {
+    if (r.At("Remediating")) return Wait(node, r, now);
+    const auto& policy = ctx_.policy().redfish;
+    auto target = Target(node);
+    if (!target) return Fail(node, r, now, "BMC reset not sent: " + target.error().message);
+    bmc::RedfishClient client(target->endpoint, target->credentials, Options());
+    auto system = client.System();
+    if (!system) {
+      for (const auto& line : client.attempts_log()) r.Action(line);
+      return Fail(node, r, now, "BMC reset not sent: " + system.error().message);
+    }
+    auto type = bmc::ChooseResetType(*system, policy.reset_types);
+    if (!type) return Fail(node, r, now, "BMC reset not sent: " + type.error().message);
+    const std::string what = fmt::format(
+        "{} of {} ({}) through its BMC {}, power {}", *type, node.meta.name, system->path,
+        target->url, system->power_state.empty() ? "unknown" : system->power_state);
+    if (ctx_.dry_run()) {
+      r.Action("would send " + what + " (dry-run)");
+      r.Message("dry-run: would power-cycle the node through its BMC");
+      return std::nullopt;
+    }
+    r.Phase("Remediating", now, "sending " + what);
+    // Before the reset: whatever happens next, no replica sends a second one for this repair.
+    if (!ctx_.WriteStatus(r)) return milliseconds(2000);
+    const auto sent = client.Reset(*system, *type);
+    for (const auto& line : client.attempts_log()) r.Action(line);
+    if (!sent) return Fail(node, r, now, "BMC reset failed: " + sent.error().message);
+    r.Action(fmt::format("{}{} for {} (power was {})", kResetSent, *type, system->path,
+                         system->power_state.empty() ? "unknown" : system->power_state));
+    r.Message(fmt::format(
+        "power-cycled through the BMC ({}); waiting up to {} for the node to come back with its "
+        "fault cleared",
+        *type, Human(policy.recovery_timeout)));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      watching_[r.cr.meta.name] = Watch{system->power_state, now};
+    }
+    return kPoll;
+  }
+
+ private:
+  struct Resolved {
+    std::string url;
+    bmc::Endpoint endpoint;
+    bmc::Credentials credentials;
+  };
+  struct Watch {
+    std::string power;  // the last power state recorded
+    SysTime since;
+  };
+
+  bmc::ClientOptions Options(int attempts = 0) const {
+    const auto& p = ctx_.policy().redfish;
+    bmc::ClientOptions o;
+    o.ca_file = p.ca_file;
+    o.insecure = p.insecure_skip_verify;
+    o.timeout = p.request_timeout;
+    o.attempts = attempts > 0 ? attempts : p.attempts;
+    return o;
+  }
+
+  // The node's BMC endpoint and the credentials, read now (a rotated Secret takes effect at once).
+  Result<Resolved> Target(const kube::Node& node) {
+    const auto& p = ctx_.policy().redfish;
+    Resolved out;
+    if (auto it = node.meta.annotations.find(std::string(keys::kBmcEndpoint));
+        it != node.meta.annotations.end()) {
+      out.url = it->second;
+    } else if (!p.endpoints_configmap.empty()) {
+      const auto [ns, name] = Split(p.endpoints_configmap);
+      auto res = ctx_.api().Get(fmt::format("/api/v1/namespaces/{}/configmaps/{}", ns, name));
+      if (!res)
+        return Error{fmt::format("ConfigMap {}: {}", p.endpoints_configmap, res.error().message)};
+      // A missing map is a map without this node (said below); any other failure is its own.
+      if (!res->ok() && res->status != 404)
+        return Error{fmt::format("ConfigMap {}: {}", p.endpoints_configmap, res->Describe())};
+      const json cm = json::parse(res->body, nullptr, false);
+      if (cm.is_object() && cm.contains("data") && cm["data"].is_object() &&
+          cm["data"].contains(node.meta.name) && cm["data"][node.meta.name].is_string()) {
+        out.url = cm["data"][node.meta.name].get<std::string>();
+      }
+    }
+    if (out.url.empty()) {
+      return Error{fmt::format(
+          "the node has no BMC endpoint: annotate it {}=https://BMC{}", keys::kBmcEndpoint,
+          p.endpoints_configmap.empty()
+              ? ""
+              : fmt::format(" or add it to ConfigMap {}", p.endpoints_configmap))};
+    }
+    auto endpoint = bmc::ParseEndpoint(out.url);
+    if (!endpoint) return endpoint.error();
+    out.endpoint = *endpoint;
+    const auto [ns, name] = Split(p.credentials_secret);
+    auto res = ctx_.api().Get(fmt::format("/api/v1/namespaces/{}/secrets/{}", ns, name));
+    if (!res) return Error{fmt::format("Secret {}: {}", p.credentials_secret, res.error().message)};
+    if (!res->ok())
+      return Error{fmt::format("Secret {}: {}", p.credentials_secret, res->Describe())};
+    const json secret = json::parse(res->body, nullptr, false);
+    for (const char* key : {"username", "password"}) {
+      if (!secret.is_object() || !secret.contains("data") || !secret["data"].is_object() ||
+          !secret["data"].contains(key) || !secret["data"][key].is_string()) {
+        return Error{fmt::format("Secret {} has no \"{}\"", p.credentials_secret, key)};
+      }
+      auto value = Base64Decode(secret["data"][key].get<std::string>(),
+                                fmt::format("Secret {} {}", p.credentials_secret, key));
+      if (!value) return value.error();
+      (std::string_view(key) == "username" ? out.credentials.username : out.credentials.password) =
+          std::move(*value);
+    }
+    return out;
+  }
+
+  // After the reset: records the power transitions the BMC shows, and ends the repair Failed
+  // when the fault has not cleared within recovery_timeout (a cleared fault ends it elsewhere).
+  Next Wait(const kube::Node& node, RepairRecord& r, SysTime now) {
+    const auto& p = ctx_.policy().redfish;
+    const SysTime since = r.At("Remediating").value_or(now);
+    Watch watch;
+    bool known;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = watching_.begin(); it != watching_.end();) {
+        it = now - it->second.since > p.recovery_timeout + std::chrono::hours(1)
+                 ? watching_.erase(it)
+                 : std::next(it);
+      }
+      auto it = watching_.find(r.cr.meta.name);
+      known = it != watching_.end();
+      if (known) watch = it->second;
+    }
+    if (!known) {
+      // Another replica (or this one before a restart) sent it, or died while sending it.
+      if (!r.HasAction(std::string(kResetSent))) {
+        r.Action(
+            "did not send the BMC reset again: a controller stopped while it was being sent; "
+            "waiting for the node");
+      }
+      watch.since = since;
+    }
+    if (now - since >= p.recovery_timeout) {
+      return Fail(node, r, now,
+                  fmt::format("the node did not come back with its fault cleared within {} of "
+                              "the BMC reset",
+                              Human(p.recovery_timeout)));
+    }
+    if (auto target = Target(node)) {
+      bmc::RedfishClient client(target->endpoint, target->credentials, Options(1));
+      if (auto s = client.System(); s && s->power_state != watch.power) {
+        r.Action(fmt::format("BMC power state {} at {}", s->power_state, kube::MicroTime(now)));
+        watch.power = s->power_state;
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      watching_[r.cr.meta.name] = watch;
+    }
+    return std::min<milliseconds>(
+        kPoll, std::chrono::duration_cast<milliseconds>(since + p.recovery_timeout - now));
+  }
+
+  Next Fail(const kube::Node& node, RepairRecord& r, SysTime now, const std::string& why) {
+    r.Action(why);
+    r.Phase("Failed", now, why);
+    r.Message(why + "; the node stays quarantined");
+    if (!ctx_.WriteStatus(r)) return milliseconds(2000);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      watching_.erase(r.cr.meta.name);
+    }
+    ctx_.Event(node, "Warning", std::string(reason::kRemediationFailed), r.cr.message);
+    return std::nullopt;
+  }
+
+  RepairContext& ctx_;
+  std::mutex mu_;                          // workers reconcile different nodes at once
+  std::map<std::string, Watch> watching_;  // NodeRepair -> after this replica's reset
+};
+
+}  // namespace
+
+std::unique_ptr<Remediator> MakeRedfishRemediator(RepairContext& ctx) {
+  return std::make_unique<Redfish>(ctx);
+}
+
+}  // namespace gpuheal::controller
