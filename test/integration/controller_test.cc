@@ -1295,6 +1295,85 @@ TEST_F(ControllerTest, RedfishANodeThatDoesNotComeBackFailsAfterTheRecoveryTimeo
   EXPECT_EQ(bmc_->Resets(), 1) << bmc_->Log();
 }
 
+// The chart's RBAC for provider redfish (rendered with it in test/golden/helm/all-features.yaml)
+// is enough for the BMC rung: the Secret and the endpoints ConfigMap it names, read with a
+// ServiceAccount token; the BMC found through the ConfigMap (no annotation on the Node).
+TEST_F(ControllerTest, RedfishTheChartsRbacIsEnoughForTheBmcRung) {
+  (void)client_->Create(
+      "/api/v1/namespaces",
+      {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "gpuheal-system"}}}});
+  for (const YAML::Node& doc : YAML::LoadAllFromFile(std::string(GPUHEAL_SOURCE_DIR) +
+                                                     "/test/golden/helm/all-features.yaml")) {
+    if (!doc.IsMap() || !doc["kind"]) continue;
+    json obj = kube::YamlToJson(doc);
+    const std::string kind = obj["kind"];
+    if (kind != "ServiceAccount" && kind != "Role" && kind != "RoleBinding" &&
+        kind != "ClusterRole" && kind != "ClusterRoleBinding")
+      continue;
+    if (obj["metadata"]["name"].get<std::string>().rfind("gpuheal-controller", 0) != 0) continue;
+    const std::string collection = *kube::CollectionPath(obj);
+    const std::string path = collection + "/" + obj["metadata"]["name"].get<std::string>();
+    auto r = client_->Create(collection, obj);
+    ASSERT_TRUE(r.ok() && (r->status == 201 || r->status == 409)) << kind;
+    if (r->status == 409) {  // the default-values objects of another test: take the chart's
+      auto u = client_->Update(path, [&](json& cur) {
+        obj["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"];
+        cur = obj;
+        return true;
+      });
+      ASSERT_TRUE(u && u->ok()) << kind << ": " << (u ? u->Describe() : u.error().message);
+    }
+  }
+  const std::string a = Node("a");
+  std::filesystem::create_directories(dir_ + "/bmc");
+  bmc_ = std::make_unique<gpuheal::testing::BmcEmulator>(
+      dir_ + "/bmc",
+      std::vector<gpuheal::testing::BmcEmulator::System>{
+          {"5e0c4a8e-0000-4000-8000-0000000000c1", a, "On"}},
+      "s3cret");
+  for (const auto& [kind, body] : std::vector<std::pair<std::string, json>>{
+           {"secrets", {{"stringData", {{"username", "admin"}, {"password", "s3cret"}}}}},
+           {"configmaps", {{"data", {{a, bmc_->url()}}}}}}) {
+    json obj = body;
+    obj["apiVersion"] = "v1";
+    obj["kind"] = kind == "secrets" ? "Secret" : "ConfigMap";
+    obj["metadata"] = {{"name", kind == "secrets" ? "gpuheal-bmc" : "gpuheal-bmc-endpoints"}};
+    const std::string collection = "/api/v1/namespaces/gpuheal-system/" + kind;
+    (void)client_->Delete(collection + "/" + obj["metadata"]["name"].get<std::string>());
+    ASSERT_TRUE(Eventually([&] { return client_->Create(collection, obj)->status == 201; }, 10s))
+        << kind;
+  }
+  auto tr =
+      client_->Create("/api/v1/namespaces/gpuheal-system/serviceaccounts/gpuheal-controller/token",
+                      {{"apiVersion", "authentication.k8s.io/v1"},
+                       {"kind", "TokenRequest"},
+                       {"spec", {{"expirationSeconds", 3600}}}});
+  ASSERT_EQ(tr->status, 201) << tr->Describe();
+  const std::string kc = dir_ + "/controller.kubeconfig";
+  gpuheal::testing::WriteTokenKubeconfig(kc, client_->config().server,
+                                         json::parse(tr->body)["status"]["token"]);
+  const std::string file = dir_ + "/rbac-policy.yaml";
+  std::ofstream(file)
+      << "breaker: {share_percent: 100}\ntoleration: {AcceleratedHardwareReady: 1s}\n"
+         "provider:\n  name: redfish\n  redfish:\n"
+         "    credentials_secret: gpuheal-system/gpuheal-bmc\n"
+         "    endpoints_configmap: gpuheal-system/gpuheal-bmc-endpoints\n"
+         "    reset_types: [ForceRestart]\n";
+  controllers_.push_back(std::make_unique<AgentProcess>(
+      std::vector<std::string>{GPUHEAL_BIN, "controller", "--kubeconfig", kc, "--policy", file,
+                               "--listen", "", "--lease-namespace", "gpuheal-system"}));
+  ASSERT_TRUE(controllers_.back()->WaitLog(
+      [](const json& j) { return j.value("msg", "") == "started leading"; }, 30s));
+  SetCondition(a, "False", "NvidiaXID79Error");
+  ASSERT_TRUE(Eventually([&] { return RecordHas(a, "BMC accepted ForceRestart"); }, 30s))
+      << Phase(a) << " " << Message(a);
+  EXPECT_EQ(bmc_->Resets(), 1);
+  (void)controllers_.back()->WaitLog([](const json&) { return false; }, 1s);
+  for (const auto& line : controllers_.back()->logs()) {
+    EXPECT_EQ(line.dump().find("403"), std::string::npos) << line.dump();
+  }
+}
+
 // An API server outage longer than the renew deadline (a 2 s lease here): the controller stops
 // acting and stands for election again in the same process, informer caches kept, and acts again
 // afterwards. Last in this binary: the outage restarts the API server of every later test.
