@@ -12,6 +12,7 @@
 #include "core/base64.h"
 #include "core/file.h"
 #include "core/keys.h"
+#include "core/object_names.h"
 #include "kube/client.h"
 #include "kube/objects.h"
 
@@ -78,13 +79,13 @@ Result<Target> Resolve(const BmcArgs& a, bool reset, int* code) {
     out.url = it->second;
     if (reset && !a.force) {
       // The repair record is the lock: the controller may be power-cycling this node right now.
-      auto repairs =
-          client->Get(std::string(kube::kNodeRepairsPath) + "?labelSelector=" +
-                      kube::UrlEncode(std::string(keys::kRepairNodeLabel) + "=" + a.node));
+      auto repairs = client->Get(
+          std::string(kube::kNodeRepairsPath) + "?labelSelector=" +
+          kube::UrlEncode(std::string(keys::kRepairNodeLabel) + "=" + NodeLabelValue(a.node)));
       if (repairs && repairs->ok()) {
         if (auto list = kube::DecodeNodeRepairList(repairs->body)) {
           for (const auto& r : list->items) {
-            if (r.phase == "Remediating") {
+            if (r.node == a.node && r.phase == "Remediating") {
               *code = kExitFailure;
               return Error{fmt::format(
                   "NodeRepair {} is Remediating node {}: its reset may be under way; wait for "

@@ -6,6 +6,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -18,6 +19,9 @@ namespace gpuheal::controller {
 namespace {
 
 std::vector<std::string> RepairNodeIndex(const kube::NodeRepair& r) { return {r.node}; }
+
+// The work queue's key for the record sweep: a space is never part of a node's name.
+const std::string kSweepKey = " sweep-records";
 
 }  // namespace
 
@@ -109,6 +113,7 @@ void Controller::StartWorkers() {
   if (stopping_) return;
   queue_.Reopen();
   for (const auto& n : nodes_->Items()) queue_.Add(n.meta.name);
+  queue_.Add(kSweepKey);
   for (int i = 0; i < opts_.workers; ++i) workers_.emplace_back([this] { Worker(); });
 }
 
@@ -131,10 +136,36 @@ void Controller::Worker() {
       queue_.Done(*key);
       break;
     }
-    auto again = repairer_->Reconcile(*key);
+    auto again = *key == kSweepKey ? std::optional(SweepRecords()) : repairer_->Reconcile(*key);
     queue_.Done(*key);
     if (again) queue_.AddAfter(*key, *again);
   }
+}
+
+std::chrono::milliseconds Controller::SweepRecords() {
+  const auto keep = opts_.policy.records_keep;
+  const auto again = std::clamp<std::chrono::milliseconds>(keep / 4, std::chrono::seconds(1),
+                                                           std::chrono::minutes(10));
+  if (opts_.dry_run) return again;  // dry-run writes only its own records
+  const auto now = clock_.Now();
+  int deleted = 0;
+  for (const auto& r : repairs_->Items()) {
+    if (!RecordExpired(r, now, keep)) continue;
+    auto res = client_->Delete(kNodeRepairs + "/" + r.meta.name, r.meta.uid);
+    if (res && (res->ok() || res->status == 404)) {
+      ++deleted;
+    } else {
+      Log("warn", "cannot delete an expired NodeRepair record; retrying at the next sweep",
+          {{"record", r.meta.name}, {"error", res ? res->Describe() : res.error().message}});
+    }
+  }
+  if (deleted > 0) {
+    Log("info",
+        "deleted the NodeRepair records of episodes that ended longer ago than records.keep",
+        {{"count", deleted},
+         {"keep_seconds", std::chrono::duration_cast<std::chrono::seconds>(keep).count()}});
+  }
+  return again;
 }
 
 int Controller::Run() {

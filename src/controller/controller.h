@@ -50,6 +50,8 @@ class Controller {
   Controller() = default;
   void StartWorkers();
   void Worker();
+  // Deletes the records of episodes that ended more than records.keep ago; when to sweep again.
+  std::chrono::milliseconds SweepRecords();
 
   ControllerOptions opts_;
   std::unique_ptr<kube::Api> client_, watch_client_;

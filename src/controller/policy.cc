@@ -24,7 +24,7 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
   GPUHEAL_TRY(top,
               Section::Open(e, root, "",
                             {"toleration", "checkpoint", "eviction", "skip", "pools", "breaker",
-                             "attempts", "probation", "provider", "paused", "critical"},
+                             "attempts", "probation", "provider", "paused", "critical", "records"},
                             "the policy must be a mapping of keys to values"));
   if (const YAML::Node t = root["toleration"]) {
     if (!t.IsMap())
@@ -115,6 +115,18 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
       p.critical_node_level = a == "node";
     }
     GPUHEAL_CHECK(c.Duration("request_timeout", p.critical_request_timeout));
+  }
+  if (root["records"]) {
+    GPUHEAL_TRY(rc, Section::Open(e, root["records"], "records", {"keep"}));
+    GPUHEAL_CHECK(rc.Duration("keep", p.records_keep));
+  }
+  if (p.records_keep < p.repairs_window) {
+    const YAML::Node at = root["records"] && root["records"]["keep"] ? root["records"]["keep"]
+                          : root["attempts"]                         ? root["attempts"]
+                                                                     : root;
+    return e.At(at,
+                "\"records.keep\" must be at least \"attempts.window\": the attempt cap "
+                "counts the records of that window");
   }
   if (root["provider"]) {
     GPUHEAL_TRY(pr, Section::Open(e, root["provider"], "provider",

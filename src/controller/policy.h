@@ -36,6 +36,9 @@ struct Policy {
   std::chrono::milliseconds breaker_quiet = std::chrono::minutes(15);
   int max_repairs = 3;  // per node within repairs_window
   std::chrono::milliseconds repairs_window = std::chrono::hours(24 * 7);
+  // NodeRepair records of finished episodes are deleted this long after they ended (at least
+  // repairs_window: the attempt cap counts them).
+  std::chrono::milliseconds records_keep = std::chrono::hours(24 * 30);
   std::chrono::milliseconds probation =
       std::chrono::minutes(5);  // healthy this long before release
   Provider provider = Provider::kNone;

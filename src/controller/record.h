@@ -44,6 +44,17 @@ inline bool Terminal(const std::string& phase) {
   return phase == "Recovered" || phase == "Replaced" || phase == "Failed";
 }
 
+// A finished episode's record older than `keep` (policy records.keep), counted from the time of
+// its last phase: the controller deletes those.
+inline bool RecordExpired(const kube::NodeRepair& r, std::chrono::system_clock::time_point now,
+                          std::chrono::milliseconds keep) {
+  if (!Terminal(r.phase)) return false;
+  auto it = r.phase_times.find(r.phase);
+  if (it == r.phase_times.end()) return false;
+  auto ended = kube::ParseTime(it->second);
+  return ended && now - *ended > keep;
+}
+
 // The open NodeRepair as a reconcile sees and updates it; `dirty` until its status is written.
 struct RepairRecord {
   kube::NodeRepair cr;

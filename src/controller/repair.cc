@@ -9,6 +9,7 @@
 #include "core/gpu_faults.h"
 #include "core/keys.h"
 #include "core/log.h"
+#include "core/object_names.h"
 #include "core/reasons.h"
 #include "core/time.h"
 
@@ -241,9 +242,10 @@ std::optional<RepairRecord> Repairer::Open(const kube::Node& node, const NodeFau
   }
   RepairRecord rec;
   // <node>-<unix ms>: one per episode, in time order by name (a superseded GPU-level episode and
-  // the node-level one after it may start within the same second).
-  rec.cr.meta.name =
-      fmt::format("{}-{}", name, duration_cast<milliseconds>(now.time_since_epoch()).count());
+  // the node-level one after it may start within the same second). A node name too long for
+  // that is cut and hashed, the same way each time; the label value likewise (63 at most).
+  rec.cr.meta.name = NameWithSuffix(
+      name, std::to_string(duration_cast<milliseconds>(now.time_since_epoch()).count()));
   rec.cr.node = name;
   rec.cr.condition = fault.condition;
   rec.cr.reason = fault.reason;
@@ -253,7 +255,8 @@ std::optional<RepairRecord> Repairer::Open(const kube::Node& node, const NodeFau
       {"apiVersion", "gpuheal.io/v1alpha1"},
       {"kind", "NodeRepair"},
       {"metadata",
-       {{"name", rec.cr.meta.name}, {"labels", {{std::string(keys::kRepairNodeLabel), name}}}}},
+       {{"name", rec.cr.meta.name},
+        {"labels", {{std::string(keys::kRepairNodeLabel), NodeLabelValue(name)}}}}},
       {"spec",
        {{"node", name},
         {"trigger",

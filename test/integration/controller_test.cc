@@ -19,6 +19,7 @@
 #include "bmc/redfish.h"
 #include "bmc_emulator.h"
 #include "controller/repair.h"
+#include "core/object_names.h"
 #include "core/time.h"
 #include "kube_test_util.h"
 #include "run_binary.h"
@@ -130,7 +131,7 @@ class ControllerTest : public ::testing::Test {
     return GetNode(node)["spec"].value("unschedulable", false);
   }
   std::vector<json> Repairs(const std::string& node) {
-    auto r = client_->Get(kRepairs + "?labelSelector=gpuheal.io%2Fnode%3D" + node);
+    auto r = client_->Get(kRepairs + "?labelSelector=gpuheal.io%2Fnode%3D" + NodeLabelValue(node));
     std::vector<json> out;
     if (r && r->ok()) {
       const json list = json::parse(r->body);  // kept alive: the loop walks inside it
@@ -1229,6 +1230,49 @@ TEST_F(ControllerTest, RemediationOutcomeUnknownIsNeverRunTwice) {
   std::this_thread::sleep_for(3s);  // the first command finishes; nothing runs a second
   EXPECT_EQ(Lines(ran).size(), 1u);
   EXPECT_EQ(Repairs(a).size(), 1u);
+}
+
+// A node name of 246 characters (a valid DNS subdomain) is longer than a label value (63) and
+// leaves no room for "-<unix ms>" in a record name (253): both are cut and hashed, and the
+// repair goes on as for any node.
+TEST_F(ControllerTest, ANodeNameTooLongForALabelStillGetsItsRecord) {
+  const std::string suffix = std::string(58, 'x') + "." + std::string(58, 'y') + "." +
+                             std::string(58, 'z') + "." + std::string(58, 'w');
+  const std::string a = Node(suffix);
+  ASSERT_EQ(a.size(), 246u);
+  StartLeader("probation: 1s\n");
+  SetCondition(a, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Quarantined" || Phase(a) == "Drained"; }, 20s))
+      << Phase(a) << " " << Message(a);
+  const json record = Repairs(a).back();
+  EXPECT_EQ(record["spec"]["node"], a);
+  EXPECT_LE(record["metadata"]["name"].get<std::string>().size(), 253u);
+  EXPECT_EQ(record["metadata"]["labels"]["gpuheal.io/node"].get<std::string>().size(), 63u);
+  SetCondition(a, "True", "NvidiaGPUIsReady");
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Recovered"; }, 20s)) << Phase(a);
+  EXPECT_FALSE(HasTaint(a, "gpuheal.io/gpu-fault"));
+  EXPECT_EQ(Repairs(a).size(), 1u);
+}
+
+// Records of finished episodes age out after records.keep; an open episode's record stays.
+TEST_F(ControllerTest, FinishedRecordsAreDeletedAfterRecordsKeep) {
+  const std::string a = Node("a"), b = Node("b");
+  StartLeader("probation: 1s\nattempts: {window: 2s}\nrecords: {keep: 3s}\n");
+  SetCondition(a, "False", "NvidiaXID48Error");
+  SetCondition(b, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Quarantined" || Phase(a) == "Drained"; }, 20s));
+  SetCondition(a, "True", "NvidiaGPUIsReady");
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Recovered"; }, 20s)) << Phase(a);
+  const auto recovered = std::chrono::steady_clock::now();
+  ASSERT_TRUE(Eventually([&] { return Repairs(a).empty(); }, 20s)) << "deleted after keep";
+  EXPECT_GE(std::chrono::steady_clock::now() - recovered, 2s) << "not before keep (3 s)";
+  EXPECT_FALSE(Repairs(b).empty()) << "an open episode's record stays";
+  EXPECT_TRUE(controllers_.back()->WaitLog(
+      [](const json& j) {
+        return j.value("msg", "").starts_with("deleted the NodeRepair records") &&
+               j.value("count", 0) >= 1;
+      },
+      5s));
 }
 
 // The redfish provider (sushy-tools' emulator as the node's BMC): the reset is sent once, even

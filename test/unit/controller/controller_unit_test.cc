@@ -84,6 +84,24 @@ TEST(Policy, TheShippedConfigMapIsValidAndStatesTheDefaults) {
   EXPECT_TRUE(p->critical_node_level);
 }
 
+TEST(Policy, FinishedRecordsExpireAfterRecordsKeep) {
+  auto p = ParsePolicy("records: {keep: 10d}\n", "p.yaml");
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->records_keep, std::chrono::hours(240));
+  EXPECT_EQ(Policy().records_keep, std::chrono::hours(24 * 30));
+  kube::NodeRepair r;
+  r.phase = "Recovered";
+  r.phase_times["Detected"] = "2026-11-01T00:00:00Z";
+  r.phase_times["Recovered"] = "2026-11-20T00:00:00Z";
+  const auto at = [](const char* t) { return *kube::ParseTime(t); };
+  EXPECT_FALSE(RecordExpired(r, at("2026-11-29T00:00:00Z"), p->records_keep));
+  EXPECT_TRUE(RecordExpired(r, at("2026-12-01T00:00:00Z"), p->records_keep));
+  r.phase = "Draining";  // open: never
+  EXPECT_FALSE(RecordExpired(r, at("2027-12-01T00:00:00Z"), p->records_keep));
+  r.phase = "Failed";  // no time for its last phase: kept
+  EXPECT_FALSE(RecordExpired(r, at("2027-12-01T00:00:00Z"), p->records_keep));
+}
+
 TEST(Policy, ACheckpointWindowOfZeroEvictsWithoutWaiting) {
   auto p = ParsePolicy("checkpoint: {window: 0s, catastrophic_window: 0s}\n", "p.yaml");
   ASSERT_TRUE(p) << p.error().message;
@@ -103,6 +121,9 @@ TEST(Policy, ErrorsNameFileLineAndField) {
       {"provider:\n  name: reboot\n",
        "\"provider.name\" must be one of none, delete-node, exec, standby, redfish"},
       {"provider:\n  name: exec\n  command: [x]\n  redfish: {}\n", "only for provider redfish"},
+      {"records:\n  keep: 1d\n",
+       "p.yaml:2:9: \"records.keep\" must be at least \"attempts.window\""},
+      {"attempts: {window: 60d}\n", "\"records.keep\" must be at least \"attempts.window\""},
       {"provider:\n  name: redfish\n  redfish:\n    reset_types: [PowerCycle, Reboot]\n",
        "p.yaml:4:31: unknown Redfish ResetType \"Reboot\" (known: On, ForceOff"},
       {"provider:\n  name: redfish\n  redfish:\n    reset_types: []\n",
