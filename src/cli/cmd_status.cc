@@ -1,14 +1,20 @@
 // gpuheal status: the fleet's health as the agents report it, from the Node objects: the five
-// domain conditions, the reasons of the unhealthy ones and the GPUs they name.
+// domain conditions, the reasons of the unhealthy ones and the GPUs they name; then the
+// controller's side: pools, standbys, repairs in flight and the circuit breaker.
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "cli/commands.h"
+#include "core/keys.h"
 #include "core/pci.h"
+#include "core/reasons.h"
 #include "core/severity.h"
 #include "kube/client.h"
 
@@ -19,7 +25,127 @@ struct StatusArgs {
   std::string kubeconfig;
   std::string output = "table";
   std::string selector;
+  bool summary_only = false;
+  std::string pool_label = std::string(keys::kDefaultPoolLabel);
+  std::string lease_namespace = "gpuheal-system", lease_name = "gpuheal-controller";
 };
+
+bool Tainted(const kube::Node& n, std::string_view key) {
+  return std::any_of(n.taints.begin(), n.taints.end(),
+                     [&](const kube::Taint& t) { return t.key == key; });
+}
+
+// The fleet as the controller sees it: per pool its nodes in service, quarantined and standing
+// by; the repairs in flight (open NodeRepair records); the circuit breaker, from the last of the
+// controller's CircuitBreakerOpened / CircuitBreakerClosed Events on its Lease.
+nlohmann::ordered_json Summary(kube::Client& client, const std::vector<kube::Node>& nodes,
+                               const StatusArgs& a) {
+  nlohmann::ordered_json out;
+  std::map<std::string, std::array<int, 5>>
+      pools;  // nodes, in service, quarantined, standby, unhealthy
+  for (const auto& n : nodes) {
+    auto pool = n.meta.labels.find(a.pool_label);
+    if (pool == n.meta.labels.end())
+      pool = n.meta.labels.find(std::string(keys::kKarpenterPoolLabel));
+    auto& p = pools[pool == n.meta.labels.end() ? "-" : pool->second];
+    const bool quarantined = Tainted(n, keys::kFaultTaint);
+    const bool standby = Tainted(n, keys::kStandbyTaint);
+    const bool unhealthy = std::any_of(n.conditions.begin(), n.conditions.end(), [](const auto& c) {
+      return IsDomain(c.type) && c.status == "False";
+    });
+    ++p[0];
+    if (!quarantined && !standby && !n.unschedulable) ++p[1];
+    if (quarantined) ++p[2];
+    if (standby) ++p[3];
+    if (unhealthy) ++p[4];
+  }
+  out["pools"] = nlohmann::ordered_json::array();
+  for (const auto& [name, c] : pools) {
+    out["pools"].push_back({{"pool", name},
+                            {"nodes", c[0]},
+                            {"in_service", c[1]},
+                            {"quarantined", c[2]},
+                            {"standby", c[3]},
+                            {"unhealthy", c[4]}});
+  }
+  out["repairs_in_flight"] = nlohmann::ordered_json::array();
+  auto repairs = client.ListAll<kube::NodeRepair>(std::string(kube::kNodeRepairsPath),
+                                                  kube::DecodeNodeRepairList);
+  if (!repairs) {
+    out["repairs_error"] = repairs.error().message;
+  } else {
+    std::sort(repairs->items.begin(), repairs->items.end(),
+              [](const auto& x, const auto& y) { return x.meta.name < y.meta.name; });
+    for (const auto& r : repairs->items) {
+      if (r.phase == "Recovered" || r.phase == "Replaced" || r.phase == "Failed") continue;
+      auto since = r.phase_times.find(r.phase);
+      out["repairs_in_flight"].push_back(
+          {{"node", r.node},
+           {"record", r.meta.name},
+           {"phase", r.phase},
+           {"reason", r.reason},
+           {"since", since == r.phase_times.end() ? "" : since->second}});
+    }
+  }
+  nlohmann::ordered_json breaker = {{"state", "closed"}, {"since", ""}};
+  auto events = client.Get(fmt::format(
+      "/api/v1/namespaces/{}/events?fieldSelector={}", a.lease_namespace,
+      kube::UrlEncode("involvedObject.kind=Lease,involvedObject.name=" + a.lease_name)));
+  if (!events || !events->ok()) {
+    breaker["state"] = "unknown";
+    breaker["error"] = events ? events->Describe() : events.error().message;
+  } else {
+    const auto list = nlohmann::json::parse(events->body, nullptr, false);
+    std::pair<std::string, long long> last{"", -1};
+    std::string last_reason;
+    if (list.is_object() && list.contains("items") && list["items"].is_array()) {
+      for (const auto& e : list["items"]) {
+        const std::string reason = e.value("reason", "");
+        if (reason != reason::kBreakerOpened && reason != reason::kBreakerClosed) continue;
+        long long rv = 0;
+        try {
+          rv = std::stoll(e["metadata"].value("resourceVersion", "0"));
+        } catch (...) {
+        }
+        std::pair<std::string, long long> at{e.value("lastTimestamp", ""), rv};
+        if (at > last) {
+          last = at;
+          last_reason = reason;
+        }
+      }
+    }
+    if (last_reason == reason::kBreakerOpened) breaker["state"] = "open";
+    breaker["since"] = last.first;
+  }
+  out["breaker"] = breaker;
+  return out;
+}
+
+void PrintSummary(const nlohmann::ordered_json& s) {
+  std::cout << fmt::format("\n{:<20}  {:>5}  {:>10}  {:>11}  {:>7}  {:>9}\n", "POOL", "NODES",
+                           "IN SERVICE", "QUARANTINED", "STANDBY", "UNHEALTHY");
+  for (const auto& p : s["pools"]) {
+    std::cout << fmt::format("{:<20}  {:>5}  {:>10}  {:>11}  {:>7}  {:>9}\n",
+                             p["pool"].get<std::string>(), p["nodes"].get<int>(),
+                             p["in_service"].get<int>(), p["quarantined"].get<int>(),
+                             p["standby"].get<int>(), p["unhealthy"].get<int>());
+  }
+  std::cout << "\nREPAIRS IN FLIGHT: " << s["repairs_in_flight"].size() << "\n";
+  if (s.contains("repairs_error")) {
+    std::cout << "  (cannot list NodeRepairs: " << s["repairs_error"].get<std::string>() << ")\n";
+  }
+  for (const auto& r : s["repairs_in_flight"]) {
+    std::cout << fmt::format("  {}  {}  {}  {}  since {}\n", r["node"].get<std::string>(),
+                             r["phase"].get<std::string>(), r["reason"].get<std::string>(),
+                             r["record"].get<std::string>(), r["since"].get<std::string>());
+  }
+  const auto& b = s["breaker"];
+  std::cout << "\nCIRCUIT BREAKER: " << b["state"].get<std::string>();
+  if (!b["since"].get<std::string>().empty())
+    std::cout << " since " << b["since"].get<std::string>();
+  if (b.contains("error")) std::cout << " (" << b["error"].get<std::string>() << ")";
+  std::cout << "\n";
+}
 
 // Bus ids ("dddd:bb:dd") named after "GPU " in a condition message.
 std::vector<std::string> GpusIn(const std::string& msg) {
@@ -44,6 +170,16 @@ void RegisterStatus(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"table", "json"}));
   cmd->add_option("-l,--selector", args->selector,
                   "Label selector for the nodes, e.g. gpuheal.io/pool=a");
+  cmd->add_flag("--summary", args->summary_only,
+                "Only the summary: pools, repairs in flight, the circuit breaker");
+  cmd->add_option("--pool-label", args->pool_label,
+                  "Node label naming the pool (falls back to karpenter.sh/nodepool)")
+      ->capture_default_str();
+  cmd->add_option("--lease-namespace", args->lease_namespace,
+                  "Namespace of the controller's Lease (its breaker Events)")
+      ->capture_default_str();
+  cmd->add_option("--lease-name", args->lease_name, "Name of the controller's Lease")
+      ->capture_default_str();
   cmd->callback([args, &exit_code] {
     auto cfg = kube::LoadKubeconfig(args->kubeconfig);
     if (!cfg) {
@@ -107,6 +243,16 @@ void RegisterStatus(CLI::App& app, int& exit_code) {
       row.push_back(r.empty() ? "-" : r);
       rows.push_back(row);
     }
+    if (args->summary_only) {
+      const auto summary = Summary(**client, nodes->items, *args);
+      if (args->output == "json") {
+        std::cout << summary.dump(2) << "\n";
+      } else {
+        PrintSummary(summary);
+      }
+      exit_code = kExitOk;
+      return;
+    }
     if (args->output == "json") {
       std::cout << json.dump(2) << "\n";
     } else {
@@ -121,6 +267,7 @@ void RegisterStatus(CLI::App& app, int& exit_code) {
         }
         std::cout << line << "\n";
       }
+      PrintSummary(Summary(**client, nodes->items, *args));
     }
     exit_code = kExitOk;
   });

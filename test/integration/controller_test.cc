@@ -852,10 +852,44 @@ TEST_F(ControllerTest, BreakerHoldsEvictionAndClosesByHandOrAfterAQuietPeriod) {
       << "quarantine goes on while the breaker is open";
   std::this_thread::sleep_for(2s);
   EXPECT_FALSE(PodGone("br-" + id_));
+  // `gpuheal status` tells an operator the same: the breaker open, the pool's quarantined node,
+  // the repair in flight.
+  const std::string status_cmd =
+      "status --summary -o json --lease-namespace default -l "
+      "gpuheal.io/pool=p-" +
+      id_ + " --kubeconfig " + ControlPlaneEnv::kubeconfig();
+  json summary;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto r = gpuheal::testing::RunGpuheal(status_cmd, false);
+        summary = json::parse(r.out, nullptr, false);
+        return r.code == 0 && summary.is_object() && summary["breaker"]["state"] == "open";
+      },
+      10s))
+      << summary.dump();
+  ASSERT_EQ(summary["pools"].size(), 1u) << summary.dump();
+  EXPECT_EQ(summary["pools"][0]["pool"], "p-" + id_);
+  EXPECT_EQ(summary["pools"][0]["quarantined"], 1);
+  EXPECT_EQ(summary["pools"][0]["unhealthy"], 1);
+  bool in_flight = false;
+  for (const auto& r : summary["repairs_in_flight"]) in_flight |= r["node"] == a;
+  EXPECT_TRUE(in_flight) << summary.dump();
   ResetBreakerByHand();
   ASSERT_TRUE(Eventually([&] { return PodGone("br-" + id_); }, 30s)) << Message(a);
   ASSERT_TRUE(
       c.WaitLog([](const json& j) { return j.value("msg", "") == "circuit breaker closed"; }, 5s));
+  EXPECT_TRUE(Eventually(
+      [&] {
+        auto r = gpuheal::testing::RunGpuheal(status_cmd, false);
+        summary = json::parse(r.out, nullptr, false);
+        return r.code == 0 && summary.is_object() && summary["breaker"]["state"] == "closed";
+      },
+      10s))
+      << summary.dump();
+  const auto table = gpuheal::testing::RunGpuheal("status --lease-namespace default --kubeconfig " +
+                                                  ControlPlaneEnv::kubeconfig());
+  EXPECT_NE(table.out.find("CIRCUIT BREAKER: closed since"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("REPAIRS IN FLIGHT:"), std::string::npos) << table.out;
   c.Kill(SIGTERM);
   // A short window and quiet period: the breaker opens, then closes by itself.
   auto& d = StartController(
