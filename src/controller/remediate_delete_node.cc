@@ -1,11 +1,16 @@
 // The delete-node provider: deletes the node's owner (a Cluster API Machine or a Karpenter
 // NodeClaim, proven from the owner's side) so that its provisioner replaces the machine, or the
 // Node object itself when nothing owns it. At most once: the uid precondition, and a 404 is done.
+// It defers to the owner's own rules: a Machine a MachineHealthCheck selects is left to it, and
+// karpenter.sh/do-not-disrupt=true (on the Node or its NodeClaim) holds the deletion.
 
 #include <fmt/format.h>
 
+#include <map>
+
 #include "controller/remediator.h"
 #include "core/reasons.h"
+#include "kube/selector.h"
 
 namespace gpuheal::controller {
 namespace {
@@ -19,7 +24,10 @@ struct Owner {
   std::string path, uid, what;  // path "": no owner; the Node object itself is deleted
   std::string unproven;         // set: the Node names an owner that does not name it back
   bool gone = false;            // unproven because the named owner does not exist (404)
+  std::string held;             // set: the owner is proven, but another party decides (why)
 };
+
+constexpr std::string_view kHeldByMhc = "held: MachineHealthCheck ";
 
 // nullopt: the API server could not tell (ask again).
 std::optional<Owner> OwnerOf(kube::Api& client, const kube::Node& node) {
@@ -53,6 +61,37 @@ std::optional<Owner> OwnerOf(kube::Api& client, const kube::Node& node) {
       return o;
     }
     o.uid = field(j, {"metadata", "uid"});
+    // A MachineHealthCheck that selects this Machine remediates it by its own rules: deleting the
+    // Machine too would race it. The node stays quarantined and drained; the MHC acts.
+    auto mhcs = client.Get(fmt::format(
+        "/apis/cluster.x-k8s.io/v1beta1/namespaces/{}/machinehealthchecks", ns->second));
+    if (!mhcs || (!mhcs->ok() && mhcs->status != 404)) return std::nullopt;
+    if (mhcs->ok()) {
+      const auto list = nlohmann::json::parse(mhcs->body, nullptr, false);
+      std::map<std::string, std::string> labels;
+      if (j.contains("metadata") && j["metadata"].contains("labels") &&
+          j["metadata"]["labels"].is_object()) {
+        for (const auto& [k, v] : j["metadata"]["labels"].items()) {
+          if (v.is_string()) labels[k] = v.get<std::string>();
+        }
+      }
+      const std::string cluster = field(j, {"spec", "clusterName"});
+      if (list.is_object() && list.contains("items") && list["items"].is_array()) {
+        for (const auto& mhc : list["items"]) {
+          if (field(mhc, {"spec", "clusterName"}) != cluster || !mhc.contains("spec") ||
+              !mhc["spec"].contains("selector"))
+            continue;
+          auto match = kube::SelectorMatches(mhc["spec"]["selector"], labels);
+          if (match && *match) {
+            o.held = fmt::format(
+                "{}{}/{} selects this node's Machine and remediates it: the node stays "
+                "quarantined and drained, gpuheal does not delete the Machine",
+                kHeldByMhc, ns->second, field(mhc, {"metadata", "name"}));
+            break;
+          }
+        }
+      }
+    }
     return o;
   }
   auto list = client.Get("/apis/karpenter.sh/v1/nodeclaims");
@@ -69,6 +108,19 @@ std::optional<Owner> OwnerOf(kube::Api& client, const kube::Node& node) {
       o.path = "/apis/karpenter.sh/v1/nodeclaims/" + name;
       o.what = "Karpenter NodeClaim " + name;
       o.uid = field(item, {"metadata", "uid"});
+      // Karpenter's own opt-out of disruption, on the Node or its NodeClaim: respected.
+      const std::string key(kube::kKarpenterDoNotDisrupt);
+      auto on_node = node.meta.annotations.find(key);
+      const bool node_says = on_node != node.meta.annotations.end() && on_node->second == "true";
+      const bool claim_says = item.contains("metadata") &&
+                              item["metadata"].contains("annotations") &&
+                              field(item, {"metadata", "annotations", key.c_str()}) == "true";
+      if (node_says || claim_says) {
+        o.held = fmt::format(
+            "held: {}=true on {}: its NodeClaim is not deleted; remove the annotation to let the "
+            "replacement go on",
+            key, node_says ? "the Node" : "NodeClaim " + name);
+      }
       return o;
     }
   }
@@ -92,6 +144,18 @@ Next DeleteNode::Remediate(const kube::Node& node, const NodeFault& /*f*/, Repai
   const bool deleted_before = r.HasAction("deleted ");
   auto owner = OwnerOf(ctx_.api(), node);
   if (!owner) return milliseconds(2000);
+  if (owner->gone && r.HasAction(std::string(kHeldByMhc))) {
+    // The MachineHealthCheck this repair deferred to deleted the Machine: its replacement runs.
+    r.Action("the Machine is gone: its MachineHealthCheck remediated the node");
+    r.Phase("Replaced", now);
+    r.Message("the MachineHealthCheck deleted the node's Machine: its provisioner replaces it");
+    return std::nullopt;
+  }
+  if (owner->unproven.empty() && !owner->held.empty()) {
+    r.Action(owner->held);
+    r.Message(owner->held);
+    return milliseconds(30000);
+  }
   if (!owner->unproven.empty() && !(owner->gone && deleted_before)) {
     // A Node that names an owner which does not name it back: deleting that owner could replace
     // another node's machine, and deleting just the Node object would not replace this one.

@@ -16,6 +16,8 @@ namespace gpuheal::kube {
 // Cluster API marks the Nodes of its Machines with these annotations.
 inline constexpr std::string_view kCapiMachineAnnotation = "cluster.x-k8s.io/machine";
 inline constexpr std::string_view kCapiNamespaceAnnotation = "cluster.x-k8s.io/cluster-namespace";
+// Karpenter's opt-out of disruption ("true"), on a Node or its NodeClaim.
+inline constexpr std::string_view kKarpenterDoNotDisrupt = "karpenter.sh/do-not-disrupt";
 
 struct ObjectMeta {
   std::string namespace_;

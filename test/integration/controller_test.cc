@@ -44,8 +44,23 @@ class ControllerTest : public ::testing::Test {
     if (!crd) {
       gpuheal::testing::ApplyManifest(
           *client_, std::string(GPUHEAL_SOURCE_DIR) + "/deploy/crds/noderepairs.yaml");
-      gpuheal::testing::ApplyManifest(
-          *client_, std::string(GPUHEAL_SOURCE_DIR) + "/test/fixtures/crds/owners.yaml");
+      // Karpenter's and Cluster API's own CRDs (scripts/build-peer-crds.sh).
+      const std::string peer = PeerCrdDir();
+      ASSERT_FALSE(peer.empty()) << "scripts/build-peer-crds.sh found no CRDs";
+      for (const char* f : {"karpenter.sh_nodeclaims.yaml", "cluster.x-k8s.io_machines.yaml",
+                            "cluster.x-k8s.io_machinehealthchecks.yaml"})
+        gpuheal::testing::ApplyManifest(*client_, peer + "/" + f);
+      ASSERT_TRUE(Eventually(
+          [&] {
+            for (const char* p :
+                 {"/apis/karpenter.sh/v1/nodeclaims", "/apis/cluster.x-k8s.io/v1beta1/machines",
+                  "/apis/cluster.x-k8s.io/v1beta1/machinehealthchecks"}) {
+              auto r = client_->Get(p);
+              if (!r || r->status != 200) return false;
+            }
+            return true;
+          },
+          30s));
       ASSERT_TRUE(Eventually(
           [&] {
             auto r = client_->Get(kRepairs);
@@ -287,24 +302,73 @@ class ControllerTest : public ::testing::Test {
     }
     return out;
   }
-  // A Cluster API Machine whose status.nodeRef names `owned`, and `annotated`'s annotations naming
-  // it.
-  void CapiMachine(const std::string& name, const std::string& owned,
-                   const std::string& annotated) {
-    ASSERT_EQ(client_
-                  ->Create("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines",
-                           {{"apiVersion", "cluster.x-k8s.io/v1beta1"},
-                            {"kind", "Machine"},
-                            {"metadata", {{"name", name}, {"namespace", "work"}}},
-                            {"status", {{"nodeRef", {{"kind", "Node"}, {"name", owned}}}}}})
-                  ->status,
-              201);
+  static std::string PeerCrdDir() {
+    if (const char* d = std::getenv("GPUHEAL_PEER_CRDS"); d && *d) return d;
+    auto r = gpuheal::testing::RunShell("bash " + std::string(GPUHEAL_SOURCE_DIR) +
+                                        "/scripts/build-peer-crds.sh");
+    const auto at = r.out.find("PEER_CRDS=");
+    if (r.code != 0 || at == std::string::npos) return "";
+    std::string dir = r.out.substr(at + 10);
+    while (!dir.empty() && (dir.back() == '\n' || dir.back() == '\r')) dir.pop_back();
+    return dir;
+  }
+  // A Cluster API Machine (the real CRD's required spec) in cluster `cluster` whose
+  // status.nodeRef names `owned` (written through the status subresource, as its controller
+  // does), and `annotated`'s annotations naming it.
+  void CapiMachine(const std::string& name, const std::string& owned, const std::string& annotated,
+                   const json& labels = json::object(), const std::string& cluster = "c1") {
+    ASSERT_EQ(
+        client_
+            ->Create("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines",
+                     {{"apiVersion", "cluster.x-k8s.io/v1beta1"},
+                      {"kind", "Machine"},
+                      {"metadata", {{"name", name}, {"namespace", "work"}, {"labels", labels}}},
+                      {"spec",
+                       {{"clusterName", cluster},
+                        {"bootstrap", {{"dataSecretName", name + "-bootstrap"}}},
+                        {"infrastructureRef",
+                         {{"apiVersion", "infrastructure.cluster.x-k8s.io/v1beta1"},
+                          {"kind", "DockerMachine"},
+                          {"name", name}}}}}})
+            ->status,
+        201);
+    ASSERT_TRUE(
+        client_
+            ->Patch("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines/" + name + "/status",
+                    kube::PatchType::kMerge,
+                    {{"status", {{"nodeRef", {{"kind", "Node"}, {"name", owned}}}}}})
+            ->ok());
     ASSERT_TRUE(client_
                     ->Patch(kube::NodePath(annotated), kube::PatchType::kMerge,
                             {{"metadata",
                               {{"annotations",
                                 {{"cluster.x-k8s.io/machine", name},
                                  {"cluster.x-k8s.io/cluster-namespace", "work"}}}}}})
+                    ->ok());
+  }
+  // A Karpenter NodeClaim (the real CRD's required spec) whose status names the node (nodeName)
+  // or its provider id, written through the status subresource as Karpenter does.
+  void KarpenterNodeClaim(const std::string& name, const json& status,
+                          const json& annotations = json::object()) {
+    ASSERT_EQ(client_
+                  ->Create("/apis/karpenter.sh/v1/nodeclaims",
+                           {{"apiVersion", "karpenter.sh/v1"},
+                            {"kind", "NodeClaim"},
+                            {"metadata", {{"name", name}, {"annotations", annotations}}},
+                            {"spec",
+                             {{"nodeClassRef",
+                               {{"group", "karpenter.k8s.aws"},
+                                {"kind", "EC2NodeClass"},
+                                {"name", "default"}}},
+                              {"requirements",
+                               {{{"key", "kubernetes.io/arch"},
+                                 {"operator", "In"},
+                                 {"values", {"amd64"}}}}}}}})
+                  ->status,
+              201);
+    ASSERT_TRUE(client_
+                    ->Patch("/apis/karpenter.sh/v1/nodeclaims/" + name + "/status",
+                            kube::PatchType::kMerge, {{"status", status}})
                     ->ok());
   }
   // The manual key: the operator acknowledges the faults so far (a second later: whole seconds).
@@ -934,26 +998,13 @@ TEST_F(ControllerTest, DeleteNodeDeletesTheOwningMachineOrNodeClaim) {
   const std::string capi = Node("capi"), karp = Node("karp", {{"gpuheal.io/pool", "k-" + id_}}),
                     prov = Node("prov", {{"gpuheal.io/pool", "kp-" + id_}});
   CapiMachine("m-" + id_, capi, capi);
-  ASSERT_EQ(client_
-                ->Create("/apis/karpenter.sh/v1/nodeclaims", {{"apiVersion", "karpenter.sh/v1"},
-                                                              {"kind", "NodeClaim"},
-                                                              {"metadata", {{"name", "nc-" + id_}}},
-                                                              {"status", {{"nodeName", karp}}}})
-                ->status,
-            201);
+  KarpenterNodeClaim("nc-" + id_, {{"nodeName", karp}});
   // A NodeClaim whose node has not been named yet is matched by its provider id.
   ASSERT_TRUE(client_
                   ->Patch(kube::NodePath(prov), kube::PatchType::kMerge,
                           {{"spec", {{"providerID", "sim://" + prov}}}})
                   ->ok());
-  ASSERT_EQ(client_
-                ->Create("/apis/karpenter.sh/v1/nodeclaims",
-                         {{"apiVersion", "karpenter.sh/v1"},
-                          {"kind", "NodeClaim"},
-                          {"metadata", {{"name", "ncp-" + id_}}},
-                          {"status", {{"providerID", "sim://" + prov}}}})
-                ->status,
-            201);
+  KarpenterNodeClaim("ncp-" + id_, {{"providerID", "sim://" + prov}});
   StartController("toleration:\n  AcceleratedHardwareReady: 1s\nprovider:\n  name: delete-node\n");
   for (const auto& n : {capi, karp, prov}) SetCondition(n, "False", "NvidiaXID48Error");
   ASSERT_TRUE(Eventually(
@@ -974,6 +1025,99 @@ TEST_F(ControllerTest, DeleteNodeDeletesTheOwningMachineOrNodeClaim) {
       std::string::npos);
   EXPECT_NE(Status(Repairs(karp).back())["actions"].dump().find("Karpenter NodeClaim nc-" + id_),
             std::string::npos);
+}
+
+// Karpenter's opt-out: karpenter.sh/do-not-disrupt=true on the Node (or its NodeClaim) holds
+// the NodeClaim's deletion; the node stays quarantined and drained, and the replacement goes on
+// once the annotation is gone.
+TEST_F(ControllerTest, DeleteNodeRespectsKarpentersDoNotDisrupt) {
+  const std::string a = Node("a"), b = Node("b", {{"gpuheal.io/pool", "dnd-" + id_}});
+  KarpenterNodeClaim("dnd-a-" + id_, {{"nodeName", a}});
+  KarpenterNodeClaim("dnd-b-" + id_, {{"nodeName", b}}, {{"karpenter.sh/do-not-disrupt", "true"}});
+  ASSERT_TRUE(
+      client_
+          ->Patch(kube::NodePath(a), kube::PatchType::kMerge,
+                  {{"metadata", {{"annotations", {{"karpenter.sh/do-not-disrupt", "true"}}}}}})
+          ->ok());
+  StartController("toleration:\n  AcceleratedHardwareReady: 1s\nprovider:\n  name: delete-node\n");
+  SetCondition(a, "False", "NvidiaXID48Error");
+  SetCondition(b, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return Message(a).find("karpenter.sh/do-not-disrupt=true on the Node") !=
+                   std::string::npos &&
+               Message(b).find("karpenter.sh/do-not-disrupt=true on NodeClaim dnd-b-" + id_) !=
+                   std::string::npos;
+      },
+      20s))
+      << Message(a) << " | " << Message(b);
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(client_->Get("/apis/karpenter.sh/v1/nodeclaims/dnd-a-" + id_)->status, 200);
+  EXPECT_EQ(client_->Get("/apis/karpenter.sh/v1/nodeclaims/dnd-b-" + id_)->status, 200);
+  EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault") && Cordoned(a));
+  // The operator lifts it on the Node: the next reconcile deletes the NodeClaim.
+  ASSERT_TRUE(
+      client_
+          ->Patch(kube::NodePath(a), kube::PatchType::kMerge,
+                  {{"metadata", {{"annotations", {{"karpenter.sh/do-not-disrupt", nullptr}}}}}})
+          ->ok());
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Replaced"; }, 20s)) << Message(a);
+  EXPECT_EQ(client_->Get("/apis/karpenter.sh/v1/nodeclaims/dnd-a-" + id_)->status, 404);
+  EXPECT_EQ(client_->Get("/apis/karpenter.sh/v1/nodeclaims/dnd-b-" + id_)->status, 200);
+}
+
+// A Cluster API MachineHealthCheck that selects the node's Machine owns its remediation: gpuheal
+// quarantines and drains, does not delete the Machine, and when the MHC deletes it (played here:
+// the Machine and then its Node go) the repair ends Replaced. A MachineHealthCheck of another
+// cluster, or one whose selector does not match, changes nothing.
+TEST_F(ControllerTest, DeleteNodeDefersToAMachineHealthCheck) {
+  const std::string a = Node("a"), b = Node("b", {{"gpuheal.io/pool", "mhc-" + id_}});
+  CapiMachine("mhc-a-" + id_, a, a, {{"pool", "gpu-" + id_}}, "c1");
+  CapiMachine("mhc-b-" + id_, b, b, {{"pool", "cpu-" + id_}}, "c1");
+  for (const auto& [name, cluster, pool] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"gpu-" + id_, "c1", "gpu-" + id_}, {"other-cluster-" + id_, "c2", "cpu-" + id_}}) {
+    ASSERT_EQ(client_
+                  ->Create("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machinehealthchecks",
+                           {{"apiVersion", "cluster.x-k8s.io/v1beta1"},
+                            {"kind", "MachineHealthCheck"},
+                            {"metadata", {{"name", name}, {"namespace", "work"}}},
+                            {"spec",
+                             {{"clusterName", cluster},
+                              {"selector",
+                               {{"matchExpressions",
+                                 {{{"key", "pool"}, {"operator", "In"}, {"values", {pool}}}}}}}}}})
+                  ->status,
+              201);
+  }
+  StartController("toleration:\n  AcceleratedHardwareReady: 1s\nprovider:\n  name: delete-node\n");
+  SetCondition(a, "False", "NvidiaXID48Error");
+  SetCondition(b, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return Message(a).find("MachineHealthCheck work/gpu-" + id_ + " selects") !=
+                   std::string::npos &&
+               Phase(b) == "Replaced";
+      },
+      20s))
+      << Message(a) << " | " << Phase(b) << " " << Message(b);
+  EXPECT_EQ(
+      client_->Get("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines/mhc-b-" + id_)->status,
+      404)
+      << "no MachineHealthCheck of its cluster selects b's Machine: gpuheal deleted it";
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(
+      client_->Get("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines/mhc-a-" + id_)->status,
+      200)
+      << "the MachineHealthCheck's to delete";
+  EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault") && Cordoned(a));
+  // The MachineHealthCheck acts: the Machine goes, then its Node.
+  ASSERT_TRUE(
+      client_->Delete("/apis/cluster.x-k8s.io/v1beta1/namespaces/work/machines/mhc-a-" + id_)
+          ->ok());
+  ASSERT_TRUE(client_->Delete(kube::NodePath(a))->ok());
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Replaced"; }, 20s)) << Message(a);
+  EXPECT_EQ(Repairs(a).size(), 1u);
 }
 
 // The Node's annotations are writable by the agent's identity: naming another node's Machine must
@@ -1140,13 +1284,7 @@ TEST_F(ControllerTest, TheShippedRbacIsEnoughForEveryRung) {
                                          json::parse(tr->body)["status"]["token"]);
   const std::string a = Node("a"), b = Node("b", {{"gpuheal.io/pool", "rb-" + id_}});
   Pod("rb-" + id_, a);
-  ASSERT_EQ(client_
-                ->Create("/apis/karpenter.sh/v1/nodeclaims", {{"apiVersion", "karpenter.sh/v1"},
-                                                              {"kind", "NodeClaim"},
-                                                              {"metadata", {{"name", "rb-" + id_}}},
-                                                              {"status", {{"nodeName", a}}}})
-                ->status,
-            201);
+  KarpenterNodeClaim("rb-" + id_, {{"nodeName", a}});
   const std::string file = dir_ + "/rbac-policy.yaml";
   std::ofstream(file)
       << "breaker: {share_percent: 100}\ncheckpoint: {window: 1s}\n"
