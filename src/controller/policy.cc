@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <optional>
 #include <set>
 
 #include "bmc/redfish.h"
@@ -21,11 +23,11 @@ std::set<std::string> Domains() {
 Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
   Policy p;
   if (root.IsNull()) return p;
-  GPUHEAL_TRY(top,
-              Section::Open(e, root, "",
-                            {"toleration", "checkpoint", "eviction", "skip", "pools", "breaker",
-                             "attempts", "probation", "provider", "paused", "critical", "records"},
-                            "the policy must be a mapping of keys to values"));
+  GPUHEAL_TRY(top, Section::Open(e, root, "",
+                                 {"toleration", "checkpoint", "eviction", "skip", "pools",
+                                  "breaker", "attempts", "probation", "provider", "paused",
+                                  "critical", "records", "ladder"},
+                                 "the policy must be a mapping of keys to values"));
   if (const YAML::Node t = root["toleration"]) {
     if (!t.IsMap())
       return e.At(t, "\"toleration\" must map condition types (or \"default\") to durations");
@@ -128,6 +130,66 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
                 "\"records.keep\" must be at least \"attempts.window\": the attempt cap "
                 "counts the records of that window");
   }
+  // The ladder first: which providers it names decides which provider sections are allowed.
+  if (const YAML::Node l = root["ladder"]) {
+    if (!l.IsMap()) {
+      return e.At(l,
+                  "\"ladder\" must map severities (catastrophic, fatal, critical) to lists of "
+                  "providers, tried in order");
+    }
+    for (auto it = l.begin(); it != l.end(); ++it) {
+      const std::string sev = it->first.as<std::string>();
+      if (sev != "catastrophic" && sev != "fatal" && sev != "critical") {
+        return e.At(it->first,
+                    fmt::format("unknown severity \"{}\" in ladder (catastrophic, fatal, "
+                                "critical: the node-level ones)",
+                                sev));
+      }
+      if (!it->second.IsSequence() || it->second.size() == 0) {
+        return e.At(it->second, fmt::format("\"ladder.{}\" must be a non-empty list of providers "
+                                            "(delete-node, exec, redfish, none)",
+                                            sev));
+      }
+      std::vector<Provider> rungs;
+      for (size_t i = 0; i < it->second.size(); ++i) {
+        const YAML::Node n = it->second[i];
+        const std::string name = n.IsScalar() ? n.as<std::string>() : "";
+        std::optional<Provider> pv;
+        if (name == "delete-node") pv = Provider::kDeleteNode;
+        if (name == "exec") pv = Provider::kExec;
+        if (name == "redfish") pv = Provider::kRedfish;
+        if (name == "none") pv = Provider::kNone;
+        if (name == "standby") {
+          return e.At(n,
+                      "standby is not a rung: it adds capacity at quarantine; name it in "
+                      "\"provider.name\"");
+        }
+        if (!pv) {
+          return e.At(n, fmt::format("unknown provider \"{}\" in ladder.{} (delete-node, exec, "
+                                     "redfish, none)",
+                                     name, sev));
+        }
+        if (std::find(rungs.begin(), rungs.end(), *pv) != rungs.end())
+          return e.At(n, fmt::format("provider {} appears twice in ladder.{}", name, sev));
+        if (!rungs.empty() &&
+            (rungs.back() == Provider::kNone || rungs.back() == Provider::kDeleteNode)) {
+          return e.At(
+              n, fmt::format("nothing can follow {} in ladder.{}: {}", ToString(rungs.back()), sev,
+                             rungs.back() == Provider::kNone ? "none waits for an operator"
+                                                             : "delete-node replaces the node"));
+        }
+        rungs.push_back(*pv);
+      }
+      p.ladder[sev] = std::move(rungs);
+    }
+  }
+  auto uses = [&p](Provider x) {
+    if (p.provider == x) return true;
+    for (const auto& [sev, rungs] : p.ladder) {
+      if (std::find(rungs.begin(), rungs.end(), x) != rungs.end()) return true;
+    }
+    return false;
+  };
   if (root["provider"]) {
     GPUHEAL_TRY(pr, Section::Open(e, root["provider"], "provider",
                                   {"name", "command", "timeout", "redfish"},
@@ -154,15 +216,10 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
     GPUHEAL_CHECK(pr.Strings("command", p.exec_command, true,
                              "a non-empty list (argv, run without a shell)"));
     GPUHEAL_CHECK(pr.Duration("timeout", p.exec_timeout));
-    if (p.provider == Provider::kExec && p.exec_command.empty()) {
-      return e.At(pr.node(),
-                  "provider exec needs \"provider.command\" (argv; NODE_NAME and REASON are in its "
-                  "environment)");
-    }
-    if (p.provider != Provider::kExec && !p.exec_command.empty()) {
+    if (!uses(Provider::kExec) && !p.exec_command.empty()) {
       return e.At(pr["command"], "\"provider.command\" is only for provider exec");
     }
-    if (pr["redfish"] && p.provider != Provider::kRedfish)
+    if (pr["redfish"] && !uses(Provider::kRedfish))
       return e.At(pr["redfish"], "\"provider.redfish\" is only for provider redfish");
     if (pr["redfish"]) {
       auto& r = p.redfish;
@@ -203,6 +260,11 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
       GPUHEAL_CHECK(rf.Duration("recovery_timeout", r.recovery_timeout));
     }
   }
+  if (uses(Provider::kExec) && p.exec_command.empty()) {
+    return e.At(root["provider"] ? root["provider"] : root,
+                "provider exec needs \"provider.command\" (argv; NODE_NAME and REASON are in its "
+                "environment)");
+  }
   return p;
 }
 
@@ -222,6 +284,11 @@ std::string_view ToString(Provider p) {
       return "redfish";
   }
   return "none";
+}
+
+std::vector<Provider> Policy::LadderFor(const std::string& severity) const {
+  auto it = ladder.find(severity);
+  return it == ladder.end() ? std::vector<Provider>{provider} : it->second;
 }
 
 std::chrono::milliseconds Policy::TolerationFor(const std::string& condition) const {

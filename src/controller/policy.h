@@ -64,6 +64,10 @@ struct Policy {
   std::chrono::milliseconds critical_request_timeout = std::chrono::minutes(15);
 
   std::chrono::milliseconds TolerationFor(const std::string& condition) const;
+  // The repair ladder: per node-level severity the providers tried in order, each after the one
+  // before it failed; a severity without one has `provider` alone.
+  std::map<std::string, std::vector<Provider>> ladder;
+  std::vector<Provider> LadderFor(const std::string& severity) const;
 };
 
 Result<Policy> ParsePolicy(std::string_view yaml, const std::string& source);

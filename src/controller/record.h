@@ -96,6 +96,29 @@ struct RepairRecord {
     if (it == cr.phase_times.end()) return std::nullopt;
     return kube::ParseTime(it->second);
   }
+
+  // The current rung of the repair ladder (cr.rung_index, cr.rung) and whether its provider
+  // started its disruptive act: the action "rung N PROVIDER started at TIME", written before
+  // the act. A record from before rungs were recorded counts as rung 1 started when it reached
+  // Remediating.
+  std::string RungStartPrefix() const {
+    return "rung " + std::to_string(cr.rung_index + 1) + " " + cr.rung + " started";
+  }
+  void MarkRungStarted(std::chrono::system_clock::time_point now) {
+    if (!HasAction(RungStartPrefix())) Action(RungStartPrefix() + " at " + kube::MicroTime(now));
+  }
+  bool RungStarted() const {
+    return HasAction(RungStartPrefix()) ||
+           (cr.rung_index == 0 && At("Remediating") && !HasAction("rung "));
+  }
+  // When the current rung started (its mark), else when the repair reached Remediating.
+  std::optional<std::chrono::system_clock::time_point> RungSince() const {
+    const std::string prefix = RungStartPrefix() + " at ";
+    for (const auto& a : cr.actions) {
+      if (a.starts_with(prefix)) return kube::ParseTime(a.substr(prefix.size()));
+    }
+    return At("Remediating");
+  }
 };
 
 }  // namespace gpuheal::controller

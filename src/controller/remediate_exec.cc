@@ -1,8 +1,8 @@
 // The exec provider: runs the operator's command (NODE_NAME and REASON in its environment; it
-// may reboot or reimage the node) at most once per repair. Remediating is written before it
-// runs, so a record found in Remediating is one whose command this replica ran (its outcome kept
-// until written) or one a predecessor started and died in: that outcome is unknown, and the
-// repair ends Failed instead of waiting for ever or running the command again.
+// may reboot or reimage the node) at most once per repair rung. Remediating and the rung's start
+// are written before it runs, so a record whose rung started is one whose command this replica
+// ran (its outcome kept until written) or one a predecessor started and died in: that outcome is
+// unknown, and the rung ends Failed instead of waiting for ever or running the command again.
 
 #include <fmt/format.h>
 
@@ -27,7 +27,7 @@ class Exec final : public Remediator {
                  SysTime now) override {
     const Policy& policy = ctx_.policy();
     Outcome outcome;
-    if (r.At("Remediating")) {
+    if (r.RungStarted()) {
       std::lock_guard<std::mutex> lock(mu_);
       if (auto it = outcomes_.find(r.cr.meta.name); it != outcomes_.end()) {
         outcome = it->second;
@@ -36,13 +36,14 @@ class Exec final : public Remediator {
             "did not run {} again: a controller stopped while it ran (Remediating since {}), its "
             "outcome unknown",
             policy.exec_command[0],
-            r.cr.phase_times.count("Remediating") ? r.cr.phase_times.at("Remediating") : "?");
+            r.RungSince() ? kube::MicroTime(*r.RungSince()) : std::string("?"));
         outcome.message =
             "remediation outcome unknown: check the node, then clear the fault or delete this "
             "record";
       }
     } else {
       r.Phase("Remediating", now);
+      r.MarkRungStarted(now);
       // Before the command: a crash afterwards must not run it twice.
       if (!ctx_.WriteStatus(r)) return milliseconds(2000);
       auto run = RunArgv(policy.exec_command, policy.exec_timeout,

@@ -47,7 +47,7 @@ class Redfish final : public Remediator {
 
   Next Remediate(const kube::Node& node, const NodeFault& /*f*/, RepairRecord& r,
                  SysTime now) override {
-    if (r.At("Remediating")) return Wait(node, r, now);
+    if (r.RungStarted()) return Wait(node, r, now);
     const auto& policy = ctx_.policy().redfish;
     auto target = Target(node);
     if (!target) return Fail(node, r, now, "BMC reset not sent: " + target.error().message);
@@ -68,6 +68,7 @@ class Redfish final : public Remediator {
       return std::nullopt;
     }
     r.Phase("Remediating", now, "sending " + what);
+    r.MarkRungStarted(now);
     // Before the reset: whatever happens next, no replica sends a second one for this repair.
     if (!ctx_.WriteStatus(r)) return milliseconds(2000);
     const auto sent = client.Reset(*system, *type);
@@ -162,7 +163,7 @@ class Redfish final : public Remediator {
   // when the fault has not cleared within recovery_timeout (a cleared fault ends it elsewhere).
   Next Wait(const kube::Node& node, RepairRecord& r, SysTime now) {
     const auto& p = ctx_.policy().redfish;
-    const SysTime since = r.At("Remediating").value_or(now);
+    const SysTime since = r.RungSince().value_or(now);
     Watch watch;
     bool known;
     {

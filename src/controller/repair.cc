@@ -111,8 +111,9 @@ Repairer::~Repairer() {
 bool Repairer::WriteStatus(RepairRecord& r) {
   if (!r.dirty) return true;
   nlohmann::json status = {
-      {"phase", r.cr.phase},     {"phases", r.cr.phase_times}, {"evictedPods", r.cr.evicted_pods},
-      {"actions", r.cr.actions}, {"attempts", r.cr.attempts},  {"message", r.cr.message}};
+      {"phase", r.cr.phase},     {"phases", r.cr.phase_times},  {"evictedPods", r.cr.evicted_pods},
+      {"actions", r.cr.actions}, {"attempts", r.cr.attempts},   {"message", r.cr.message},
+      {"rung", r.cr.rung},       {"rungIndex", r.cr.rung_index}};
   auto res = api_.Patch(kNodeRepairs + "/" + r.cr.meta.name + "/status", kube::PatchType::kMerge,
                         {{"status", status}});
   if (!res || !res->ok()) {

@@ -266,6 +266,8 @@ error_code NodeRepairObj(od::object o, NodeRepair& r) {
         if (sk == "message") return Str(sv, r.message);
         if (sk == "phases") return StrMap(sv, r.phase_times);
         if (sk == "attempts") return Int(sv, r.attempts);
+        if (sk == "rung") return Str(sv, r.rung);
+        if (sk == "rungIndex") return Int(sv, r.rung_index);
         if (sk == "evictedPods" || sk == "actions") {
           auto& out = sk == "actions" ? r.actions : r.evicted_pods;
           return Items(sv, [&](od::value pv) {

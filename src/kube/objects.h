@@ -105,6 +105,8 @@ struct NodeRepair {
   std::vector<std::string> actions;                // status.actions
   int64_t attempts = 0;                            // status.attempts
   std::string message;
+  std::string rung;        // status.rung: the provider of the ladder's current rung
+  int64_t rung_index = 0;  // status.rungIndex: 0 for the first rung
 };
 
 // Decoders from one object's JSON. Errors name what is missing or malformed.

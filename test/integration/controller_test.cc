@@ -1511,6 +1511,41 @@ TEST_F(ControllerTest, RedfishANodeThatDoesNotComeBackFailsAfterTheRecoveryTimeo
   EXPECT_EQ(bmc_->Resets(), 1) << bmc_->Log();
 }
 
+// The repair ladder: a power cycle that does not bring a lost GPU back falls through to the
+// node's replacement (its Karpenter NodeClaim deleted); a fatal fault's failing exec command
+// falls through to delete-node as well. Each rung is recorded (rung, rungIndex, an action).
+TEST_F(ControllerTest, RedfishLadderFallsThroughToReplacingTheNode) {
+  const std::string a = Node("a"), b = Node("b", {{"gpuheal.io/pool", "lad-" + id_}});
+  KarpenterNodeClaim("lad-a-" + id_, {{"nodeName", a}});
+  const std::string policy = Bmc(a, "s3cret") +
+                             "    recovery_timeout: 3s\n"
+                             "  command: [/bin/false]\n"
+                             "ladder:\n  catastrophic: [redfish, delete-node]\n"
+                             "  fatal: [exec, delete-node]\n";
+  StartLeader(policy);
+  SetCondition(a, "False", "NvidiaXID79Error");
+  SetCondition(b, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Replaced" && Phase(b) == "Replaced"; }, 40s))
+      << Phase(a) << " " << Message(a) << " | " << Phase(b) << " " << Message(b);
+  const json ra = Status(Repairs(a).back()), rb = Status(Repairs(b).back());
+  EXPECT_EQ(ra["rung"], "delete-node");
+  EXPECT_EQ(ra["rungIndex"], 1);
+  const std::string acts = ra["actions"].dump();
+  EXPECT_NE(acts.find("BMC accepted ForceRestart"), std::string::npos) << acts;
+  EXPECT_NE(acts.find("rung 1 redfish failed"), std::string::npos) << acts;
+  EXPECT_NE(acts.find("did not come back with its fault cleared within 3 s"), std::string::npos)
+      << acts;
+  EXPECT_NE(acts.find("deleted Karpenter NodeClaim lad-a-" + id_), std::string::npos) << acts;
+  EXPECT_EQ(client_->Get("/apis/karpenter.sh/v1/nodeclaims/lad-a-" + id_)->status, 404);
+  EXPECT_EQ(bmc_->Resets(), 1) << "one power cycle, then the next rung";
+  EXPECT_EQ(rb["rung"], "delete-node");
+  EXPECT_NE(rb["actions"].dump().find("ran /bin/false: exit 1"), std::string::npos) << rb.dump();
+  EXPECT_NE(rb["actions"].dump().find("rung 1 exec failed"), std::string::npos) << rb.dump();
+  EXPECT_TRUE(EventReasons(a).count("RemediationFailed")) << "the rung's failure is an Event";
+  EXPECT_FALSE(EventReasons(a).count("Failed")) << "the repair itself did not fail";
+  EXPECT_EQ(Repairs(a).size(), 1u);
+}
+
 // The chart's RBAC for provider redfish (rendered with it in test/golden/helm/all-features.yaml)
 // is enough for the BMC rung: the Secret and the endpoints ConfigMap it names, read with a
 // ServiceAccount token; the BMC found through the ConfigMap (no annotation on the Node).

@@ -84,6 +84,22 @@ TEST(Policy, TheShippedConfigMapIsValidAndStatesTheDefaults) {
   EXPECT_TRUE(p->critical_node_level);
 }
 
+TEST(Policy, TheLadderPerSeverityElseTheProviderAlone) {
+  auto p = ParsePolicy(R"(
+provider: {name: redfish, command: [/usr/local/bin/reimage]}
+ladder:
+  catastrophic: [redfish, exec, delete-node]
+  fatal: [exec]
+)",
+                       "p.yaml");
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->LadderFor("catastrophic"),
+            (std::vector<Provider>{Provider::kRedfish, Provider::kExec, Provider::kDeleteNode}));
+  EXPECT_EQ(p->LadderFor("fatal"), std::vector<Provider>{Provider::kExec});
+  EXPECT_EQ(p->LadderFor("critical"), std::vector<Provider>{Provider::kRedfish});
+  EXPECT_EQ(Policy().LadderFor("fatal"), std::vector<Provider>{Provider::kNone});
+}
+
 TEST(Policy, FinishedRecordsExpireAfterRecordsKeep) {
   auto p = ParsePolicy("records: {keep: 10d}\n", "p.yaml");
   ASSERT_TRUE(p) << p.error().message;
@@ -121,6 +137,14 @@ TEST(Policy, ErrorsNameFileLineAndField) {
       {"provider:\n  name: reboot\n",
        "\"provider.name\" must be one of none, delete-node, exec, standby, redfish"},
       {"provider:\n  name: exec\n  command: [x]\n  redfish: {}\n", "only for provider redfish"},
+      {"ladder:\n  fatal: [redfish, standby]\n", "p.yaml:2:20: standby is not a rung"},
+      {"ladder:\n  provider: [exec]\n", "unknown severity \"provider\" in ladder"},
+      {"ladder:\n  fatal: [delete-node, redfish]\n", "nothing can follow delete-node"},
+      {"ladder:\n  warn: [redfish]\n", "unknown severity \"warn\" in ladder"},
+      {"ladder:\n  fatal: []\n", "\"ladder.fatal\" must be a non-empty list"},
+      {"ladder:\n  fatal: [reboot]\n", "unknown provider \"reboot\" in ladder.fatal"},
+      {"ladder:\n  fatal: [redfish, redfish]\n", "provider redfish appears twice"},
+      {"ladder:\n  fatal: [exec, delete-node]\n", "provider exec needs \"provider.command\""},
       {"records:\n  keep: 1d\n",
        "p.yaml:2:9: \"records.keep\" must be at least \"attempts.window\""},
       {"attempts: {window: 60d}\n", "\"records.keep\" must be at least \"attempts.window\""},
