@@ -1461,6 +1461,16 @@ TEST_F(ControllerTest, RedfishPowerCyclesTheNodeOnceAndItsReturnReleasesIt) {
   EXPECT_EQ(Phase(a), "Remediating");
   EXPECT_NE(Message(a).find("waiting up to 2 min"), std::string::npos) << Message(a);
   EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault") && Cordoned(a));
+  // An operator's `gpuheal bmc` finds the same BMC and credentials through the Node and the
+  // Secret, and will not reset a node whose repair is power-cycling it.
+  const std::string bmc_args = fmt::format("{} --credentials-secret default/bmc-{} --kubeconfig {}",
+                                           a, id_, ControlPlaneEnv::kubeconfig());
+  auto st = gpuheal::testing::RunGpuheal("bmc status -o json " + bmc_args, false);
+  ASSERT_EQ(st.code, 0) << st.out;
+  EXPECT_EQ(json::parse(st.out)["name"], a) << st.out;
+  auto refused = gpuheal::testing::RunGpuheal("bmc reset " + bmc_args);
+  EXPECT_EQ(refused.code, 1) << refused.out;
+  EXPECT_NE(refused.out.find("is Remediating node " + a), std::string::npos) << refused.out;
   // A successor never sends a second reset: the record says one was sent.
   controllers_.back()->Kill(SIGKILL);
   StartController(policy, ShortLease());
