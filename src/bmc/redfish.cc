@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/base64.h"
+
 namespace gpuheal::bmc {
 namespace {
 
@@ -163,6 +165,22 @@ std::string DecodeErrorMessage(std::string_view json) {
       out += (out.empty() ? "" : "; ") + Clip(v, 512);
       if (out.size() > 1024) break;
     }
+  }
+  return out;
+}
+
+Result<Credentials> CredentialsFromSecret(std::string_view secret_json, const std::string& name) {
+  const auto secret = nlohmann::json::parse(secret_json, nullptr, false);
+  Credentials out;
+  for (const char* key : {"username", "password"}) {
+    if (!secret.is_object() || !secret.contains("data") || !secret["data"].is_object() ||
+        !secret["data"].contains(key) || !secret["data"][key].is_string()) {
+      return Error{fmt::format("Secret {} has no \"{}\"", name, key)};
+    }
+    auto value = Base64Decode(secret["data"][key].get<std::string>(),
+                              fmt::format("Secret {} {}", name, key));
+    if (!value) return value.error();
+    (std::string_view(key) == "username" ? out.username : out.password) = std::move(*value);
   }
   return out;
 }

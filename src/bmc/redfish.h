@@ -60,6 +60,10 @@ Result<std::vector<std::string>> DecodeActionInfoResetTypes(std::string_view jso
 // none.
 std::string DecodeErrorMessage(std::string_view json);
 
+// The username and password of a Kubernetes Secret (its JSON as the API serves it, the values
+// base64 in `data`); `name` (NAMESPACE/NAME) is for the errors.
+Result<Credentials> CredentialsFromSecret(std::string_view secret_json, const std::string& name);
+
 // The first of `preference` that the system allows; when the BMC lists none, the first
 // preference (the BMC decides). Error when the BMC lists values and none is preferred.
 Result<std::string> ChooseResetType(const SystemState& s,

@@ -9,7 +9,6 @@
 
 #include "bmc/redfish.h"
 #include "cli/commands.h"
-#include "core/base64.h"
 #include "core/file.h"
 #include "core/keys.h"
 #include "core/object_names.h"
@@ -122,17 +121,9 @@ Result<Target> Resolve(const BmcArgs& a, bool reset, int* code) {
                                      a.credentials_secret.substr(slash + 1)));
   if (!res) return res.error();
   if (!res->ok()) return Error{fmt::format("Secret {}: {}", a.credentials_secret, res->Describe())};
-  const json secret = json::parse(res->body, nullptr, false);
-  for (const char* key : {"username", "password"}) {
-    if (!secret.is_object() || !secret.contains("data") || !secret["data"].is_object() ||
-        !secret["data"].contains(key) || !secret["data"][key].is_string())
-      return Error{fmt::format("Secret {} has no \"{}\"", a.credentials_secret, key)};
-    auto v = Base64Decode(secret["data"][key].get<std::string>(),
-                          fmt::format("Secret {} {}", a.credentials_secret, key));
-    if (!v) return v.error();
-    (std::string_view(key) == "username" ? out.credentials.username : out.credentials.password) =
-        std::move(*v);
-  }
+  auto credentials = bmc::CredentialsFromSecret(res->body, a.credentials_secret);
+  if (!credentials) return credentials.error();
+  out.credentials = std::move(*credentials);
   return out;
 }
 

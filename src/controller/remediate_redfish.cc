@@ -16,7 +16,6 @@
 
 #include "bmc/redfish.h"
 #include "controller/remediator.h"
-#include "core/base64.h"
 #include "core/keys.h"
 #include "core/reasons.h"
 
@@ -144,18 +143,9 @@ class Redfish final : public Remediator {
     if (!res) return Error{fmt::format("Secret {}: {}", p.credentials_secret, res.error().message)};
     if (!res->ok())
       return Error{fmt::format("Secret {}: {}", p.credentials_secret, res->Describe())};
-    const json secret = json::parse(res->body, nullptr, false);
-    for (const char* key : {"username", "password"}) {
-      if (!secret.is_object() || !secret.contains("data") || !secret["data"].is_object() ||
-          !secret["data"].contains(key) || !secret["data"][key].is_string()) {
-        return Error{fmt::format("Secret {} has no \"{}\"", p.credentials_secret, key)};
-      }
-      auto value = Base64Decode(secret["data"][key].get<std::string>(),
-                                fmt::format("Secret {} {}", p.credentials_secret, key));
-      if (!value) return value.error();
-      (std::string_view(key) == "username" ? out.credentials.username : out.credentials.password) =
-          std::move(*value);
-    }
+    auto credentials = bmc::CredentialsFromSecret(res->body, p.credentials_secret);
+    if (!credentials) return credentials.error();
+    out.credentials = std::move(*credentials);
     return out;
   }
 

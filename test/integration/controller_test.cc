@@ -244,6 +244,20 @@ class ControllerTest : public ::testing::Test {
     return !rs.empty() &&
            Status(rs.back()).value("actions", json::array()).dump().find(text) != std::string::npos;
   }
+  // A kubeconfig with a token of the shipped gpuheal-controller ServiceAccount ("" on failure).
+  std::string ControllerTokenKubeconfig() {
+    auto tr = client_->Create(
+        "/api/v1/namespaces/gpuheal-system/serviceaccounts/gpuheal-controller/token",
+        {{"apiVersion", "authentication.k8s.io/v1"},
+         {"kind", "TokenRequest"},
+         {"spec", {{"expirationSeconds", 3600}}}});
+    EXPECT_EQ(tr->status, 201) << tr->Describe();
+    if (!tr || tr->status != 201) return "";
+    const std::string kc = dir_ + "/controller.kubeconfig";
+    gpuheal::testing::WriteTokenKubeconfig(kc, client_->config().server,
+                                           json::parse(tr->body)["status"]["token"]);
+    return kc;
+  }
   // A controller with a 2 s lease, so that a SIGKILLed leader's successor takes over within
   // seconds; returns once it leads.
   static const std::vector<std::string>& ShortLease() {
@@ -1273,15 +1287,8 @@ TEST_F(ControllerTest, TheShippedRbacIsEnoughForEveryRung) {
     }
     applied = true;
   }
-  auto tr =
-      client_->Create("/api/v1/namespaces/gpuheal-system/serviceaccounts/gpuheal-controller/token",
-                      {{"apiVersion", "authentication.k8s.io/v1"},
-                       {"kind", "TokenRequest"},
-                       {"spec", {{"expirationSeconds", 3600}}}});
-  ASSERT_EQ(tr->status, 201) << tr->Describe();
-  const std::string kc = dir_ + "/controller.kubeconfig";
-  gpuheal::testing::WriteTokenKubeconfig(kc, client_->config().server,
-                                         json::parse(tr->body)["status"]["token"]);
+  const std::string kc = ControllerTokenKubeconfig();
+  ASSERT_FALSE(kc.empty());
   const std::string a = Node("a"), b = Node("b", {{"gpuheal.io/pool", "rb-" + id_}});
   Pod("rb-" + id_, a);
   KarpenterNodeClaim("rb-" + id_, {{"nodeName", a}});
@@ -1604,15 +1611,8 @@ TEST_F(ControllerTest, RedfishTheChartsRbacIsEnoughForTheBmcRung) {
     ASSERT_TRUE(Eventually([&] { return client_->Create(collection, obj)->status == 201; }, 10s))
         << kind;
   }
-  auto tr =
-      client_->Create("/api/v1/namespaces/gpuheal-system/serviceaccounts/gpuheal-controller/token",
-                      {{"apiVersion", "authentication.k8s.io/v1"},
-                       {"kind", "TokenRequest"},
-                       {"spec", {{"expirationSeconds", 3600}}}});
-  ASSERT_EQ(tr->status, 201) << tr->Describe();
-  const std::string kc = dir_ + "/controller.kubeconfig";
-  gpuheal::testing::WriteTokenKubeconfig(kc, client_->config().server,
-                                         json::parse(tr->body)["status"]["token"]);
+  const std::string kc = ControllerTokenKubeconfig();
+  ASSERT_FALSE(kc.empty());
   const std::string file = dir_ + "/rbac-policy.yaml";
   std::ofstream(file)
       << "breaker: {share_percent: 100}\ntoleration: {AcceleratedHardwareReady: 1s}\n"

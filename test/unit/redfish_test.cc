@@ -133,6 +133,21 @@ provider:
   EXPECT_EQ(p->redfish.recovery_timeout, std::chrono::minutes(20));
 }
 
+TEST(Redfish, CredentialsFromASecret) {
+  auto c = CredentialsFromSecret(R"({"data": {"username": "YWRtaW4=", "password": "czNjcmV0"}})",
+                                 "ops/bmc");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->username, "admin");
+  EXPECT_EQ(c->password, "s3cret");
+  auto missing = CredentialsFromSecret(R"({"data": {"username": "YWRtaW4="}})", "ops/bmc");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().message, "Secret ops/bmc has no \"password\"");
+  auto bad = CredentialsFromSecret(R"({"data": {"username": "*", "password": "eA=="}})", "ops/bmc");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message, "Secret ops/bmc username: not valid base64");
+  EXPECT_FALSE(CredentialsFromSecret("not json", "ops/bmc"));
+}
+
 TEST(Base64, DecodesSecretValues) {
   EXPECT_EQ(*Base64Decode("YWRtaW4=", "x"), "admin");
   EXPECT_EQ(*Base64Decode("czNjcmV0", "x"), "s3cret");
