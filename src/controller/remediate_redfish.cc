@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "bmc/redfish.h"
 #include "controller/remediator.h"
@@ -81,7 +82,7 @@ class Redfish final : public Remediator {
         *type, Human(policy.recovery_timeout)));
     {
       std::lock_guard<std::mutex> lock(mu_);
-      watching_[r.cr.meta.name] = Watch{system->power_state, now};
+      watching_[r.cr.meta.name] = Watch{system->power_state, now, *target};
     }
     return kPoll;
   }
@@ -95,6 +96,7 @@ class Redfish final : public Remediator {
   struct Watch {
     std::string power;  // the last power state recorded
     SysTime since;
+    std::optional<Resolved> target;  // the BMC and credentials, resolved once per watch
   };
 
   bmc::ClientOptions Options(int attempts = 0) const {
@@ -182,7 +184,11 @@ class Redfish final : public Remediator {
                               "the BMC reset",
                               Human(p.recovery_timeout)));
     }
-    if (auto target = Target(node)) {
+    // The endpoint and Secret are read once per watch, not at every poll.
+    if (!watch.target) {
+      if (auto t = Target(node)) watch.target = std::move(*t);
+    }
+    if (const auto& target = watch.target) {
       bmc::RedfishClient client(target->endpoint, target->credentials, Options(1));
       if (auto s = client.System(); s && s->power_state != watch.power) {
         r.Action(fmt::format("BMC power state {} at {}", s->power_state, kube::MicroTime(now)));
