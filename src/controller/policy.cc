@@ -80,10 +80,31 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
     }
   }
   if (root["pools"]) {
-    GPUHEAL_TRY(pl, Section::Open(e, root["pools"], "pools", {"label", "max_unavailable_percent"}));
+    GPUHEAL_TRY(pl, Section::Open(e, root["pools"], "pools",
+                                  {"label", "max_unavailable_percent", "standby"}));
     GPUHEAL_CHECK(pl.String("label", p.pool_label));
     if (p.pool_label.empty()) return e.At(pl["label"], "\"pools.label\" must not be empty");
     GPUHEAL_CHECK(pl.Int("max_unavailable_percent", p.max_unavailable_percent, 1, 100));
+    if (const YAML::Node sb = pl["standby"]) {
+      // A number for every pool, or {default: N, POOL: N, ...}.
+      if (sb.IsScalar()) {
+        GPUHEAL_TRY(v, AsInt(e, sb, "pools.standby", 0, 1000));
+        p.standby_default = v;
+      } else if (sb.IsMap()) {
+        for (auto it = sb.begin(); it != sb.end(); ++it) {
+          const std::string pool = it->first.as<std::string>();
+          GPUHEAL_TRY(v, AsInt(e, it->second, "pools.standby." + pool, 0, 1000));
+          if (pool == "default")
+            p.standby_default = v;
+          else
+            p.standby_sizes[pool] = v;
+        }
+      } else {
+        return e.At(sb,
+                    "\"pools.standby\" must be a number of standby nodes per pool, or a mapping "
+                    "of pool names (and \"default\") to numbers");
+      }
+    }
   }
   if (root["breaker"]) {
     GPUHEAL_TRY(b,
@@ -192,7 +213,7 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
   };
   if (root["provider"]) {
     GPUHEAL_TRY(pr, Section::Open(e, root["provider"], "provider",
-                                  {"name", "command", "timeout", "redfish"},
+                                  {"name", "command", "timeout", "redfish", "replacement_timeout"},
                                   "\"provider\" must be a mapping with a \"name\""));
     if (!pr["name"]) {
       return e.At(pr.node(),
@@ -219,6 +240,11 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
     if (!uses(Provider::kExec) && !p.exec_command.empty()) {
       return e.At(pr["command"], "\"provider.command\" is only for provider exec");
     }
+    if (pr["replacement_timeout"] && !uses(Provider::kDeleteNode)) {
+      return e.At(pr["replacement_timeout"],
+                  "\"provider.replacement_timeout\" is only for provider delete-node");
+    }
+    GPUHEAL_CHECK(pr.Duration("replacement_timeout", p.replacement_timeout, true));
     if (pr["redfish"] && !uses(Provider::kRedfish))
       return e.At(pr["redfish"], "\"provider.redfish\" is only for provider redfish");
     if (pr["redfish"]) {
@@ -289,6 +315,12 @@ std::string_view ToString(Provider p) {
 std::vector<Provider> Policy::LadderFor(const std::string& severity) const {
   auto it = ladder.find(severity);
   return it == ladder.end() ? std::vector<Provider>{provider} : it->second;
+}
+
+std::optional<int> Policy::StandbySizeFor(const std::string& pool) const {
+  auto it = standby_sizes.find(pool);
+  if (it != standby_sizes.end()) return it->second;
+  return standby_default;
 }
 
 std::chrono::milliseconds Policy::TolerationFor(const std::string& condition) const {

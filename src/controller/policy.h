@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,12 @@ struct Policy {
   std::map<std::string, std::string> skip_pod_labels;  // pods with all these labels are left alone
   std::string pool_label = "gpuheal.io/pool";          // falls back to karpenter.sh/nodepool
   int max_unavailable_percent = 20;                    // per pool, rounded up, at least 1 node
+  // pools.standby: how many standby nodes each pool keeps. A repaired node, or the replacement of
+  // a deleted one, becomes the pool's standby while the pool has fewer. Unset: no size; a node
+  // that a standby stood in for becomes the standby after its repair.
+  std::optional<int> standby_default;
+  std::map<std::string, int> standby_sizes;  // per pool, over standby_default
+  std::optional<int> StandbySizeFor(const std::string& pool) const;
   double breaker_share = 0.30;  // of GPU nodes turning unhealthy within the window
   std::chrono::milliseconds breaker_window = std::chrono::minutes(5);
   std::chrono::milliseconds breaker_quiet = std::chrono::minutes(15);
@@ -44,6 +51,9 @@ struct Policy {
   Provider provider = Provider::kNone;
   std::vector<std::string> exec_command;  // argv; NODE_NAME and REASON in the environment
   std::chrono::milliseconds exec_timeout = std::chrono::minutes(5);
+  // Provider delete-node: how long a replacement node has to join the pool (Ready, the fault's
+  // condition True) after the deletion before the repair ends Failed; 0: Replaced at deletion.
+  std::chrono::milliseconds replacement_timeout = std::chrono::minutes(30);
   // Provider redfish: a power cycle through the node's BMC (docs/bmc.md).
   struct Redfish {
     std::string credentials_secret =

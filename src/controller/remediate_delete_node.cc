@@ -3,13 +3,21 @@
 // Node object itself when nothing owns it. At most once: the uid precondition, and a 404 is done.
 // It defers to the owner's own rules: a Machine a MachineHealthCheck selects is left to it, and
 // karpenter.sh/do-not-disrupt=true (on the Node or its NodeClaim) holds the deletion.
+//
+// Deleting is half of it: the repair stays Remediating until a replacement joins the node's pool
+// (a node created after the deletion, Ready, the fault's condition True, no fault of its own),
+// which the controller marks with gpuheal.io/replaces (one replacement per repair, claimed with
+// an optimistic-concurrency update) and, while the pool has fewer standbys than pools.standby,
+// makes the pool's standby. No replacement within provider.replacement_timeout: Failed.
 
 #include <fmt/format.h>
 
 #include <map>
 
 #include "controller/remediator.h"
+#include "core/keys.h"
 #include "core/reasons.h"
+#include "core/time.h"
 #include "kube/selector.h"
 
 namespace gpuheal::controller {
@@ -127,6 +135,41 @@ std::optional<Owner> OwnerOf(kube::Api& client, const kube::Node& node) {
   return o;
 }
 
+// The record's action that opens the wait: `awaiting a replacement in pool "P" for node uid U
+// since T`, written once the deletion went through.
+constexpr std::string_view kAwaiting = "awaiting a replacement in pool \"";
+
+struct Awaiting {
+  std::string pool, uid;
+  SysTime since;
+};
+
+std::optional<Awaiting> AwaitingOf(const RepairRecord& r) {
+  for (const auto& a : r.cr.actions) {
+    if (!a.starts_with(kAwaiting)) continue;
+    const auto pool_end = a.find("\" for node uid ", kAwaiting.size());
+    const auto since = a.rfind(" since ");
+    if (pool_end == std::string::npos || since == std::string::npos || since < pool_end) break;
+    auto t = kube::ParseTime(a.substr(since + 7));
+    if (!t) break;
+    const size_t uid_at = pool_end + std::string_view("\" for node uid ").size();
+    return Awaiting{a.substr(kAwaiting.size(), pool_end - kAwaiting.size()),
+                    a.substr(uid_at, since - uid_at), *t};
+  }
+  return std::nullopt;
+}
+
+bool ConditionIs(const kube::Node& n, const std::string& type, const std::string& status) {
+  return std::any_of(n.conditions.begin(), n.conditions.end(), [&](const kube::NodeCondition& c) {
+    return c.type == type && c.status == status;
+  });
+}
+
+void StartAwaiting(const Policy& policy, const kube::Node& node, RepairRecord& r, SysTime now) {
+  r.Action(fmt::format("{}{}\" for node uid {} since {}", kAwaiting, PoolOf(node, policy),
+                       node.meta.uid, kube::MicroTime(now)));
+}
+
 class DeleteNode final : public Remediator {
  public:
   explicit DeleteNode(RepairContext& ctx) : ctx_(ctx) {}
@@ -139,6 +182,7 @@ class DeleteNode final : public Remediator {
 Next DeleteNode::Remediate(const kube::Node& node, const NodeFault& /*f*/, RepairRecord& r,
                            SysTime now) {
   r.Phase("Remediating", now);
+  if (AwaitingOf(r)) return AwaitReplacement(ctx_, r, now);
   // The owner, when there is one, so that its controller replaces the machine; else the Node
   // object itself. Deleted at most once (uid precondition; 404 is done).
   const bool deleted_before = r.HasAction("deleted ");
@@ -147,6 +191,10 @@ Next DeleteNode::Remediate(const kube::Node& node, const NodeFault& /*f*/, Repai
   if (owner->gone && r.HasAction(std::string(kHeldByMhc))) {
     // The MachineHealthCheck this repair deferred to deleted the Machine: its replacement runs.
     r.Action("the Machine is gone: its MachineHealthCheck remediated the node");
+    if (ctx_.policy().replacement_timeout.count() > 0) {
+      StartAwaiting(ctx_.policy(), node, r, now);
+      return AwaitReplacement(ctx_, r, now);
+    }
     r.Phase("Replaced", now);
     r.Message("the MachineHealthCheck deleted the node's Machine: its provisioner replaces it");
     return std::nullopt;
@@ -178,12 +226,102 @@ Next DeleteNode::Remediate(const kube::Node& node, const NodeFault& /*f*/, Repai
     auto res = ctx_.api().Delete(owner->path, owner->uid);
     if (!res || (!res->ok() && res->status != 404)) return milliseconds(2000);
   }
+  if (ctx_.policy().replacement_timeout.count() > 0) {
+    StartAwaiting(ctx_.policy(), node, r, now);
+    return AwaitReplacement(ctx_, r, now);
+  }
   r.Phase("Replaced", now);
   r.Message("deleted " + owner->what + ": its provisioner replaces the node");
   return std::nullopt;
 }
 
 }  // namespace
+
+bool AwaitingReplacement(const RepairRecord& r) { return AwaitingOf(r).has_value(); }
+
+Next AwaitReplacement(RepairContext& ctx, RepairRecord& r, SysTime now) {
+  const auto w = AwaitingOf(r);
+  if (!w || Terminal(r.cr.phase)) return std::nullopt;
+  const Policy& policy = ctx.policy();
+  const std::string& condition = r.cr.condition;
+  // creationTimestamp has whole seconds, and the API server's clock is not this one.
+  const SysTime joined_after = w->since - std::chrono::seconds(2);
+  std::vector<kube::Node> nodes = ctx.world().nodes();
+  int standbys = 0;
+  for (const auto& n : nodes) {
+    if (PoolOf(n, policy) == w->pool && HasTaint(n, keys::kStandbyTaint, "", "") && !FaultOf(n))
+      ++standbys;
+  }
+  const auto size = policy.StandbySizeFor(w->pool);
+  // The oldest candidate first: the first node the provisioner brought up for this pool.
+  std::sort(nodes.begin(), nodes.end(), [](const kube::Node& a, const kube::Node& b) {
+    return std::tie(a.meta.creation_timestamp, a.meta.name) <
+           std::tie(b.meta.creation_timestamp, b.meta.name);
+  });
+  const std::string replaces(keys::kReplaces);
+  for (const auto& n : nodes) {
+    if (n.meta.uid == w->uid || n.meta.deleting || PoolOf(n, policy) != w->pool) continue;
+    const auto created = kube::ParseTime(n.meta.creation_timestamp);
+    if (!created || *created < joined_after) continue;
+    if (!ConditionIs(n, "Ready", "True") ||
+        (!condition.empty() && !ConditionIs(n, condition, "True")))
+      continue;
+    if (FaultOf(n) || HasTaint(n, keys::kFaultTaint, "", "")) continue;
+    auto claimed = n.meta.annotations.find(replaces);
+    if (claimed != n.meta.annotations.end() && claimed->second != r.cr.meta.name) continue;
+    const bool standby = size && standbys < *size && !HasTaint(n, keys::kStandbyTaint, "", "");
+    bool ours = true;
+    if (!ctx.dry_run()) {
+      // The claim: another repair of the pool may be taking the same node (read fresh on a
+      // conflict); a node replaces one.
+      auto res = ctx.api().Update(kube::NodePath(n.meta.name), [&](nlohmann::json& j) {
+        auto& ann = j["metadata"]["annotations"];
+        if (ann.is_object() && ann.contains(replaces) && ann[replaces] != r.cr.meta.name) {
+          ours = false;
+          return false;
+        }
+        ours = true;
+        ann[replaces] = r.cr.meta.name;
+        if (standby) {
+          auto& taints = j["spec"]["taints"];
+          if (!taints.is_array()) taints = nlohmann::json::array();
+          taints.push_back(
+              {{"key", keys::kStandbyTaint}, {"value", "true"}, {"effect", "NoSchedule"}});
+        }
+        return true;
+      });
+      if (!res || !res->ok()) return milliseconds(1000);
+    }
+    if (!ours) continue;
+    r.cr.replacement = n.meta.name;
+    r.dirty = true;
+    const std::string what =
+        standby ? fmt::format("; it is the pool's standby ({} of {})", standbys + 1, *size) : "";
+    r.Action(fmt::format("replacement {} joined pool \"{}\" at {}{}", n.meta.name, w->pool,
+                         kube::MicroTime(now), what));
+    r.Phase("Replaced", now,
+            fmt::format("replacement {} joined pool \"{}\", Ready with {} True{}", n.meta.name,
+                        w->pool, condition.empty() ? "its conditions" : condition, what));
+    r.Message(fmt::format("replaced by {}{}", n.meta.name, what));
+    return std::nullopt;
+  }
+  const auto deadline = w->since + policy.replacement_timeout;
+  if (now >= deadline) {
+    const std::string why = fmt::format(
+        "no replacement joined pool \"{}\" within {} s of the deletion (Ready, {} True); look at "
+        "the provisioner (Karpenter, Cluster API) and its events",
+        w->pool,
+        std::chrono::duration_cast<std::chrono::seconds>(policy.replacement_timeout).count(),
+        condition.empty() ? "no fault" : condition);
+    r.Phase("Failed", now, why);
+    r.Message(why);
+    return std::nullopt;
+  }
+  r.Message(fmt::format(
+      "deleted; waiting until {} for a replacement to join pool \"{}\" (Ready, {} True)",
+      kube::RfcTime(deadline), w->pool, condition.empty() ? "no fault" : condition));
+  return std::min(milliseconds(1000), Until(now, deadline));
+}
 
 std::unique_ptr<Remediator> MakeDeleteNodeRemediator(RepairContext& ctx) {
   return std::make_unique<DeleteNode>(ctx);

@@ -46,6 +46,12 @@ class Remediator {
                          std::chrono::system_clock::time_point now) = 0;
 };
 
+// The delete-node provider's wait for the deleted node's replacement: whether the record is in
+// it, and one look (also once the deleted node's Node object is gone).
+bool AwaitingReplacement(const RepairRecord& r);
+Next AwaitReplacement(RepairContext& ctx, RepairRecord& r,
+                      std::chrono::system_clock::time_point now);
+
 // The provider `policy.provider` names.
 std::unique_ptr<Remediator> MakeRemediator(const Policy& policy, RepairContext& ctx);
 

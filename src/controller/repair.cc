@@ -114,6 +114,7 @@ bool Repairer::WriteStatus(RepairRecord& r) {
       {"phase", r.cr.phase},     {"phases", r.cr.phase_times},  {"evictedPods", r.cr.evicted_pods},
       {"actions", r.cr.actions}, {"attempts", r.cr.attempts},   {"message", r.cr.message},
       {"rung", r.cr.rung},       {"rungIndex", r.cr.rung_index}};
+  if (!r.cr.replacement.empty()) status["replacement"] = r.cr.replacement;
   auto res = api_.Patch(kNodeRepairs + "/" + r.cr.meta.name + "/status", kube::PatchType::kMerge,
                         {{"status", status}});
   if (!res || !res->ok()) {
@@ -296,6 +297,12 @@ Next Repairer::Reconcile(const std::string& name) {
   auto node = world_.node(name);
   if (!node) {
     Undefer(name);
+    if (open && AwaitingReplacement(*open)) {
+      // delete-node deleted it: the repair ends when its replacement joins the pool.
+      auto next = AwaitReplacement(*this, *open, now);
+      if (!WriteStatus(*open)) return milliseconds(2000);
+      return next;
+    }
     if (open) {
       open->Phase(open->cr.phase == "Remediating" ? "Replaced" : "Failed", now);
       open->Message("the Node object is gone");

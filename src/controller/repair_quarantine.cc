@@ -99,7 +99,21 @@ bool Repairer::Quarantine(const kube::Node& node, const NodeFault& f, bool may_d
 }
 
 Next Repairer::Release(const kube::Node& node, RepairRecord* r) {
-  const bool standby_promoted = r && r->HasAction(kPromotedStandby);
+  // The node returns as the pool's standby: with pools.standby, while the pool has fewer
+  // standbys than that (its own standby taint counted once); without, when a standby took its
+  // place.
+  bool to_standby = r && r->HasAction(kPromotedStandby);
+  const std::string pool = PoolOf(node, policy_);
+  int standbys = 0;
+  if (const auto size = policy_.StandbySizeFor(pool); size && r) {
+    for (const auto& n : world_.nodes()) {
+      if (n.meta.name != node.meta.name && PoolOf(n, policy_) == pool &&
+          HasTaint(n, keys::kStandbyTaint, "", "") && !FaultOf(n))
+        ++standbys;
+    }
+    to_standby = standbys < *size;
+  }
+  const bool standby_promoted = to_standby;
   if (!dry_run_) {
     auto res = api_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
       bool changed = false;
@@ -132,10 +146,13 @@ Next Repairer::Release(const kube::Node& node, RepairRecord* r) {
     if (!res || !res->ok()) return milliseconds(2000);
   }
   Event(node, "Normal", std::string(reason::kReleased),
-        "all domains healthy for the probation period: gpuheal's taint and cordon removed");
+        std::string("all domains healthy for the probation period: gpuheal's taint and cordon "
+                    "removed") +
+            (to_standby ? "; the node is the pool's standby" : ""));
   if (r) {
+    if (to_standby) r->Action("returned as the pool's standby");
     r->Phase("Recovered", clock_.Now());
-    r->Message("recovered");
+    r->Message(to_standby ? "recovered; the pool's standby" : "recovered");
     if (!WriteStatus(*r)) return milliseconds(2000);
   }
   return std::nullopt;

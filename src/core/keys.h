@@ -35,5 +35,8 @@ inline constexpr std::string_view kBreakerReset = "gpuheal.io/breaker-reset";
 // On a Node: its BMC's Redfish endpoint, https://HOST[:PORT][/redfish/v1/Systems/ID] (the
 // redfish provider; docs/bmc.md). Overrides the endpoints ConfigMap.
 inline constexpr std::string_view kBmcEndpoint = "gpuheal.io/bmc-endpoint";
+// On a Node that joined its pool as the replacement of a node the delete-node provider deleted:
+// the NodeRepair record of that repair. Set once; a node replaces at most one.
+inline constexpr std::string_view kReplaces = "gpuheal.io/replaces";
 
 }  // namespace gpuheal::keys

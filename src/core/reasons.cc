@@ -166,7 +166,7 @@ std::string ContractListing() {
        {keys::kGpuRecoveryRequest, keys::kGpuRecoveryStatus, keys::kGpuFaults, keys::kFaultTaint,
         keys::kStandbyTaint, keys::kManagedLabel, keys::kPausedLabel, keys::kDefaultPoolLabel,
         keys::kCordonedAnnotation, keys::kCheckpointRequested, keys::kCheckpointDone,
-        keys::kRepairNodeLabel, keys::kBreakerReset, keys::kBmcEndpoint}) {
+        keys::kRepairNodeLabel, keys::kBreakerReset, keys::kBmcEndpoint, keys::kReplaces}) {
     out += fmt::format("{}\n", k);
   }
   out += "# event reasons\n";

@@ -102,6 +102,7 @@ error_code Meta(od::value v, ObjectMeta& m) {
     if (k == "namespace") return Str(val, m.namespace_);
     if (k == "uid") return Str(val, m.uid);
     if (k == "resourceVersion") return Str(val, m.resource_version);
+    if (k == "creationTimestamp") return Str(val, m.creation_timestamp);
     if (k == "labels") return StrMap(val, m.labels);
     if (k == "annotations") return StrMap(val, m.annotations, KeptAnnotation);
     if (k == "deletionGracePeriodSeconds") {
@@ -268,6 +269,7 @@ error_code NodeRepairObj(od::object o, NodeRepair& r) {
         if (sk == "attempts") return Int(sv, r.attempts);
         if (sk == "rung") return Str(sv, r.rung);
         if (sk == "rungIndex") return Int(sv, r.rung_index);
+        if (sk == "replacement") return Str(sv, r.replacement);
         if (sk == "evictedPods" || sk == "actions") {
           auto& out = sk == "actions" ? r.actions : r.evicted_pods;
           return Items(sv, [&](od::value pv) {

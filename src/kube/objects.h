@@ -29,6 +29,7 @@ struct ObjectMeta {
   // Machine's (kCapiMachineAnnotation, kCapiNamespaceAnnotation).
   std::map<std::string, std::string> annotations;
   bool deleting = false;                // deletionTimestamp set
+  std::string creation_timestamp;       // metadata.creationTimestamp (RFC 3339, seconds)
   int64_t deletion_grace_seconds = -1;  // metadata.deletionGracePeriodSeconds; -1 when absent
   std::string controller_kind;          // kind of the ownerReference with controller: true
   bool operator==(const ObjectMeta&) const = default;
@@ -105,8 +106,9 @@ struct NodeRepair {
   std::vector<std::string> actions;                // status.actions
   int64_t attempts = 0;                            // status.attempts
   std::string message;
-  std::string rung;        // status.rung: the provider of the ladder's current rung
-  int64_t rung_index = 0;  // status.rungIndex: 0 for the first rung
+  std::string rung;         // status.rung: the provider of the ladder's current rung
+  int64_t rung_index = 0;   // status.rungIndex: 0 for the first rung
+  std::string replacement;  // status.replacement: the node that joined in place of this one
 };
 
 // Decoders from one object's JSON. Errors name what is missing or malformed.

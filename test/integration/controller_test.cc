@@ -675,7 +675,9 @@ TEST_F(ControllerTest, ACheckpointWindowIsNeverCutShort) {
 
 TEST_F(ControllerTest, AfterTheTolerationWindowTheProviderRemediates) {
   const std::string a = Node("a");
-  StartController("toleration:\n  AcceleratedHardwareReady: 2s\nprovider:\n  name: delete-node\n");
+  StartController(
+      "toleration:\n  AcceleratedHardwareReady: 2s\nprovider:\n  name: delete-node\n  "
+      "replacement_timeout: 0s\n");
   SetCondition(a, "False", "NvidiaXID79Error");
   ASSERT_TRUE(Eventually([&] { return Phase(a) == "Replaced"; }, 20s)) << Phase(a);
   EXPECT_FALSE(GetNode(a).is_object()) << "the Node was deleted";
@@ -1019,7 +1021,9 @@ TEST_F(ControllerTest, DeleteNodeDeletesTheOwningMachineOrNodeClaim) {
                           {{"spec", {{"providerID", "sim://" + prov}}}})
                   ->ok());
   KarpenterNodeClaim("ncp-" + id_, {{"providerID", "sim://" + prov}});
-  StartController("toleration:\n  AcceleratedHardwareReady: 1s\nprovider:\n  name: delete-node\n");
+  StartController(
+      "toleration:\n  AcceleratedHardwareReady: 1s\nprovider:\n  name: delete-node\n  "
+      "replacement_timeout: 0s\n");
   for (const auto& n : {capi, karp, prov}) SetCondition(n, "False", "NvidiaXID48Error");
   ASSERT_TRUE(Eventually(
       [&] {
@@ -1053,7 +1057,9 @@ TEST_F(ControllerTest, DeleteNodeRespectsKarpentersDoNotDisrupt) {
           ->Patch(kube::NodePath(a), kube::PatchType::kMerge,
                   {{"metadata", {{"annotations", {{"karpenter.sh/do-not-disrupt", "true"}}}}}})
           ->ok());
-  StartController("toleration:\n  AcceleratedHardwareReady: 1s\nprovider:\n  name: delete-node\n");
+  StartController(
+      "toleration:\n  AcceleratedHardwareReady: 1s\nprovider:\n  name: delete-node\n  "
+      "replacement_timeout: 0s\n");
   SetCondition(a, "False", "NvidiaXID48Error");
   SetCondition(b, "False", "NvidiaXID48Error");
   ASSERT_TRUE(Eventually(
@@ -1104,7 +1110,9 @@ TEST_F(ControllerTest, DeleteNodeDefersToAMachineHealthCheck) {
                   ->status,
               201);
   }
-  StartController("toleration:\n  AcceleratedHardwareReady: 1s\nprovider:\n  name: delete-node\n");
+  StartController(
+      "toleration:\n  AcceleratedHardwareReady: 1s\nprovider:\n  name: delete-node\n  "
+      "replacement_timeout: 0s\n");
   SetCondition(a, "False", "NvidiaXID48Error");
   SetCondition(b, "False", "NvidiaXID48Error");
   ASSERT_TRUE(Eventually(
@@ -1140,7 +1148,9 @@ TEST_F(ControllerTest, DeleteNodeDefersToAMachineHealthCheck) {
 TEST_F(ControllerTest, DeleteNodeNeverDeletesAMachineThatDoesNotOwnTheNode) {
   const std::string liar = Node("liar"), other = Node("other", {{"gpuheal.io/pool", "o-" + id_}});
   CapiMachine("victim-" + id_, other, liar);
-  StartController("toleration:\n  AcceleratedHardwareReady: 1s\nprovider:\n  name: delete-node\n");
+  StartController(
+      "toleration:\n  AcceleratedHardwareReady: 1s\nprovider:\n  name: delete-node\n  "
+      "replacement_timeout: 0s\n");
   SetCondition(liar, "False", "NvidiaXID48Error");
   ASSERT_TRUE(Eventually([&] { return Phase(liar) == "Failed"; }, 20s))
       << Phase(liar) << " " << Message(liar);
@@ -1293,9 +1303,9 @@ TEST_F(ControllerTest, TheShippedRbacIsEnoughForEveryRung) {
   Pod("rb-" + id_, a);
   KarpenterNodeClaim("rb-" + id_, {{"nodeName", a}});
   const std::string file = dir_ + "/rbac-policy.yaml";
-  std::ofstream(file)
-      << "breaker: {share_percent: 100}\ncheckpoint: {window: 1s}\n"
-         "toleration: {AcceleratedHardwareReady: 3s}\nprovider: {name: delete-node}\n";
+  std::ofstream(file) << "breaker: {share_percent: 100}\ncheckpoint: {window: 1s}\n"
+                         "toleration: {AcceleratedHardwareReady: 3s}\nprovider: {name: "
+                         "delete-node, replacement_timeout: 0s}\n";
   controllers_.push_back(std::make_unique<AgentProcess>(
       std::vector<std::string>{GPUHEAL_BIN, "controller", "--kubeconfig", kc, "--policy", file,
                                "--listen", "", "--lease-namespace", "gpuheal-system"}));
@@ -1531,20 +1541,65 @@ TEST_F(ControllerTest, RedfishANodeThatDoesNotComeBackFailsAfterTheRecoveryTimeo
 // The repair ladder: a power cycle that does not bring a lost GPU back falls through to the
 // node's replacement (its Karpenter NodeClaim deleted); a fatal fault's failing exec command
 // falls through to delete-node as well. Each rung is recorded (rung, rungIndex, an action).
+// The repair ends when the replacement joins: the test plays the provisioners (Karpenter deletes
+// the Node of a deleted NodeClaim and brings up a new NodeClaim and Node; a machine whose Node
+// object was deleted is replaced by a new one), and gpuheal claims each replacement
+// (gpuheal.io/replaces) and refills the pool's standby (pools.standby: 1) from it.
 TEST_F(ControllerTest, RedfishLadderFallsThroughToReplacingTheNode) {
-  const std::string a = Node("a"), b = Node("b", {{"gpuheal.io/pool", "lad-" + id_}});
+  const std::string pool_b = "lad-" + id_;
+  const std::string a = Node("a"), b = Node("b", {{"gpuheal.io/pool", pool_b}});
+  // Pool b has its standby: b's replacement goes into service. Pool a has none.
+  const std::string sb = Node("b-standby", {{"gpuheal.io/pool", pool_b}});
+  ASSERT_TRUE(client_
+                  ->Patch(kube::NodePath(sb), kube::PatchType::kMerge,
+                          {{"spec",
+                            {{"taints",
+                              {{{"key", "gpuheal.io/standby"},
+                                {"value", "true"},
+                                {"effect", "NoSchedule"}}}}}}})
+                  ->ok());
   KarpenterNodeClaim("lad-a-" + id_, {{"nodeName", a}});
   const std::string policy = Bmc(a, "s3cret") +
                              "    recovery_timeout: 3s\n"
                              "  command: [/bin/false]\n"
+                             "  replacement_timeout: 60s\n"
+                             "pools: {standby: 1}\n"
                              "ladder:\n  catastrophic: [redfish, delete-node]\n"
                              "  fatal: [exec, delete-node]\n";
   StartLeader(policy);
   SetCondition(a, "False", "NvidiaXID79Error");
   SetCondition(b, "False", "NvidiaXID48Error");
+  // Karpenter: the NodeClaim is gone, so is its Node; a new NodeClaim and its Node join.
+  ASSERT_TRUE(Eventually(
+      [&] { return client_->Get("/apis/karpenter.sh/v1/nodeclaims/lad-a-" + id_)->status == 404; },
+      40s))
+      << Phase(a) << " " << Message(a);
+  ASSERT_TRUE(Eventually([&] { return !GetNode(b).is_object(); }, 40s)) << Message(b);
+  EXPECT_EQ(Phase(a), "Remediating") << "deleted, not replaced yet: " << Message(a);
+  ASSERT_TRUE(client_->Delete(kube::NodePath(a))->ok());
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(Phase(a), "Remediating") << Message(a);
+  EXPECT_NE(Message(a).find("waiting until"), std::string::npos) << Message(a);
+  const std::string a2 = Node("a2"), b2 = Node("b2", {{"gpuheal.io/pool", pool_b}});
+  KarpenterNodeClaim("lad-a2-" + id_, {{"nodeName", a2}});
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(Phase(a), "Remediating") << "a node that is not Ready has not joined";
+  for (const auto& n : {a2, b2}) {
+    ASSERT_TRUE(client_
+                    ->Patch(kube::NodePath(n) + "/status", kube::PatchType::kStrategicMerge,
+                            {{"status", {{"conditions", {Cond("Ready", "True", "KubeletReady")}}}}})
+                    ->ok());
+  }
   ASSERT_TRUE(Eventually([&] { return Phase(a) == "Replaced" && Phase(b) == "Replaced"; }, 40s))
       << Phase(a) << " " << Message(a) << " | " << Phase(b) << " " << Message(b);
   const json ra = Status(Repairs(a).back()), rb = Status(Repairs(b).back());
+  EXPECT_EQ(ra["replacement"], a2);
+  EXPECT_EQ(rb["replacement"], b2);
+  EXPECT_EQ(GetNode(a2)["metadata"]["annotations"]["gpuheal.io/replaces"],
+            Repairs(a).back()["metadata"]["name"]);
+  EXPECT_TRUE(HasTaint(a2, "gpuheal.io/standby", "true", "NoSchedule"))
+      << "pool a had no standby: its replacement is the standby";
+  EXPECT_FALSE(HasTaint(b2, "gpuheal.io/standby")) << "pool b has its standby";
   EXPECT_EQ(ra["rung"], "delete-node");
   EXPECT_EQ(ra["rungIndex"], 1);
   const std::string acts = ra["actions"].dump();

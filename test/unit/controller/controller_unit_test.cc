@@ -100,6 +100,26 @@ ladder:
   EXPECT_EQ(Policy().LadderFor("fatal"), std::vector<Provider>{Provider::kNone});
 }
 
+TEST(Policy, StandbySizesPerPoolAndTheReplacementTimeout) {
+  auto p = ParsePolicy(R"(
+pools: {standby: {default: 1, h200-a: 2, spare: 0}}
+provider: {name: delete-node, replacement_timeout: 45m}
+)",
+                       "p.yaml");
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->StandbySizeFor("h200-a"), 2);
+  EXPECT_EQ(p->StandbySizeFor("spare"), 0);
+  EXPECT_EQ(p->StandbySizeFor("other"), 1);
+  EXPECT_EQ(p->replacement_timeout, std::chrono::minutes(45));
+  auto q = ParsePolicy(
+      "pools: {standby: 3}\nprovider: {name: delete-node, replacement_timeout: 0s}\n", "p.yaml");
+  ASSERT_TRUE(q) << q.error().message;
+  EXPECT_EQ(q->StandbySizeFor("any"), 3);
+  EXPECT_EQ(q->replacement_timeout.count(), 0);
+  EXPECT_FALSE(Policy().StandbySizeFor("any")) << "no size unless the policy sets one";
+  EXPECT_EQ(Policy().replacement_timeout, std::chrono::minutes(30));
+}
+
 TEST(Policy, FinishedRecordsExpireAfterRecordsKeep) {
   auto p = ParsePolicy("records: {keep: 10d}\n", "p.yaml");
   ASSERT_TRUE(p) << p.error().message;
@@ -143,6 +163,10 @@ TEST(Policy, ErrorsNameFileLineAndField) {
       {"ladder:\n  warn: [redfish]\n", "unknown severity \"warn\" in ladder"},
       {"ladder:\n  fatal: []\n", "\"ladder.fatal\" must be a non-empty list"},
       {"ladder:\n  fatal: [reboot]\n", "unknown provider \"reboot\" in ladder.fatal"},
+      {"pools:\n  standby: [1]\n", "p.yaml:2:12: \"pools.standby\" must be a number"},
+      {"pools:\n  standby: {a: -1}\n", "\"pools.standby.a\" must be an integer from 0 to 1000"},
+      {"provider:\n  name: standby\n  replacement_timeout: 5m\n",
+       "p.yaml:3:24: \"provider.replacement_timeout\" is only for provider delete-node"},
       {"ladder:\n  fatal: [redfish, redfish]\n", "provider redfish appears twice"},
       {"ladder:\n  fatal: [exec, delete-node]\n", "provider exec needs \"provider.command\""},
       {"records:\n  keep: 1d\n",

@@ -457,6 +457,7 @@ TEST_F(RemediatorTest, StandbyIsPromotedAtQuarantineAndTheNodeBecomesTheStandby)
 
 TEST_F(RemediatorTest, DeleteNodeDeletesTheNodeObjectOnce) {
   policy.provider = Provider::kDeleteNode;
+  policy.replacement_timeout = 0ms;  // Replaced at the deletion
   AddNode("n1");
   Fault("n1");
   auto r = Make();
@@ -464,6 +465,128 @@ TEST_F(RemediatorTest, DeleteNodeDeletesTheNodeObjectOnce) {
   EXPECT_FALSE(api.Object(kube::NodePath("n1")));
   EXPECT_EQ(api.Count("DELETE", "/api/v1/nodes/n1"), 1u);
   EXPECT_EQ(Last("n1").phase, "Replaced");
+}
+
+// A node as a provisioner brings it up: created now, Ready, its agent's condition True.
+void JoinNode(FakeApi& api, FakeClock& clock, const std::string& name, const std::string& pool,
+              const std::string& pool_label) {
+  json cond = {{"type", "AcceleratedHardwareReady"},
+               {"status", "True"},
+               {"reason", "GPUsHealthy"},
+               {"message", ""},
+               {"lastTransitionTime", kube::RfcTime(clock.Now())}};
+  json ready = cond;
+  ready["type"] = "Ready";
+  ready["reason"] = "KubeletReady";
+  api.Put(kube::NodePath(name),
+          {{"metadata",
+            {{"labels", {{pool_label, pool}}},
+             {"uid", "uid-" + name},
+             {"creationTimestamp", kube::RfcTime(clock.Now())}}},
+           {"spec", json::object()},
+           {"status", {{"capacity", {{"nvidia.com/gpu", "8"}}}, {"conditions", {cond, ready}}}}});
+}
+
+// delete-node is half of a replacement: the repair stays Remediating until a node joins the
+// pool after the deletion (Ready, the fault's condition True), which it claims
+// (gpuheal.io/replaces) and, the pool being short of its standby, makes the standby.
+TEST_F(RemediatorTest, DeleteNodeWaitsForTheReplacementAndRefillsTheStandby) {
+  policy.provider = Provider::kDeleteNode;
+  policy.standby_default = 1;
+  AddNode("n1");
+  // Not a replacement: it was there before the deletion.
+  JoinNode(api, clock, "old", "a", policy.pool_label);
+  AddNode("n2");
+  Fault("n1");
+  auto r = Make();
+  Settle(*r, "n1", 11min);
+  EXPECT_FALSE(api.Object(kube::NodePath("n1")));
+  EXPECT_EQ(Last("n1").phase, "Remediating");
+  EXPECT_NE(Last("n1").message.find("waiting until"), std::string::npos) << Last("n1").message;
+  clock.Advance(30s);
+  JoinNode(api, clock, "faulty-new", "a", policy.pool_label);
+  Fault("faulty-new");
+  JoinNode(api, clock, "other-pool", "b", policy.pool_label);
+  clock.Advance(5s);
+  EXPECT_TRUE(r->Reconcile("n1")) << "nothing in pool a is a replacement yet";
+  EXPECT_EQ(Last("n1").phase, "Remediating");
+  JoinNode(api, clock, "new", "a", policy.pool_label);
+  Settle(*r, "n1", 1min);
+  const auto rec = Last("n1");
+  EXPECT_EQ(rec.phase, "Replaced") << rec.message;
+  EXPECT_EQ(rec.replacement, "new");
+  const auto n = NodeObj("new");
+  EXPECT_EQ(n.meta.annotations.at(std::string(keys::kReplaces)), rec.meta.name);
+  EXPECT_TRUE(HasTaint(n, keys::kStandbyTaint, "true", "NoSchedule"))
+      << "pool a had no standby: the replacement refills it";
+  EXPECT_FALSE(NodeObj("other-pool").meta.annotations.count(std::string(keys::kReplaces)));
+  EXPECT_EQ(api.Count("DELETE", "/api/v1/nodes/n1"), 1u);
+}
+
+// A replacement is claimed by one repair: two nodes of a pool deleted, one node joining, one
+// Replaced; the second joins the other.
+TEST_F(RemediatorTest, OneReplacementReplacesOneNode) {
+  policy.provider = Provider::kDeleteNode;
+  policy.standby_default = 1;
+  AddNode("s1", "a", true);  // the pool has its standby: replacements go into service
+  AddNode("n1");
+  AddNode("n2");
+  Fault("n1");
+  auto r = Make();
+  Settle(*r, "n1", 11min);
+  Fault("n2");
+  Settle(*r, "n2", 11min);
+  ASSERT_FALSE(api.Object(kube::NodePath("n2")));
+  JoinNode(api, clock, "new1", "a", policy.pool_label);
+  Settle(*r, "n1", 1min);
+  Settle(*r, "n2", 10s);
+  EXPECT_EQ(Last("n1").replacement, "new1") << Last("n1").phase << ": " << Last("n1").message;
+  EXPECT_EQ(Last("n2").phase, "Remediating");
+  EXPECT_FALSE(HasTaint(NodeObj("new1"), keys::kStandbyTaint, "", ""));
+  JoinNode(api, clock, "new2", "a", policy.pool_label);
+  Settle(*r, "n2", 1min);
+  EXPECT_EQ(Last("n2").replacement, "new2");
+  EXPECT_EQ(Last("n2").phase, "Replaced");
+}
+
+TEST_F(RemediatorTest, DeleteNodeFailsWhenNoReplacementJoinsInTime) {
+  policy.provider = Provider::kDeleteNode;
+  policy.replacement_timeout = 2min;
+  AddNode("n1");
+  Fault("n1");
+  auto r = Make();
+  Settle(*r, "n1", 11min);
+  ASSERT_EQ(Last("n1").phase, "Remediating");
+  Settle(*r, "n1", 3min);
+  const auto rec = Last("n1");
+  EXPECT_EQ(rec.phase, "Failed");
+  EXPECT_NE(rec.message.find("no replacement joined pool \"a\" within 120 s"), std::string::npos)
+      << rec.message;
+}
+
+// pools.standby: a repaired node returns as the pool's standby while the pool has fewer; once
+// the pool has its size, the next one goes back into service.
+TEST_F(RemediatorTest, ARepairedNodeRefillsThePoolsStandbyUpToItsSize) {
+  policy.standby_sizes["a"] = 1;
+  AddNode("n1");
+  AddNode("n2");
+  Fault("n1");
+  Fault("n2");
+  auto r = Make();
+  Settle(*r, "n1", 15min);
+  Settle(*r, "n2", 15min);
+  Heal("n1");
+  clock.Advance(3min);
+  Settle(*r, "n1", 1min);
+  EXPECT_EQ(Last("n1").phase, "Recovered");
+  EXPECT_TRUE(HasTaint(NodeObj("n1"), keys::kStandbyTaint, "true", "NoSchedule"));
+  Heal("n2");
+  clock.Advance(3min);
+  Settle(*r, "n2", 1min);
+  EXPECT_EQ(Last("n2").phase, "Recovered");
+  EXPECT_FALSE(HasTaint(NodeObj("n2"), keys::kStandbyTaint, "", ""))
+      << "the pool has its one standby: n2 returns to service";
+  EXPECT_FALSE(Quarantined("n2"));
 }
 
 TEST_F(RemediatorTest, DeleteNodeRefusesAnOwnerThatDoesNotNameTheNodeBack) {
