@@ -81,6 +81,10 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
   cmd->add_option(
       "--source-dir", o->source_dir,
       "A gpuheal checkout: deploy/ and scripts/control-plane.sh (default: the one built from)");
+  cmd->add_option(
+      "--peer-crds", o->peer_crds,
+      "replace-karpenter, replace-capi: the directory of Karpenter's and Cluster API's "
+      "CRDs (default: $GPUHEAL_PEER_CRDS, else scripts/build-peer-crds.sh builds them)");
   cmd->add_option("--nvml-double", o->nvml_double,
                   "critical: the NVML test double that plays the simulated node's GPUs (default: "
                   "the build's test/libnvml_double.so)");

@@ -87,9 +87,14 @@ struct Plan {
   std::string policy;                  // the controller's policy for this scenario
   bool external_agent = false;         // the target's agent is a process the drill can kill
   milliseconds agent_quiet{0};
+  // replace-*: the target node is owned by a Karpenter NodeClaim ("karpenter") or a Cluster API
+  // Machine ("capi"); the drill plays that provisioner's infrastructure side.
+  std::string replace;
 };
 
-std::string PolicyYaml(const std::string& toleration, const std::string& probation) {
+std::string PolicyYaml(const std::string& toleration, const std::string& probation,
+                       const std::string& provider = "{name: standby}",
+                       const std::string& pools_extra = "") {
   // The shipped defaults (deploy/kubernetes/controller.yaml) with drill-sized windows: a repair is
   // rehearsed in seconds, not in the 10 minutes a real node gets to recover on its own. A GPU that
   // fell off the bus has no state to save: its pods are evicted without a checkpoint wait.
@@ -99,13 +104,13 @@ std::string PolicyYaml(const std::string& toleration, const std::string& probati
       "checkpoint: {{window: 30s, catastrophic_window: 0s}}\n"
       "eviction: {{drain_timeout: 10m, after_drain_timeout: wait, gpu_pods_only: false}}\n"
       "skip: {{namespaces: [kube-system]}}\n"
-      "pools: {{label: gpuheal.io/pool, max_unavailable_percent: 20}}\n"
+      "pools: {{label: gpuheal.io/pool, max_unavailable_percent: 20{3}}}\n"
       "breaker: {{share_percent: 30, window: 5m, quiet: 15m}}\n"
       "attempts: {{max: 3, window: 7d}}\n"
       "probation: {1}\n"
-      "provider: {{name: standby}}\n"
+      "provider: {2}\n"
       "critical: {{action: gpu-reset, request_timeout: 1m}}\n",
-      toleration, probation);
+      toleration, probation, provider, pools_extra);
 }
 
 Plan PlanFor(const DrillOptions& o) {
@@ -137,6 +142,13 @@ Plan PlanFor(const DrillOptions& o) {
   } else if (o.scenario == "critical") {
     p.xid = 45;
     p.external_agent = true;
+  } else if (o.scenario == "replace-karpenter" || o.scenario == "replace-capi") {
+    // The node is replaced, not repaired: delete-node deletes its NodeClaim or Machine, the
+    // drill (as the provisioner) removes the machine and brings up a new one in the pool, and
+    // the repair ends when that node joins. The pool keeps its standby; the new node serves.
+    p.replace = o.scenario == "replace-karpenter" ? "karpenter" : "capi";
+    p.policy = PolicyYaml("2s", "2s", "{name: delete-node, replacement_timeout: 2m}",
+                          fmt::format(", standby: {}", o.standby));
   } else if (o.scenario == "runtime") {
     // The node's container runtime (a real containerd the drill starts on its own socket) stops
     // answering CRI Status: ContainerRuntimeReady=False, then the same repair as a fatal Xid, the
@@ -294,6 +306,12 @@ class Observer {
       return std::nullopt;
     std::lock_guard<std::mutex> lock(mu_);
     return static_cast<double>(probe_seen_us_ - start) / 1000.0;
+  }
+
+  // A node that joins during the run (a provisioner's replacement): watched from now on.
+  void Watch(const std::string& node) {
+    std::lock_guard<std::mutex> lock(mu_);
+    nodes_.insert(node);
   }
 
   // The run is over: what teardown does is not part of the timeline.
@@ -703,6 +721,9 @@ class Drill {
         return Error{o_.source_dir + file + ": " + s.error().message};
       }
     }
+    if (o_.scenario.starts_with("replace-")) {
+      if (auto s = InstallPeerCrds(); !s) return s;
+    }
     const auto deadline = std::chrono::steady_clock::now() + 30s;
     for (;;) {
       auto r = client_->Get(std::string(kRepairs) + "?limit=1");
@@ -733,6 +754,60 @@ class Drill {
       }
       std::this_thread::sleep_for(100ms);
     }
+    return Status::Ok();
+  }
+
+  // Karpenter's NodeClaim and Cluster API's Machine CRDs, from their modules (pinned in
+  // tools/peer-crds/go.mod): created when the cluster does not serve them yet, never replaced.
+  Status InstallPeerCrds() {
+    std::string dir = o_.peer_crds;
+    if (dir.empty()) {
+      if (const char* e = std::getenv("GPUHEAL_PEER_CRDS"); e && *e) dir = e;
+    }
+    if (dir.empty()) {
+      const std::string script = o_.source_dir + "/scripts/build-peer-crds.sh";
+      Say("building Karpenter's and Cluster API's CRDs (" + script + ", cached)\n");
+      const std::string log = work_ + "/peer-crds.log";
+      auto child = Child::Spawn({"/bin/bash", script}, log, work_ + "/peer-crds.err");
+      if (!child) return child.error();
+      int rc = -1;
+      while ((rc = (*child)->Wait(200ms)) < 0) {
+        if (interrupted_) {
+          (*child)->Stop(2s);
+          return Error{"interrupted while the peer CRDs were built"};
+        }
+      }
+      std::ifstream in(log);
+      std::string line;
+      while (std::getline(in, line)) {
+        if (line.starts_with("PEER_CRDS=")) dir = line.substr(10);
+      }
+      if (rc != 0 || dir.empty()) {
+        return Error{fmt::format(
+            "the {} scenario needs Karpenter's and Cluster API's CRDs: {} failed (exit {}; its "
+            "log: {}.err); give --peer-crds DIR",
+            o_.scenario, script, rc, log)};
+      }
+    }
+    const std::string file =
+        dir + (o_.scenario == "replace-karpenter" ? "/karpenter.sh_nodeclaims.yaml"
+                                                  : "/cluster.x-k8s.io_machines.yaml");
+    auto objs = kube::ReadManifest(file);
+    if (!objs) return Error{"--peer-crds: " + objs.error().message};
+    if (auto s = kube::CreateObjects(*client_, *objs); !s)
+      return Error{file + ": " + s.error().message};
+    const std::string probe = o_.scenario == "replace-karpenter"
+                                  ? "/apis/karpenter.sh/v1/nodeclaims?limit=1"
+                                  : "/apis/cluster.x-k8s.io/v1beta1/machines?limit=1";
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    for (;;) {
+      auto r = client_->Get(probe);
+      if (r && r->ok()) break;
+      if (std::chrono::steady_clock::now() > until)
+        return Error{"the CRD of " + file + " was not served within 30 s"};
+      std::this_thread::sleep_for(100ms);
+    }
+    Say("installed " + file + "\n");
     return Status::Ok();
   }
 
@@ -1166,6 +1241,15 @@ class Drill {
         res.api_write_ms.push_back(*ms);
     }
 
+    // replace-*: the target's owner, as its provisioner made it.
+    Owner owner;
+    if (!plan.replace.empty()) {
+      auto o = MakeOwner(plan.replace, ns, targets[0]);
+      if (!o) return o.error();
+      owner = *o;
+      Say(fmt::format("{} owns {}\n", owner.what, targets[0]));
+    }
+
     // The fault.
     std::map<std::string, std::string> files;
     for (const auto& t : targets) files[t] = state + "/" + t + "/faults.jsonl";
@@ -1263,6 +1347,10 @@ class Drill {
     } else if (o_.scenario == "critical") {
       wait([&] { return obs.Has("repair_recovered") || obs.Has("repair_failed"); },
            "the GPU-level repair's end");
+    } else if (!plan.replace.empty()) {
+      PlayProvisioner(plan, owner, ns, prefix, targets[0], obs, deadline, fail);
+      wait([&] { return obs.Has("repair_replaced") && obs.Has("capacity_restored"); },
+           "the replacement node's join, the repair's Replaced and capacity back to 100%");
     }
     if (!interrupted_) {
       if (o_.scenario == "agent-restart")
@@ -1296,6 +1384,11 @@ class Drill {
       res.steps_ms = obs.StepsMs();
     }
     obs.Disarm();
+    if (plan.replace == "karpenter") {
+      // NodeClaims are cluster-scoped: the namespace's deletion does not take them.
+      for (const auto& name : {targets[0], owner.fresh})
+        if (!name.empty()) (void)client_->Delete("/apis/karpenter.sh/v1/nodeclaims/" + name);
+    }
     if (agent) agent->Stop();
     if (containerd) {
       containerd->Signal(SIGCONT);
@@ -1404,6 +1497,110 @@ class Drill {
     return n;
   }
 
+  // The faulty node's owner in a replace-* scenario, and the provisioner's new machine.
+  struct Owner {
+    std::string path, what;  // the owner object's path; "Karpenter NodeClaim X"
+    std::string fresh;       // the replacement node (and its owner's name), once made
+  };
+
+  static std::string OwnerKind(const std::string& replace) {
+    return replace == "karpenter" ? "Karpenter NodeClaim" : "Cluster API Machine";
+  }
+
+  // A NodeClaim or Machine for `node`, with the status its provisioner writes (Karpenter:
+  // status.nodeName and providerID; Cluster API: status.nodeRef, and the Machine's annotations on
+  // the Node).
+  Result<Owner> MakeOwner(const std::string& replace, const std::string& ns,
+                          const std::string& node) {
+    Owner o;
+    json obj;
+    json status;
+    if (replace == "karpenter") {
+      o.path = "/apis/karpenter.sh/v1/nodeclaims/" + node;
+      obj = {{"apiVersion", "karpenter.sh/v1"},
+             {"kind", "NodeClaim"},
+             {"metadata", {{"name", node}, {"labels", {{"gpuheal.io/drill", "true"}}}}},
+             {"spec",
+              {{"nodeClassRef",
+                {{"group", "karpenter.k8s.aws"}, {"kind", "EC2NodeClass"}, {"name", "drill"}}},
+               {"requirements",
+                {{{"key", "kubernetes.io/arch"}, {"operator", "In"}, {"values", {"amd64"}}}}}}}};
+      status = {{"nodeName", node}, {"providerID", "sim://" + node}};
+    } else {
+      o.path = "/apis/cluster.x-k8s.io/v1beta1/namespaces/" + ns + "/machines/" + node;
+      obj = {{"apiVersion", "cluster.x-k8s.io/v1beta1"},
+             {"kind", "Machine"},
+             {"metadata", {{"name", node}, {"namespace", ns}}},
+             {"spec",
+              {{"clusterName", "drill"},
+               {"bootstrap", {{"dataSecretName", node + "-bootstrap"}}},
+               {"infrastructureRef",
+                {{"apiVersion", "infrastructure.cluster.x-k8s.io/v1beta1"},
+                 {"kind", "DrillMachine"},
+                 {"name", node}}}}}};
+      status = {{"nodeRef", {{"kind", "Node"}, {"name", node}}}};
+    }
+    o.what = OwnerKind(replace) + " " + node;
+    const std::string collection = o.path.substr(0, o.path.rfind('/'));
+    auto c = client_->Create(collection, obj);
+    if (!c || !c->ok())
+      return Error{"creating " + o.what + ": " + (c ? c->Describe() : c.error().message)};
+    auto st = client_->Patch(o.path + "/status", kube::PatchType::kMerge, {{"status", status}});
+    if (!st || !st->ok())
+      return Error{"writing the status of " + o.what + ": " +
+                   (st ? st->Describe() : st.error().message)};
+    if (replace == "capi") {
+      auto a = client_->Patch(kube::NodePath(node), kube::PatchType::kMerge,
+                              {{"metadata",
+                                {{"annotations",
+                                  {{std::string(kube::kCapiMachineAnnotation), node},
+                                   {std::string(kube::kCapiNamespaceAnnotation), ns}}}}}});
+      if (!a || !a->ok())
+        return Error{"annotating " + node + ": " + (a ? a->Describe() : a.error().message)};
+    }
+    return o;
+  }
+
+  // The provisioner's side once gpuheal deleted the owner: Karpenter's termination (or the
+  // Machine controller's) removes the machine and its Node, and a new machine joins the pool
+  // with an owner of its own.
+  void PlayProvisioner(const Plan& plan, Owner& owner, const std::string& ns,
+                       const std::string& prefix, const std::string& target, Observer& obs,
+                       std::chrono::steady_clock::time_point deadline,
+                       const std::function<void(const std::string&, const std::string&)>& fail) {
+    while (!interrupted_ && std::chrono::steady_clock::now() < deadline) {
+      auto r = client_->Get(owner.path);
+      if (r && r->status == 404) break;
+      std::this_thread::sleep_for(20ms);
+    }
+    if (interrupted_ || std::chrono::steady_clock::now() >= deadline) {
+      if (!interrupted_) fail("finished in time", "gpuheal never deleted " + owner.what);
+      return;
+    }
+    obs.Mark("owner_deleted", owner.what + " deleted (delete-node)");
+    if (auto s = sim_->RemoveNode(target); !s) {
+      fail("provisioner", s.error().message);
+      return;
+    }
+    obs.Mark("node_deleted", target + ": machine gone, Node object deleted");
+    // The new machine: same pool, a new name.
+    const std::string pool_index =
+        target.substr(prefix.size() + 1, target.find('-', prefix.size() + 1) - prefix.size() - 1);
+    owner.fresh = fmt::format("{}-{}-r0", prefix, pool_index);
+    obs.Watch(owner.fresh);
+    if (auto s = sim_->AddNode(owner.fresh, fmt::format("{}-pool-{}", prefix, pool_index)); !s) {
+      fail("provisioner", s.error().message);
+      return;
+    }
+    auto fresh_owner = MakeOwner(plan.replace, ns, owner.fresh);
+    if (!fresh_owner) {
+      fail("provisioner", fresh_owner.error().message);
+      return;
+    }
+    obs.Mark("replacement_node_registered",
+             fmt::format("{} registered Ready, owned by {}", owner.fresh, fresh_owner->what));
+  }
+
   // Under the observer's lock.
   void Checks(const Plan& plan, const std::vector<std::string>& targets,
               const std::set<std::string>& standby, int replicas, Observer& obs, RunResult& res) {
@@ -1415,6 +1612,13 @@ class Drill {
     const std::string& t = targets[0];
     auto records = [&](const std::string& node) {
       return by_node.count(node) ? by_node[node] : std::vector<const kube::NodeRepair*>{};
+    };
+    auto recs_for = [&](const std::string& node) {
+      auto v = records(node);
+      std::sort(v.begin(), v.end(), [](const kube::NodeRepair* a, const kube::NodeRepair* b) {
+        return a->meta.name < b->meta.name;
+      });
+      return v;
     };
     auto evicted_once = [&](const kube::NodeRepair& r) {
       std::set<std::string> s(r.evicted_pods.begin(), r.evicted_pods.end());
@@ -1516,9 +1720,22 @@ class Drill {
     }
     check("pods evicted", target_pods > 0 && deleted == target_pods,
           fmt::format("{}/{} pods of the faulty node terminated", deleted, target_pods));
-    check("standby released", obs.Has("standby_released"),
-          obs.Has("standby_released") ? *standby.begin() + " took the faulty node's place"
-                                      : "no standby node released");
+    if (!plan.replace.empty()) {
+      check("owner deleted by gpuheal", obs.Has("owner_deleted"),
+            obs.Has("owner_deleted") ? "delete-node deleted the node's " + OwnerKind(plan.replace)
+                                     : "the node's " + OwnerKind(plan.replace) + " still exists");
+      const kube::NodeRepair* rec = recs_for(t).empty() ? nullptr : recs_for(t).back();
+      const bool joined = rec && rec->phase == "Replaced" && !rec->replacement.empty() &&
+                          obs.nodes().count(rec->replacement) && rec->replacement != t;
+      check("replacement joined", joined,
+            rec ? fmt::format("{}: phase {}, status.replacement {}", rec->meta.name, rec->phase,
+                              rec->replacement.empty() ? "(none)" : rec->replacement)
+                : "no NodeRepair for " + t);
+    } else {
+      check("standby released", obs.Has("standby_released"),
+            obs.Has("standby_released") ? *standby.begin() + " took the faulty node's place"
+                                        : "no standby node released");
+    }
     check("replacements Running elsewhere",
           replacements_running >= target_pods && !replacement_on_target,
           fmt::format("{} replacement pod(s) Running, none on the faulty node",
@@ -1699,9 +1916,10 @@ std::string FindContainerd() {
 }
 
 const std::vector<std::string>& Scenarios() {
-  static const std::vector<std::string> s = {"single",   "correlated",       "flap",
-                                             "pdb",      "controller-crash", "agent-restart",
-                                             "critical", "runtime"};
+  static const std::vector<std::string> s = {"single",      "correlated",       "flap",
+                                             "pdb",         "controller-crash", "agent-restart",
+                                             "critical",    "runtime",          "replace-karpenter",
+                                             "replace-capi"};
   return s;
 }
 

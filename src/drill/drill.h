@@ -17,12 +17,12 @@
 namespace gpuheal::drill {
 
 struct DrillOptions {
-  std::string scenario =
-      "single";  // single correlated flap pdb controller-crash agent-restart critical runtime
-  std::string kubeconfig;  // empty: start a local control plane (scripts/control-plane.sh)
-  std::string source_dir;  // where deploy/ and scripts/ are
-  std::string self;        // this gpuheal binary: the controller and agents run from it
-  int xid = 0;             // 0: the scenario's own (docs/drill.md)
+  std::string scenario = "single";  // single correlated flap pdb controller-crash agent-restart
+                                    // critical runtime replace-karpenter replace-capi
+  std::string kubeconfig;           // empty: start a local control plane (scripts/control-plane.sh)
+  std::string source_dir;           // where deploy/ and scripts/ are
+  std::string self;                 // this gpuheal binary: the controller and agents run from it
+  int xid = 0;                      // 0: the scenario's own (docs/drill.md)
   int nodes = 16, pools = 2, gpus = 8, standby = 1;
   int fault_nodes = 0;  // correlated: 0 picks the fewest that trip the circuit breaker
   int repeat = 1;
@@ -36,6 +36,9 @@ struct DrillOptions {
   bool keep = false;
   std::string work_dir;  // default: a new /tmp/gpuheal-drill-XXXXXX
   std::chrono::milliseconds run_timeout{90000};
+  // replace-karpenter, replace-capi: the directory of Karpenter's and Cluster API's CRDs
+  // (scripts/build-peer-crds.sh prints it). Empty: $GPUHEAL_PEER_CRDS, else that script is run.
+  std::string peer_crds;
   std::string nvml_double,
       nvml_double_ctl;  // critical: the simulated node's GPUs (test/nvml_double)
   // The timeline as it happens, and progress. The drill sends its processes' and its hosted

@@ -44,6 +44,7 @@ json ReadyConditions() {
 }  // namespace
 
 struct Sim::HostedAgent {
+  std::string node;
   std::unique_ptr<StandaloneAgent> agent;
   std::thread thread;
   int out_fd = -1;
@@ -83,6 +84,7 @@ Status Sim::StartAgent(const SimNode& n) {
   cfg.own_signals = false;
   cfg.domain_monitors = false;  // the host's links, mounts and runtime are not this node's
   auto h = std::make_unique<HostedAgent>();
+  h->node = n.name;
   h->out_fd =
       open((dir + "/faults.jsonl").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (h->out_fd < 0)
@@ -194,6 +196,49 @@ Result<std::unique_ptr<Sim>> Sim::Start(std::unique_ptr<kube::Client> client,
   return s;
 }
 
+Status Sim::AddNode(const std::string& name, const std::string& pool) {
+  SimNode n{name, pool, false, ""};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (node_ip_.count(name)) return Error{"sim: node " + name + " exists already"};
+    const size_t i = added_.size();
+    n.ip = fmt::format("10.101.{}.{}", i / 250, i % 250 + 1);
+    node_ip_[name] = n.ip;
+    added_.push_back(name);
+  }
+  if (auto st = RegisterNode(n); !st) return st;
+  if (opts_.agents) {
+    if (auto st = StartAgent(n); !st) return st;
+  }
+  At(
+      Clock::now() + opts_.lease_period, [this, name] { RenewLease(name); }, Lane::kKeepAlive);
+  At(
+      Clock::now() + opts_.status_period, [this, name] { Heartbeat(name); }, Lane::kKeepAlive);
+  return Status::Ok();
+}
+
+Status Sim::RemoveNode(const std::string& name) {
+  std::unique_ptr<HostedAgent> agent;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = agents_.begin(); it != agents_.end(); ++it) {
+      if ((*it)->node == name) {
+        agent = std::move(*it);
+        agents_.erase(it);
+        break;
+      }
+    }
+    node_ip_.erase(name);
+  }
+  agent.reset();  // stops and joins: the machine is gone
+  auto r = client_->Delete(kube::NodePath(name));
+  if (!r || (!r->ok() && r->status != 404)) {
+    return Error{
+        fmt::format("sim: cannot delete node {}: {}", name, r ? r->Describe() : r.error().message)};
+  }
+  return Status::Ok();
+}
+
 Sim::~Sim() {
   agents_.clear();  // each stops and joins
   if (pods_) pods_->Stop();
@@ -210,8 +255,10 @@ Sim::~Sim() {
     std::vector<std::thread> deleters;
     for (int t = 0; t < opts_.api_threads; ++t) {
       deleters.emplace_back([this, &next] {
-        for (size_t i; (i = next++) < nodes_.size();)
-          (void)client_->Delete(kube::NodePath(nodes_[i].name));
+        for (size_t i; (i = next++) < nodes_.size() + added_.size();) {
+          (void)client_->Delete(
+              kube::NodePath(i < nodes_.size() ? nodes_[i].name : added_[i - nodes_.size()]));
+        }
       });
     }
     for (auto& t : deleters) t.join();
@@ -394,7 +441,11 @@ void Sim::Heartbeat(const std::string& node) {
 }
 
 void Sim::OnPod(const kube::Pod& p) {
-  if (p.node_name.empty() || !node_ip_.count(p.node_name)) return;
+  if (p.node_name.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!node_ip_.count(p.node_name)) return;
+  }
   const std::string id = p.meta.namespace_ + "/" + p.meta.name + "/" + p.meta.uid;
   auto once = [&](const std::string& what) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -448,8 +499,12 @@ void Sim::StartPod(const std::string& ns, const std::string& name, const std::st
   if (!pod.is_object() || pod["metadata"].contains("deletionTimestamp")) return;
   const std::string now = Now();
   uint64_t n;
+  std::string host_ip;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    auto it = node_ip_.find(node);
+    if (it == node_ip_.end()) return;  // its node was removed meanwhile
+    host_ip = it->second;
     n = ++stats_.pods_started;
   }
   const std::string ip =
@@ -477,8 +532,8 @@ void Sim::StartPod(const std::string& ns, const std::string& name, const std::st
         {"startTime", now},
         {"podIP", ip},
         {"podIPs", {{{"ip", ip}}}},
-        {"hostIP", node_ip_.at(node)},
-        {"hostIPs", {{{"ip", node_ip_.at(node)}}}},
+        {"hostIP", host_ip},
+        {"hostIPs", {{{"ip", host_ip}}}},
         {"conditions",
          {cond("PodScheduled"), cond("Initialized"), cond("ContainersReady"), cond("Ready")}},
         {"containerStatuses", statuses}}}};

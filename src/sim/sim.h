@@ -77,6 +77,11 @@ class Sim {
   ~Sim();  // stops; deletes the Nodes unless keep_nodes
 
   const std::vector<SimNode>& nodes() const { return nodes_; }
+  // A node that joins later, as a provisioner's new machine (registered Ready, kept alive, with
+  // an agent when the sim hosts agents), and a node whose machine is gone (its agent stopped,
+  // its Node object deleted). Safe while the sim runs.
+  Status AddNode(const std::string& name, const std::string& pool);
+  Status RemoveNode(const std::string& name);
   struct Stats {
     uint64_t pods_started = 0, pods_deleted = 0, checkpoints = 0, lease_renewals = 0,
              api_errors = 0;
@@ -104,7 +109,8 @@ class Sim {
   SimOptions opts_;
   std::unique_ptr<kube::Client> client_, watch_client_;
   std::vector<SimNode> nodes_;
-  std::map<std::string, std::string> node_ip_;  // name -> InternalIP
+  std::vector<std::string> added_;              // AddNode's, under mu_
+  std::map<std::string, std::string> node_ip_;  // name -> InternalIP; under mu_ once started
   std::unique_ptr<kube::Informer<kube::Pod>> pods_;
   Status StartAgent(const SimNode& n);
   struct HostedAgent;

@@ -242,6 +242,27 @@ TEST_F(DrillTest, CorrelatedCatastrophicFaultsAreHeldByTheGatesToo) {
       << "no pod of a faulty node taken away: " << r.dump(2);
 }
 
+// The node is replaced, not repaired: delete-node deletes its Karpenter NodeClaim or Cluster API
+// Machine (their CRDs from the upstream modules), the drill plays the provisioner's
+// infrastructure side (the machine and its Node go, a new one joins the pool with an owner of its
+// own), and the repair ends Replaced only once the new node is Ready with its agent's condition
+// True, naming it in status.replacement.
+TEST_F(DrillTest, ReplaceKarpenterAndCapiEndWhenTheNewNodeJoins) {
+  for (const std::string scenario : {"replace-karpenter", "replace-capi"}) {
+    SCOPED_TRACE(scenario);
+    const json r = Run(scenario);
+    EXPECT_TRUE(CheckOk(r, "owner deleted by gpuheal")) << r.dump(2);
+    EXPECT_TRUE(CheckOk(r, "replacement joined")) << r.dump(2);
+    EXPECT_TRUE(CheckOk(r, "capacity restored")) << r.dump(2);
+    ExpectInOrder(r, {"detected", "condition", "taint", "repair_remediating", "owner_deleted",
+                      "node_deleted", "replacement_node_registered", "repair_replaced"});
+    EXPECT_EQ(SimNodes(), 0) << "the replacement node is removed with the run's nodes";
+  }
+  auto claims = client_->Get("/apis/karpenter.sh/v1/nodeclaims?labelSelector=gpuheal.io%2Fdrill");
+  ASSERT_TRUE(claims && claims->ok());
+  EXPECT_TRUE(json::parse(claims->body)["items"].empty()) << "the drill's NodeClaims are deleted";
+}
+
 TEST_F(DrillTest, ControllerCrashMidDrainCompletesTheRepairOnce) {
   const json r = Run("controller-crash");
   EXPECT_TRUE(CheckOk(r, "one repair, each pod evicted once")) << r.dump(2);
