@@ -24,7 +24,7 @@ set(ALLOW_serve core serve)
 set(ALLOW_agent core parse kube sources serve agent)
 set(ALLOW_controller core kube bmc serve controller)
 set(ALLOW_sim core parse kube sources serve agent sim)
-set(ALLOW_drill core parse kube sources serve agent sim drill)
+set(ALLOW_drill core parse kube sources bmc serve agent sim drill)
 set(ALLOW_cli ${LAYERS})
 
 if(NOT SRC)

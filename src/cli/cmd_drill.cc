@@ -85,6 +85,9 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
       "--peer-crds", o->peer_crds,
       "replace-karpenter, replace-capi: the directory of Karpenter's and Cluster API's "
       "CRDs (default: $GPUHEAL_PEER_CRDS, else scripts/build-peer-crds.sh builds them)");
+  cmd->add_option("--bmc-emulator", o->bmc_emulator,
+                  "bmc: the Redfish emulator that plays the node's BMC (sushy-emulator; default: "
+                  "$GPUHEAL_SUSHY_EMULATOR, else scripts/build-bmc-emulator.sh installs it)");
   cmd->add_option("--nvml-double", o->nvml_double,
                   "critical: the NVML test double that plays the simulated node's GPUs (default: "
                   "the build's test/libnvml_double.so)");

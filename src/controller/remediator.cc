@@ -59,6 +59,13 @@ class Ladder final : public Remediator, private RepairContext {
   Next AtQuarantine(const kube::Node& node, const NodeFault& f, RepairRecord& r,
                     std::chrono::system_clock::time_point now) override {
     const auto rungs = Place(r);
+    // provider.name standby with a ladder: the standby is promoted at quarantine whatever the
+    // rungs (it only adds capacity), and the ladder repairs the node meanwhile; the repaired node
+    // then becomes the pool's standby (the release).
+    if (ctx_.policy().provider == Provider::kStandby &&
+        rungs[r.cr.rung_index] != Provider::kStandby) {
+      if (auto retry = subs_.at(Provider::kStandby)->AtQuarantine(node, f, r, now)) return retry;
+    }
     return subs_.at(rungs[r.cr.rung_index])->AtQuarantine(node, f, r, now);
   }
 

@@ -408,7 +408,7 @@ Next Repairer::Repair(const kube::Node& node, const NodeFault& f, RepairRecord& 
   const auto deadline = f.since + policy_.TolerationFor(f.condition);
   if (now < deadline) {
     r.Message(fmt::format("drained; remediation with provider {} after the toleration window",
-                          ToString(policy_.provider)));
+                          ToString(policy_.LadderFor(r.cr.severity).front())));
     return Until(now, deadline);
   }
   return remediator_->Remediate(node, f, r, now);

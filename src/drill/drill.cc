@@ -1,11 +1,14 @@
 #include "drill/drill.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/inotify.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,6 +24,7 @@
 #include <set>
 #include <thread>
 
+#include "bmc/redfish.h"
 #include "core/file.h"
 #include "core/keys.h"
 #include "core/log.h"
@@ -43,6 +47,7 @@ using std::chrono::milliseconds;
 
 constexpr std::string_view kRepairs = kube::kNodeRepairsPath;
 constexpr const char* kSystemNs = "gpuheal-system";
+constexpr const char* kBmcSecret = "gpuheal-drill-bmc";  // bmc: the emulator's credentials
 constexpr const char* kLease = "gpuheal-drill";
 constexpr int kAgentsOnEveryNodeUpTo = 64;
 
@@ -90,6 +95,9 @@ struct Plan {
   // replace-*: the target node is owned by a Karpenter NodeClaim ("karpenter") or a Cluster API
   // Machine ("capi"); the drill plays that provisioner's infrastructure side.
   std::string replace;
+  // bmc: the target's BMC is a Redfish emulator; the ladder power-cycles the node through it and
+  // the drill plays the machine (its agent stops at power off and starts on a new boot at on).
+  bool bmc = false;
 };
 
 std::string PolicyYaml(const std::string& toleration, const std::string& probation,
@@ -149,6 +157,19 @@ Plan PlanFor(const DrillOptions& o) {
     p.replace = o.scenario == "replace-karpenter" ? "karpenter" : "capi";
     p.policy = PolicyYaml("2s", "2s", "{name: delete-node, replacement_timeout: 2m}",
                           fmt::format(", standby: {}", o.standby));
+  } else if (o.scenario == "bmc") {
+    // The standby takes the node's place at quarantine; the ladder power-cycles the node
+    // through its BMC (delete-node would follow if it did not come back); the node, back with
+    // its fault cleared, is released as the pool's standby.
+    p.bmc = true;
+    p.external_agent = true;
+    p.policy =
+        PolicyYaml("2s", "2s",
+                   fmt::format("{{name: standby, replacement_timeout: 2m, redfish: "
+                               "{{credentials_secret: {}/{}, reset_types: [PowerCycle, "
+                               "ForceRestart], request_timeout: 5s, recovery_timeout: 60s}}}}",
+                               kSystemNs, kBmcSecret)) +
+        "ladder: {catastrophic: [redfish, delete-node]}\n";
   } else if (o.scenario == "runtime") {
     // The node's container runtime (a real containerd the drill starts on its own socket) stops
     // answering CRI Status: ContainerRuntimeReady=False, then the same repair as a fatal Xid, the
@@ -668,6 +689,7 @@ class Drill {
   void Say(const std::string& s) {
     if (o_.live) o_.live(s);
   }
+  std::string bmc_dir_, bmc_url_, bmc_password_;  // bmc: the emulator's
 
   Status Setup() {
     if (o_.work_dir.empty()) {
@@ -765,29 +787,13 @@ class Drill {
       if (const char* e = std::getenv("GPUHEAL_PEER_CRDS"); e && *e) dir = e;
     }
     if (dir.empty()) {
-      const std::string script = o_.source_dir + "/scripts/build-peer-crds.sh";
-      Say("building Karpenter's and Cluster API's CRDs (" + script + ", cached)\n");
-      const std::string log = work_ + "/peer-crds.log";
-      auto child = Child::Spawn({"/bin/bash", script}, log, work_ + "/peer-crds.err");
-      if (!child) return child.error();
-      int rc = -1;
-      while ((rc = (*child)->Wait(200ms)) < 0) {
-        if (interrupted_) {
-          (*child)->Stop(2s);
-          return Error{"interrupted while the peer CRDs were built"};
-        }
-      }
-      std::ifstream in(log);
-      std::string line;
-      while (std::getline(in, line)) {
-        if (line.starts_with("PEER_CRDS=")) dir = line.substr(10);
-      }
-      if (rc != 0 || dir.empty()) {
+      auto out = RunScript("/scripts/build-peer-crds.sh", "PEER_CRDS=");
+      if (!out) {
         return Error{fmt::format(
-            "the {} scenario needs Karpenter's and Cluster API's CRDs: {} failed (exit {}; its "
-            "log: {}.err); give --peer-crds DIR",
-            o_.scenario, script, rc, log)};
+            "the {} scenario needs Karpenter's and Cluster API's CRDs: {}; give --peer-crds DIR",
+            o_.scenario, out.error().message)};
       }
+      dir = *out;
     }
     const std::string file =
         dir + (o_.scenario == "replace-karpenter" ? "/karpenter.sh_nodeclaims.yaml"
@@ -1167,8 +1173,13 @@ class Drill {
       if (!c) return c.error();
       containerd = std::move(*c);
     }
-    auto start_agent = [&]() -> Status {
-      const std::string dir = state + "/" + targets[0];
+    // `boot`: the state directory of a new boot of the node (bmc: after its power cycle), "" for
+    // the node's own; the kernel log FIFO is the node's either way.
+    auto start_agent = [&](const std::string& boot = "") -> Status {
+      const std::string kmsg_dir = state + "/" + targets[0];
+      const std::string dir = boot.empty() ? kmsg_dir : kmsg_dir + "/" + boot;
+      std::error_code mk;
+      std::filesystem::create_directories(dir, mk);
       // An agent process of the drill plays a simulated node: this host's interfaces, mounts,
       // runtime and previous boot are not that node's (runtime: the drill's containerd is).
       const std::string host_monitors = fmt::format(
@@ -1176,9 +1187,9 @@ class Drill {
           "previous_boot: {{enabled: false}}\nruntime: {{endpoint: \"unix://{}\", period: 100ms, "
           "timeout: 500ms}}\n",
           o_.scenario == "runtime" ? cri_sock : dir + "/no-runtime.sock");
-      std::vector<std::string> argv = {o_.self,        "agent",     "--kmsg",      dir + "/kmsg",
-                                       "--state-dir",  dir,         "--node-name", targets[0],
-                                       "--kubeconfig", kubeconfig_, "--listen",    ""};
+      std::vector<std::string> argv = {
+          o_.self,       "agent",    "--kmsg",       kmsg_dir + "/kmsg", "--state-dir", dir,
+          "--node-name", targets[0], "--kubeconfig", kubeconfig_,        "--listen",    ""};
       std::vector<std::pair<std::string, std::string>> env;
       if (o_.real_kmsg) {
         // The machine's kernel log, from its end (older records are not this drill's), trusting
@@ -1239,6 +1250,14 @@ class Drill {
     for (int i = 0; i < 3 && o_.standby > 0; ++i) {
       if (auto ms = obs.ProbeApiWrite(*client_, probe_node, interrupted_))
         res.api_write_ms.push_back(*ms);
+    }
+
+    // bmc: the target's BMC.
+    std::unique_ptr<Child> bmc;
+    if (plan.bmc) {
+      auto b = StartBmc(state + "/bmc", targets[0]);
+      if (!b) return b.error();
+      bmc = std::move(*b);
     }
 
     // replace-*: the target's owner, as its provisioner made it.
@@ -1347,6 +1366,44 @@ class Drill {
     } else if (o_.scenario == "critical") {
       wait([&] { return obs.Has("repair_recovered") || obs.Has("repair_failed"); },
            "the GPU-level repair's end");
+    } else if (plan.bmc) {
+      // The machine behind the BMC: off, its agent stops with it; on again, a new boot, its agent
+      // starts with nothing of the last boot's faults (a new state directory).
+      std::atomic<bool> done{false};
+      std::string boot_error;
+      std::thread machine([&] {
+        auto ep = bmc::ParseEndpoint(bmc_url_);
+        if (!ep) return;
+        bmc::ClientOptions co;
+        co.timeout = 2s;
+        co.attempts = 1;
+        bmc::RedfishClient rc(*ep, {"drill", bmc_password_}, co);
+        bool off = false;
+        while (!done && !interrupted_) {
+          auto sys = rc.System();
+          if (sys && sys->power_state == "Off" && !off) {
+            off = true;
+            obs.Mark("power_off", "the BMC reports PowerState Off");
+            agent->Signal(SIGKILL);
+            agent->Wait(5s);
+            obs.Mark("node_down", targets[0] + ": its agent stopped with the machine");
+          } else if (sys && sys->power_state == "On" && off) {
+            obs.Mark("power_on", "the BMC reports PowerState On");
+            if (auto st = start_agent("boot-2"); !st) {
+              boot_error = st.error().message;
+              return;
+            }
+            obs.Mark("node_booted", targets[0] + ": a new boot, its agent started");
+            return;
+          }
+          std::this_thread::sleep_for(100ms);
+        }
+      });
+      wait([&] { return obs.Has("repair_recovered") && obs.Has("released"); },
+           "the power cycle, the node's return and its release");
+      done = true;
+      machine.join();
+      if (!boot_error.empty()) fail("node booted", boot_error);
     } else if (!plan.replace.empty()) {
       PlayProvisioner(plan, owner, ns, prefix, targets[0], obs, deadline, fail);
       wait([&] { return obs.Has("repair_replaced") && obs.Has("capacity_restored"); },
@@ -1390,6 +1447,10 @@ class Drill {
         if (!name.empty()) (void)client_->Delete("/apis/karpenter.sh/v1/nodeclaims/" + name);
     }
     if (agent) agent->Stop();
+    if (bmc) {
+      bmc->Stop();
+      (void)client_->Delete(fmt::format("/api/v1/namespaces/{}/secrets/{}", kSystemNs, kBmcSecret));
+    }
     if (containerd) {
       containerd->Signal(SIGCONT);
       containerd->Stop();
@@ -1495,6 +1556,131 @@ class Drill {
     size_t n = 0;
     while (std::getline(in, line)) n += !line.empty();
     return n;
+  }
+
+  // bmc: sushy-emulator (its fake driver) with one system named after `node`, on a loopback port,
+  // basic auth with a random password; the credentials Secret the policy names, and the Node's
+  // gpuheal.io/bmc-endpoint annotation.
+  Result<std::unique_ptr<Child>> StartBmc(const std::string& dir, const std::string& node) {
+    std::string exe = o_.bmc_emulator;
+    if (exe.empty()) {
+      if (const char* e = std::getenv("GPUHEAL_SUSHY_EMULATOR"); e && *e) exe = e;
+    }
+    if (exe.empty()) {
+      auto out = RunScript("/scripts/build-bmc-emulator.sh", "SUSHY_EMULATOR=");
+      if (!out) return out.error();
+      exe = *out;
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    bmc_dir_ = dir;
+    bmc_password_ = fmt::format("{:08x}{:08x}", std::random_device{}(), std::random_device{}());
+    // The emulator reads an Apache-style user file of bcrypt hashes: its own virtualenv's bcrypt.
+    const std::string python = exe.substr(0, exe.rfind('/')) + "/python3";
+    auto h = Child::Spawn({python, "-c",
+                           "import bcrypt,sys;print('drill:'+bcrypt.hashpw(sys.argv[1].encode(),"
+                           "bcrypt.gensalt(4)).decode())",
+                           bmc_password_},
+                          dir + "/htpasswd", dir + "/sushy.log");
+    if (!h || (*h)->Wait(30s) != 0)
+      return Error{"bmc: cannot write the emulator's user file with " + python + " (" + dir +
+                   "/sushy.log); give --bmc-emulator the sushy-emulator of "
+                   "scripts/build-bmc-emulator.sh"};
+    std::ofstream(dir + "/sushy.conf") << fmt::format(
+        "SUSHY_EMULATOR_FAKE_DRIVER = True\nSUSHY_EMULATOR_STATE_DIR = '{0}/state'\n"
+        "SUSHY_EMULATOR_AUTH_FILE = '{0}/htpasswd'\nSUSHY_EMULATOR_FAKE_SYSTEMS = [\n"
+        "  {{'uuid': '5e0c4a8e-0000-4000-8000-00000000d000', 'name': '{1}', 'power_state': 'On', "
+        "'nics': []}},\n]\n",
+        dir, node);
+    const int port = FreeLoopbackPort();
+    if (port <= 0) return Error{"bmc: no free loopback port"};
+    auto c = Child::Spawn(
+        {exe, "--config", dir + "/sushy.conf", "-i", "127.0.0.1", "-p", std::to_string(port)},
+        dir + "/sushy.log", dir + "/sushy.log");
+    if (!c) return Error{"bmc: " + c.error().message};
+    bmc_url_ = fmt::format("http://127.0.0.1:{}", port);
+    auto ep = bmc::ParseEndpoint(bmc_url_);
+    if (!ep) return ep.error();
+    bmc::ClientOptions co;
+    co.timeout = 2s;
+    co.attempts = 1;
+    bmc::RedfishClient rc(*ep, {"drill", bmc_password_}, co);
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    for (;;) {
+      auto sys = rc.System();
+      if (sys && sys->power_state == "On") break;
+      if (!(*c)->running() || std::chrono::steady_clock::now() > until || interrupted_)
+        return Error{"bmc: the emulator did not answer within 30 s; its log: " + dir +
+                     "/sushy.log"};
+      std::this_thread::sleep_for(100ms);
+    }
+    const json secret = {{"apiVersion", "v1"},
+                         {"kind", "Secret"},
+                         {"metadata", {{"name", kBmcSecret}, {"namespace", kSystemNs}}},
+                         {"stringData", {{"username", "drill"}, {"password", bmc_password_}}}};
+    const std::string path = fmt::format("/api/v1/namespaces/{}/secrets", kSystemNs);
+    (void)client_->Delete(path + "/" + kBmcSecret);
+    auto s = client_->Create(path, secret);
+    if (!s || !s->ok())
+      return Error{"bmc: creating the Secret: " + (s ? s->Describe() : s.error().message)};
+    auto a = client_->Patch(
+        kube::NodePath(node), kube::PatchType::kMerge,
+        {{"metadata", {{"annotations", {{std::string(keys::kBmcEndpoint), bmc_url_}}}}}});
+    if (!a || !a->ok())
+      return Error{"bmc: annotating " + node + ": " + (a ? a->Describe() : a.error().message)};
+    Say(fmt::format("BMC of {}: sushy-emulator (fake driver) at {} ({}), user drill\n", node,
+                    bmc_url_, dir));
+    return c;
+  }
+
+  // The resets the emulator accepted (204), from its access log.
+  int BmcResets() const {
+    std::ifstream in(bmc_dir_ + "/sushy.log");
+    int n = 0;
+    for (std::string line; std::getline(in, line);) {
+      n += line.find("ComputerSystem.Reset HTTP") != std::string::npos &&
+           line.find("\" 204 ") != std::string::npos;
+    }
+    return n;
+  }
+
+  static int FreeLoopbackPort() {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+  }
+
+  // Runs scripts/<script> of the source directory; the value of its `key` line.
+  Result<std::string> RunScript(const std::string& script, const std::string& key) {
+    const std::string path = o_.source_dir + script;
+    const std::string log = work_ + "/" + std::filesystem::path(script).stem().string() + ".log";
+    Say("running " + path + " (cached)\n");
+    auto child = Child::Spawn({"/bin/bash", path}, log, log + ".err");
+    if (!child) return child.error();
+    int rc = -1;
+    while ((rc = (*child)->Wait(200ms)) < 0) {
+      if (interrupted_) {
+        (*child)->Stop(2s);
+        return Error{"interrupted while " + path + " ran"};
+      }
+    }
+    std::ifstream in(log);
+    std::string line, value;
+    while (std::getline(in, line)) {
+      if (line.starts_with(key)) value = line.substr(key.size());
+    }
+    if (rc != 0 || value.empty())
+      return Error{fmt::format("{} failed (exit {}; its log: {}.err)", path, rc, log)};
+    return value;
   }
 
   // The faulty node's owner in a replace-* scenario, and the provisioner's new machine.
@@ -1767,6 +1953,25 @@ class Drill {
                               static_cast<double>(deletions[1] - runnings[0]) / 1000.0)
                 : "fewer than two pods evicted");
     }
+    if (plan.bmc) {
+      const int resets = BmcResets();
+      const bool accepted =
+          complete &&
+          std::any_of(recs[0]->actions.begin(), recs[0]->actions.end(),
+                      [](const std::string& a) { return a.starts_with("BMC accepted"); });
+      check("one power cycle through the BMC", resets == 1 && accepted,
+            fmt::format("the emulator accepted {} ComputerSystem.Reset; the record {}", resets,
+                        accepted ? "says the BMC accepted it" : "has no accepted reset"));
+      const auto n = obs.nodes().count(t) ? obs.nodes().at(t).node : kube::Node{};
+      const bool back = obs.Has("node_booted") && obs.Has("released") &&
+                        obs.Has("repair_recovered") && HasTaint(n, keys::kStandbyTaint);
+      check("node back as the pool's standby", back,
+            back ? "a new boot, its fault cleared, released after probation, repair Recovered, "
+                   "gpuheal.io/standby"
+                 : fmt::format("booted: {}, released: {}, Recovered: {}, standby: {}",
+                               obs.Has("node_booted"), obs.Has("released"),
+                               obs.Has("repair_recovered"), HasTaint(n, keys::kStandbyTaint)));
+    }
     if (o_.scenario == "controller-crash") {
       check("controller restarted and continued",
             obs.Has("controller_killed") && obs.Has("controller_leader"),
@@ -1916,10 +2121,17 @@ std::string FindContainerd() {
 }
 
 const std::vector<std::string>& Scenarios() {
-  static const std::vector<std::string> s = {"single",      "correlated",       "flap",
-                                             "pdb",         "controller-crash", "agent-restart",
-                                             "critical",    "runtime",          "replace-karpenter",
-                                             "replace-capi"};
+  static const std::vector<std::string> s = {"single",
+                                             "correlated",
+                                             "flap",
+                                             "pdb",
+                                             "controller-crash",
+                                             "agent-restart",
+                                             "critical",
+                                             "runtime",
+                                             "replace-karpenter",
+                                             "replace-capi",
+                                             "bmc"};
   return s;
 }
 

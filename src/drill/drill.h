@@ -18,7 +18,7 @@ namespace gpuheal::drill {
 
 struct DrillOptions {
   std::string scenario = "single";  // single correlated flap pdb controller-crash agent-restart
-                                    // critical runtime replace-karpenter replace-capi
+                                    // critical runtime replace-karpenter replace-capi bmc
   std::string kubeconfig;           // empty: start a local control plane (scripts/control-plane.sh)
   std::string source_dir;           // where deploy/ and scripts/ are
   std::string self;                 // this gpuheal binary: the controller and agents run from it
@@ -39,6 +39,10 @@ struct DrillOptions {
   // replace-karpenter, replace-capi: the directory of Karpenter's and Cluster API's CRDs
   // (scripts/build-peer-crds.sh prints it). Empty: $GPUHEAL_PEER_CRDS, else that script is run.
   std::string peer_crds;
+  // bmc: the Redfish BMC emulator (sushy-emulator from scripts/build-bmc-emulator.sh's
+  // virtualenv) that plays the faulty node's BMC. Empty: $GPUHEAL_SUSHY_EMULATOR, else that
+  // script is run.
+  std::string bmc_emulator;
   std::string nvml_double,
       nvml_double_ctl;  // critical: the simulated node's GPUs (test/nvml_double)
   // The timeline as it happens, and progress. The drill sends its processes' and its hosted

@@ -263,6 +263,20 @@ TEST_F(DrillTest, ReplaceKarpenterAndCapiEndWhenTheNewNodeJoins) {
   EXPECT_TRUE(json::parse(claims->body)["items"].empty()) << "the drill's NodeClaims are deleted";
 }
 
+// The ladder's BMC rung: the standby promoted at quarantine, then the node power-cycled through
+// its BMC (the sushy-tools emulator, a real Redfish service); the drill plays the machine (its
+// agent stops at power off, a new boot's agent starts at power on), and the node, its fault
+// cleared, is released as the pool's standby.
+TEST_F(DrillTest, BmcPowerCyclesTheNodeOnceAndItReturnsAsTheStandby) {
+  const json r = Run("bmc");
+  EXPECT_TRUE(CheckOk(r, "one power cycle through the BMC")) << r.dump(2);
+  EXPECT_TRUE(CheckOk(r, "node back as the pool's standby")) << r.dump(2);
+  ExpectInOrder(
+      r, {"detected", "taint", "standby_released", "repair_remediating", "power_off", "node_down",
+          "power_on", "node_booted", "condition_cleared", "released", "repair_recovered"});
+  EXPECT_EQ(SimNodes(), 0);
+}
+
 TEST_F(DrillTest, ControllerCrashMidDrainCompletesTheRepairOnce) {
   const json r = Run("controller-crash");
   EXPECT_TRUE(CheckOk(r, "one repair, each pod evicted once")) << r.dump(2);

@@ -455,6 +455,24 @@ TEST_F(RemediatorTest, StandbyIsPromotedAtQuarantineAndTheNodeBecomesTheStandby)
   EXPECT_EQ(Last("n1").phase, "Recovered");
 }
 
+// provider.name standby with a ladder: the standby is promoted at quarantine, then the ladder's
+// rungs act on the node (here: delete-node).
+TEST_F(RemediatorTest, TheStandbyIsPromotedAtQuarantineAndTheLadderRepairsTheNode) {
+  policy.provider = Provider::kStandby;
+  policy.ladder["catastrophic"] = {Provider::kDeleteNode};
+  policy.replacement_timeout = 0ms;
+  AddNode("n1");
+  AddNode("s1", "a", true);
+  Fault("n1");
+  auto r = Make();
+  r->Reconcile("n1");
+  EXPECT_FALSE(HasTaint(NodeObj("s1"), keys::kStandbyTaint, "", "")) << "promoted at once";
+  Settle(*r, "n1", 15min);
+  EXPECT_FALSE(api.Object(kube::NodePath("n1")));
+  EXPECT_EQ(Last("n1").phase, "Replaced");
+  EXPECT_EQ(Last("n1").rung, "delete-node");
+}
+
 TEST_F(RemediatorTest, DeleteNodeDeletesTheNodeObjectOnce) {
   policy.provider = Provider::kDeleteNode;
   policy.replacement_timeout = 0ms;  // Replaced at the deletion
