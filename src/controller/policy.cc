@@ -173,7 +173,21 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
       }
       std::vector<Provider> rungs;
       for (size_t i = 0; i < it->second.size(); ++i) {
-        const YAML::Node n = it->second[i];
+        YAML::Node n = it->second[i];
+        // A provider, or {provider: attempts}: the rung tried that many times before the next.
+        int attempts = 1;
+        if (n.IsMap()) {
+          if (n.size() != 1) {
+            return e.At(n, fmt::format("a rung of ladder.{} is a provider or {{PROVIDER: "
+                                       "ATTEMPTS}}, one key",
+                                       sev));
+          }
+          GPUHEAL_TRY(a, AsInt(e, n.begin()->second,
+                               fmt::format("ladder.{}.{}", sev, n.begin()->first.as<std::string>()),
+                               1, 10));
+          attempts = a;
+          n = n.begin()->first;
+        }
         const std::string name = n.IsScalar() ? n.as<std::string>() : "";
         std::optional<Provider> pv;
         if (name == "delete-node") pv = Provider::kDeleteNode;
@@ -190,6 +204,9 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
                                      "redfish, none)",
                                      name, sev));
         }
+        if (attempts > 1 && (*pv == Provider::kDeleteNode || *pv == Provider::kNone)) {
+          return e.At(n, fmt::format("{} is tried once: it ends the ladder", name));
+        }
         if (std::find(rungs.begin(), rungs.end(), *pv) != rungs.end())
           return e.At(n, fmt::format("provider {} appears twice in ladder.{}", name, sev));
         if (!rungs.empty() &&
@@ -199,7 +216,7 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
                              rungs.back() == Provider::kNone ? "none waits for an operator"
                                                              : "delete-node replaces the node"));
         }
-        rungs.push_back(*pv);
+        rungs.insert(rungs.end(), static_cast<size_t>(attempts), *pv);
       }
       p.ladder[sev] = std::move(rungs);
     }

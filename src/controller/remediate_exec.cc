@@ -26,10 +26,12 @@ class Exec final : public Remediator {
   Next Remediate(const kube::Node& node, const NodeFault& f, RepairRecord& r,
                  SysTime now) override {
     const Policy& policy = ctx_.policy();
+    // Taken now: the status write below may move the ladder on to the next rung.
+    const std::string key = r.cr.meta.name + "#" + std::to_string(r.cr.rung_index);
     Outcome outcome;
     if (r.RungStarted()) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = outcomes_.find(r.cr.meta.name); it != outcomes_.end()) {
+      if (auto it = outcomes_.find(key); it != outcomes_.end()) {
         outcome = it->second;
       } else {
         outcome.action = fmt::format(
@@ -55,7 +57,7 @@ class Exec final : public Remediator {
                                                     : fmt::format("exit {}", run->exit_code));
       outcome.message = outcome.ok ? "remediation command succeeded" : "remediation command failed";
       std::lock_guard<std::mutex> lock(mu_);
-      outcomes_[r.cr.meta.name] = outcome;
+      outcomes_[key] = outcome;
     }
     r.Action(outcome.action);
     r.Phase(outcome.ok ? "Replaced" : "Failed", now);
@@ -63,7 +65,7 @@ class Exec final : public Remediator {
     if (!ctx_.WriteStatus(r)) return milliseconds(2000);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      outcomes_.erase(r.cr.meta.name);
+      outcomes_.erase(key);
     }
     ctx_.Event(node, outcome.ok ? "Normal" : "Warning",
                std::string(outcome.ok ? reason::kRemediated : reason::kRemediationFailed),
@@ -80,7 +82,7 @@ class Exec final : public Remediator {
   std::mutex mu_;  // workers reconcile different nodes at once
   // NodeRepair -> how this replica's command ended, kept until the record says so: a failed
   // status write must not turn a command that ran into one whose outcome is unknown.
-  std::map<std::string, Outcome> outcomes_;
+  std::map<std::string, Outcome> outcomes_;  // NodeRepair#rung
 };
 
 }  // namespace

@@ -74,15 +74,16 @@ class Redfish final : public Remediator {
     const auto sent = client.Reset(*system, *type);
     for (const auto& line : client.attempts_log()) r.Action(line);
     if (!sent) return Fail(node, r, now, "BMC reset failed: " + sent.error().message);
-    r.Action(fmt::format("{}{} for {} (power was {})", kResetSent, *type, system->path,
-                         system->power_state.empty() ? "unknown" : system->power_state));
+    r.Action(fmt::format("{}{} for {} (power was {}) at {}", kResetSent, *type, system->path,
+                         system->power_state.empty() ? "unknown" : system->power_state,
+                         kube::MicroTime(now)));
     r.Message(fmt::format(
         "power-cycled through the BMC ({}); waiting up to {} for the node to come back with its "
         "fault cleared",
         *type, Human(policy.recovery_timeout)));
     {
       std::lock_guard<std::mutex> lock(mu_);
-      watching_[r.cr.meta.name] = Watch{system->power_state, now, *target};
+      watching_[WatchKey(r)] = Watch{system->power_state, now, *target};
     }
     return kPoll;
   }
@@ -165,7 +166,7 @@ class Redfish final : public Remediator {
                  ? watching_.erase(it)
                  : std::next(it);
       }
-      auto it = watching_.find(r.cr.meta.name);
+      auto it = watching_.find(WatchKey(r));
       known = it != watching_.end();
       if (known) watch = it->second;
     }
@@ -197,28 +198,34 @@ class Redfish final : public Remediator {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      watching_[r.cr.meta.name] = watch;
+      watching_[WatchKey(r)] = watch;
     }
     return std::min<milliseconds>(
         kPoll, std::chrono::duration_cast<milliseconds>(since + p.recovery_timeout - now));
   }
 
   Next Fail(const kube::Node& node, RepairRecord& r, SysTime now, const std::string& why) {
+    const std::string key = WatchKey(r);  // the write below may move the ladder on
     r.Action(why);
     r.Phase("Failed", now, why);
     r.Message(why + "; the node stays quarantined");
     if (!ctx_.WriteStatus(r)) return milliseconds(2000);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      watching_.erase(r.cr.meta.name);
+      watching_.erase(key);
     }
     ctx_.Event(node, "Warning", std::string(reason::kRemediationFailed), r.cr.message);
     return std::nullopt;
   }
 
+  // One watch per rung: {redfish: 2} resets the node a second time after the first timed out.
+  static std::string WatchKey(const RepairRecord& r) {
+    return r.cr.meta.name + "#" + std::to_string(r.cr.rung_index);
+  }
+
   RepairContext& ctx_;
   std::mutex mu_;                          // workers reconcile different nodes at once
-  std::map<std::string, Watch> watching_;  // NodeRepair -> after this replica's reset
+  std::map<std::string, Watch> watching_;  // NodeRepair#rung -> after this replica's reset
 };
 
 }  // namespace

@@ -106,6 +106,14 @@ class Ladder final : public Remediator, private RepairContext {
       r.cr.rung = name;
       r.dirty = true;
     }
+    // The rung's try of its provider: {redfish: 2} is two rungs of one provider in a row.
+    int64_t attempt = 1;
+    for (int64_t i = r.cr.rung_index; i > 0 && rungs[i - 1] == rungs[r.cr.rung_index]; --i)
+      ++attempt;
+    if (r.cr.rung_attempt != attempt) {
+      r.cr.rung_attempt = attempt;
+      r.dirty = true;
+    }
     return rungs;
   }
 
@@ -120,6 +128,8 @@ class Ladder final : public Remediator, private RepairContext {
     const std::string failed = r.cr.rung, why = r.cr.message;
     r.cr.rung_index += 1;
     r.cr.rung = std::string(ToString((*rungs_)[r.cr.rung_index]));
+    r.cr.rung_attempt =
+        (*rungs_)[r.cr.rung_index] == (*rungs_)[r.cr.rung_index - 1] ? r.cr.rung_attempt + 1 : 1;
     r.cr.phase = "Remediating";
     r.Action(fmt::format("rung {} {} failed at {}: {}; next: rung {} {}", r.cr.rung_index, failed,
                          kube::MicroTime(now_), why, r.cr.rung_index + 1, r.cr.rung));

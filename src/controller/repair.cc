@@ -114,6 +114,7 @@ bool Repairer::WriteStatus(RepairRecord& r) {
       {"phase", r.cr.phase},     {"phases", r.cr.phase_times},  {"evictedPods", r.cr.evicted_pods},
       {"actions", r.cr.actions}, {"attempts", r.cr.attempts},   {"message", r.cr.message},
       {"rung", r.cr.rung},       {"rungIndex", r.cr.rung_index}};
+  if (r.cr.rung_attempt > 0) status["rungAttempt"] = r.cr.rung_attempt;
   if (!r.cr.replacement.empty()) status["replacement"] = r.cr.replacement;
   auto res = api_.Patch(kNodeRepairs + "/" + r.cr.meta.name + "/status", kube::PatchType::kMerge,
                         {{"status", status}});

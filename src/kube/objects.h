@@ -106,9 +106,10 @@ struct NodeRepair {
   std::vector<std::string> actions;                // status.actions
   int64_t attempts = 0;                            // status.attempts
   std::string message;
-  std::string rung;         // status.rung: the provider of the ladder's current rung
-  int64_t rung_index = 0;   // status.rungIndex: 0 for the first rung
-  std::string replacement;  // status.replacement: the node that joined in place of this one
+  std::string rung;          // status.rung: the provider of the ladder's current rung
+  int64_t rung_index = 0;    // status.rungIndex: 0 for the first rung
+  std::string replacement;   // status.replacement: the node that joined in place of this one
+  int64_t rung_attempt = 0;  // status.rungAttempt: 1 for the first try of the current provider
 };
 
 // Decoders from one object's JSON. Errors name what is missing or malformed.

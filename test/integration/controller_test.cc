@@ -1564,7 +1564,7 @@ TEST_F(ControllerTest, RedfishLadderFallsThroughToReplacingTheNode) {
                              "  command: [/bin/false]\n"
                              "  replacement_timeout: 60s\n"
                              "pools: {standby: 1}\n"
-                             "ladder:\n  catastrophic: [redfish, delete-node]\n"
+                             "ladder:\n  catastrophic: [{redfish: 2}, delete-node]\n"
                              "  fatal: [exec, delete-node]\n";
   StartLeader(policy);
   SetCondition(a, "False", "NvidiaXID79Error");
@@ -1601,15 +1601,18 @@ TEST_F(ControllerTest, RedfishLadderFallsThroughToReplacingTheNode) {
       << "pool a had no standby: its replacement is the standby";
   EXPECT_FALSE(HasTaint(b2, "gpuheal.io/standby")) << "pool b has its standby";
   EXPECT_EQ(ra["rung"], "delete-node");
-  EXPECT_EQ(ra["rungIndex"], 1);
+  EXPECT_EQ(ra["rungIndex"], 2);
+  EXPECT_EQ(ra["rungAttempt"], 1);
   const std::string acts = ra["actions"].dump();
   EXPECT_NE(acts.find("BMC accepted ForceRestart"), std::string::npos) << acts;
   EXPECT_NE(acts.find("rung 1 redfish failed"), std::string::npos) << acts;
+  EXPECT_NE(acts.find("next: rung 2 redfish"), std::string::npos) << acts;
+  EXPECT_NE(acts.find("rung 2 redfish failed"), std::string::npos) << acts;
   EXPECT_NE(acts.find("did not come back with its fault cleared within 3 s"), std::string::npos)
       << acts;
   EXPECT_NE(acts.find("deleted Karpenter NodeClaim lad-a-" + id_), std::string::npos) << acts;
   EXPECT_EQ(client_->Get("/apis/karpenter.sh/v1/nodeclaims/lad-a-" + id_)->status, 404);
-  EXPECT_EQ(bmc_->Resets(), 1) << "one power cycle, then the next rung";
+  EXPECT_EQ(bmc_->Resets(), 2) << "{redfish: 2}: two power cycles, then the next rung";
   EXPECT_EQ(rb["rung"], "delete-node");
   EXPECT_NE(rb["actions"].dump().find("ran /bin/false: exit 1"), std::string::npos) << rb.dump();
   EXPECT_NE(rb["actions"].dump().find("rung 1 exec failed"), std::string::npos) << rb.dump();

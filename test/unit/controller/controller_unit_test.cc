@@ -100,6 +100,13 @@ ladder:
   EXPECT_EQ(Policy().LadderFor("fatal"), std::vector<Provider>{Provider::kNone});
 }
 
+TEST(Policy, ARungTriedSeveralTimes) {
+  auto p = ParsePolicy("ladder:\n  catastrophic: [{redfish: 2}, delete-node]\n", "p.yaml");
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->LadderFor("catastrophic"),
+            (std::vector<Provider>{Provider::kRedfish, Provider::kRedfish, Provider::kDeleteNode}));
+}
+
 TEST(Policy, StandbySizesPerPoolAndTheReplacementTimeout) {
   auto p = ParsePolicy(R"(
 pools: {standby: {default: 1, h200-a: 2, spare: 0}}
@@ -163,6 +170,11 @@ TEST(Policy, ErrorsNameFileLineAndField) {
       {"ladder:\n  warn: [redfish]\n", "unknown severity \"warn\" in ladder"},
       {"ladder:\n  fatal: []\n", "\"ladder.fatal\" must be a non-empty list"},
       {"ladder:\n  fatal: [reboot]\n", "unknown provider \"reboot\" in ladder.fatal"},
+      {"ladder:\n  fatal: [{redfish: 0}]\n",
+       "\"ladder.fatal.redfish\" must be an integer from 1 to 10"},
+      {"ladder:\n  fatal: [{delete-node: 2}]\n", "p.yaml:2:12: delete-node is tried once"},
+      {"ladder:\n  fatal: [{redfish: 2, exec: 1}]\n", "a rung of ladder.fatal is a provider or"},
+      {"ladder:\n  fatal: [{redfish: 2}, redfish]\n", "provider redfish appears twice"},
       {"pools:\n  standby: [1]\n", "p.yaml:2:12: \"pools.standby\" must be a number"},
       {"pools:\n  standby: {a: -1}\n", "\"pools.standby.a\" must be an integer from 0 to 1000"},
       {"provider:\n  name: standby\n  replacement_timeout: 5m\n",

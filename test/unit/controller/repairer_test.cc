@@ -473,6 +473,30 @@ TEST_F(RemediatorTest, TheStandbyIsPromotedAtQuarantineAndTheLadderRepairsTheNod
   EXPECT_EQ(Last("n1").rung, "delete-node");
 }
 
+// A rung tried twice ({exec: 2}): the command runs once per try, the record counts the tries
+// (status.rungAttempt), and the repair fails only after the last one.
+TEST_F(RemediatorTest, ARungIsTriedItsAttemptsBeforeTheNext) {
+  const std::string out = ::testing::TempDir() + "/exec-attempts-" + std::to_string(getpid());
+  std::remove(out.c_str());
+  policy.provider = Provider::kExec;
+  policy.exec_command = {"/bin/sh", "-c", "echo try >> " + out + "; exit 1"};
+  policy.ladder["catastrophic"] = {Provider::kExec, Provider::kExec};
+  AddNode("n1");
+  Fault("n1");
+  auto r = Make();
+  Settle(*r, "n1", 15min);
+  const auto rec = Last("n1");
+  EXPECT_EQ(rec.phase, "Failed");
+  EXPECT_EQ(rec.rung_index, 1);
+  EXPECT_EQ(rec.rung_attempt, 2);
+  std::ifstream f(out);
+  std::string all((std::istreambuf_iterator<char>(f)), {});
+  EXPECT_EQ(all, "try\ntry\n") << "one run per try";
+  EXPECT_TRUE(std::any_of(rec.actions.begin(), rec.actions.end(), [](const std::string& a) {
+    return a.starts_with("rung 1 exec failed at ") && a.ends_with("next: rung 2 exec");
+  }));
+}
+
 TEST_F(RemediatorTest, DeleteNodeDeletesTheNodeObjectOnce) {
   policy.provider = Provider::kDeleteNode;
   policy.replacement_timeout = 0ms;  // Replaced at the deletion
