@@ -32,6 +32,32 @@ Result<simdjson::dom::object> Object(simdjson::dom::parser& parser, std::string_
   return obj;
 }
 
+// The response headers a session needs (names are case-insensitive).
+struct SessionHeaders {
+  std::string token, location;
+};
+
+size_t HeaderCb(char* data, size_t size, size_t n, void* user) {
+  auto* h = static_cast<SessionHeaders*>(user);
+  std::string_view line(data, size * n);
+  const auto colon = line.find(':');
+  if (colon != std::string_view::npos) {
+    std::string name(line.substr(0, colon));
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    std::string_view value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+      value.remove_prefix(1);
+    while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' '))
+      value.remove_suffix(1);
+    if (name == "x-auth-token") h->token = value;
+    if (name == "location") h->location = value;
+  }
+  return size * n;
+}
+
+constexpr std::string_view kSessions = "/redfish/v1/SessionService/Sessions";
+
 size_t WriteCb(char* data, size_t size, size_t n, void* user) {
   auto* body = static_cast<std::string*>(user);
   if (body->size() + size * n > kMaxBody) return 0;  // fails the transfer: CURLE_WRITE_ERROR
@@ -206,10 +232,81 @@ RedfishClient::RedfishClient(Endpoint endpoint, Credentials credentials, ClientO
       credentials_(std::move(credentials)),
       options_(std::move(options)) {}
 
+RedfishClient::~RedfishClient() {
+  if (session_.empty()) return;
+  // Logged out, so that sessions do not pile up until the BMC's limit; briefly: the caller is
+  // done with the BMC.
+  options_.attempts = 1;
+  options_.timeout = std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(2));
+  (void)Once("DELETE", session_, "", true, true);
+}
+
 std::string RedfishClient::Describe() const { return endpoint_.base + endpoint_.system; }
+
+Status RedfishClient::Login() {
+  const std::string body = nlohmann::json{
+      {"UserName", credentials_.username},
+      {"Password",
+       credentials_.password}}.dump();
+  // The Sessions collection, from the service root (readable without credentials): its
+  // Links.Sessions, else the well-known URI when the root cannot be read.
+  std::string sessions(kSessions);
+  if (auto root = Once("GET", "/redfish/v1/", "", true, false); root) {
+    const auto j = nlohmann::json::parse(root->body, nullptr, false);
+    const nlohmann::json* link = nullptr;
+    if (j.is_object() && j.contains("Links") && j["Links"].is_object() &&
+        j["Links"].contains("Sessions") && j["Links"]["Sessions"].is_object())
+      link = &j["Links"]["Sessions"];
+    if (!link || !link->contains("@odata.id") || !(*link)["@odata.id"].is_string()) {
+      return Error{fmt::format(
+          "Redfish session login to {}: the BMC offers no Redfish sessions (its service root "
+          "/redfish/v1 has no Links.Sessions): set provider.redfish.auth to basic",
+          endpoint_.base)};
+    }
+    sessions = (*link)["@odata.id"].get<std::string>();
+  }
+  log_.clear();
+  auto reply = Once("POST", sessions, body, true, false);
+  if (!reply) {
+    std::string why = reply.error().message;
+    if (why.find("HTTP 404") != std::string::npos || why.find("HTTP 405") != std::string::npos)
+      why += "; the BMC offers no Redfish sessions: set provider.redfish.auth to basic";
+    return Error{"Redfish session login: " + why};
+  }
+  if (reply->token.empty())
+    return Error{
+        fmt::format("Redfish session login to {}: the BMC answered {} without an "
+                    "X-Auth-Token",
+                    endpoint_.base, reply->status)};
+  token_ = reply->token;
+  // Location: the session's URI, absolute or a path; kept as a path on this BMC.
+  session_ = reply->location;
+  if (!session_.starts_with("/")) {
+    const auto at = session_.find("/redfish/");
+    session_ = at == std::string::npos ? "" : session_.substr(at);
+  }
+  return Status::Ok();
+}
 
 Result<RedfishClient::Reply> RedfishClient::Call(const std::string& method, const std::string& path,
                                                  const std::string& body, bool idempotent) {
+  if (options_.auth != Auth::kSession) return Once(method, path, body, idempotent, true);
+  if (token_.empty()) GPUHEAL_CHECK(Login());
+  auto reply = Once(method, path, body, idempotent, true);
+  if (!reply && reply.error().message.find("HTTP 401") != std::string::npos) {
+    // The BMC ended the session (its idle timeout, its own restart): a 401 was not acted on, so
+    // the request goes again, once, in a new session.
+    token_.clear();
+    session_.clear();
+    GPUHEAL_CHECK(Login());
+    reply = Once(method, path, body, idempotent, true);
+  }
+  return reply;
+}
+
+Result<RedfishClient::Reply> RedfishClient::Once(const std::string& method, const std::string& path,
+                                                 const std::string& body, bool idempotent,
+                                                 bool authenticate) {
   const std::string url = endpoint_.base + path;
   const int attempts = std::max(1, options_.attempts);
   auto backoff = options_.backoff;
@@ -226,6 +323,9 @@ Result<RedfishClient::Reply> RedfishClient::Call(const std::string& method, cons
     headers = curl_slist_append(headers, "Accept: application/json");
     headers = curl_slist_append(headers, "OData-Version: 4.0");
     if (!body.empty()) headers = curl_slist_append(headers, "Content-Type: application/json");
+    const bool session = options_.auth == Auth::kSession;
+    const std::string token_header = "X-Auth-Token: " + token_;
+    if (authenticate && session) headers = curl_slist_append(headers, token_header.c_str());
     std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> header_guard(headers,
                                                                              curl_slist_free_all);
     CURL* c = h.get();
@@ -237,9 +337,14 @@ Result<RedfishClient::Reply> RedfishClient::Call(const std::string& method, cons
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(c, CURLOPT_MAXREDIRS, 3L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
-    curl_easy_setopt(c, CURLOPT_USERNAME, credentials_.username.c_str());
-    curl_easy_setopt(c, CURLOPT_PASSWORD, credentials_.password.c_str());
+    if (authenticate && !session) {
+      curl_easy_setopt(c, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+      curl_easy_setopt(c, CURLOPT_USERNAME, credentials_.username.c_str());
+      curl_easy_setopt(c, CURLOPT_PASSWORD, credentials_.password.c_str());
+    }
+    SessionHeaders got;
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, HeaderCb);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &got);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout.count()));
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
                      static_cast<long>(std::min<int64_t>(options_.timeout.count(), 5000)));
@@ -278,6 +383,8 @@ Result<RedfishClient::Reply> RedfishClient::Call(const std::string& method, cons
       continue;
     }
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply.status);
+    reply.token = std::move(got.token);
+    reply.location = std::move(got.location);
     if (reply.status >= 200 && reply.status < 300) return reply;
     const std::string detail = DecodeErrorMessage(reply.body);
     last = fmt::format("{}: HTTP {}{}", where, reply.status, detail.empty() ? "" : ": " + detail);

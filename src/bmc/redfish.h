@@ -28,7 +28,13 @@ struct Credentials {
   std::string username, password;
 };
 
+// How the client proves who it is: HTTP basic on every request, or a Redfish session (a POST to
+// the SessionService's Sessions collection with the user and password, then its X-Auth-Token on
+// every request; logged out when the client goes, logged in again once when the BMC ends it).
+enum class Auth { kBasic, kSession };
+
 struct ClientOptions {
+  Auth auth = Auth::kBasic;
   std::string ca_file;    // PEM bundle that signs the BMC's certificate; empty: the system's
   bool insecure = false;  // no certificate verification (the caller warns)
   std::chrono::milliseconds timeout{10000};  // per request
@@ -72,6 +78,9 @@ Result<std::string> ChooseResetType(const SystemState& s,
 class RedfishClient {
  public:
   RedfishClient(Endpoint endpoint, Credentials credentials, ClientOptions options);
+  ~RedfishClient();  // a session's logout (DELETE), best effort
+  RedfishClient(const RedfishClient&) = delete;
+  RedfishClient& operator=(const RedfishClient&) = delete;
 
   // Discovers the system when the endpoint names none; reads its state.
   Result<SystemState> System();
@@ -86,15 +95,20 @@ class RedfishClient {
   struct Reply {
     long status = 0;
     std::string body;
+    std::string token, location;  // the X-Auth-Token and Location headers, when present
   };
   Result<Reply> Call(const std::string& method, const std::string& path, const std::string& body,
                      bool idempotent);
+  Result<Reply> Once(const std::string& method, const std::string& path, const std::string& body,
+                     bool idempotent, bool authenticate);
+  Status Login();
   Result<Reply> Get(const std::string& path);
 
   Endpoint endpoint_;
   Credentials credentials_;
   ClientOptions options_;
   std::vector<std::string> log_;
+  std::string token_, session_;  // the session's X-Auth-Token and its URI (Auth::kSession)
 };
 
 }  // namespace gpuheal::bmc

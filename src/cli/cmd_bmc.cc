@@ -25,6 +25,7 @@ struct BmcArgs {
   std::string credentials_secret = "gpuheal-system/gpuheal-bmc";
   std::string username, password_file;
   std::string ca_file;
+  std::string auth = "basic";
   bool insecure = false;
   int timeout_seconds = 10;
   std::string output = "table";
@@ -141,6 +142,7 @@ void Run(const BmcArgs& a, bool reset, int& exit_code) {
               << ": warning: the BMC's certificate is not verified (--insecure-skip-verify)\n";
   }
   bmc::ClientOptions options;
+  options.auth = a.auth == "session" ? bmc::Auth::kSession : bmc::Auth::kBasic;
   options.ca_file = a.ca_file;
   options.insecure = a.insecure;
   options.timeout = std::chrono::seconds(a.timeout_seconds);
@@ -201,6 +203,10 @@ void AddFlags(CLI::App* c, BmcArgs& a, bool reset) {
   c->add_option("--password-file", a.password_file, "File holding the BMC user's password");
   c->add_option("--ca-file", a.ca_file, "PEM bundle that signs the BMC's certificate");
   c->add_flag("--insecure-skip-verify", a.insecure, "Do not verify the BMC's certificate");
+  c->add_option("--auth", a.auth,
+                "basic (HTTP basic on each request) or session (a Redfish session, logged out "
+                "after; default basic)")
+      ->check(CLI::IsMember({"basic", "session"}));
   c->add_option("--timeout", a.timeout_seconds, "Seconds per request")
       ->check(CLI::Range(1, 300))
       ->capture_default_str();

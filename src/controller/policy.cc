@@ -269,7 +269,17 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
       GPUHEAL_TRY(rf, Section::Open(e, pr["redfish"], "provider.redfish",
                                     {"credentials_secret", "endpoints_configmap", "ca_file",
                                      "insecure_skip_verify", "reset_types", "request_timeout",
-                                     "attempts", "recovery_timeout"}));
+                                     "attempts", "recovery_timeout", "auth"}));
+      if (rf["auth"]) {
+        std::string auth;
+        GPUHEAL_CHECK(rf.String("auth", auth));
+        if (auth != "basic" && auth != "session") {
+          return e.At(rf["auth"],
+                      "\"provider.redfish.auth\" must be basic (HTTP basic on each request) or "
+                      "session (a Redfish session: X-Auth-Token)");
+        }
+        r.session_auth = auth == "session";
+      }
       GPUHEAL_CHECK(rf.String("credentials_secret", r.credentials_secret));
       GPUHEAL_CHECK(rf.String("endpoints_configmap", r.endpoints_configmap));
       for (const char* key : {"credentials_secret", "endpoints_configmap"}) {

@@ -61,6 +61,7 @@ struct Policy {
     std::string endpoints_configmap;   // NAMESPACE/NAME: node name -> endpoint; optional
     std::string ca_file;               // PEM bundle for the BMCs' certificates; empty: the system's
     bool insecure_skip_verify = false;
+    bool session_auth = false;  // auth: basic (false) | session (a Redfish session per request run)
     std::vector<std::string> reset_types = {"PowerCycle", "ForceRestart", "GracefulRestart"};
     std::chrono::milliseconds request_timeout = std::chrono::seconds(10);
     int attempts = 3;

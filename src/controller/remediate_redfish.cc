@@ -103,6 +103,7 @@ class Redfish final : public Remediator {
   bmc::ClientOptions Options(int attempts = 0) const {
     const auto& p = ctx_.policy().redfish;
     bmc::ClientOptions o;
+    o.auth = p.session_auth ? bmc::Auth::kSession : bmc::Auth::kBasic;
     o.ca_file = p.ca_file;
     o.insecure = p.insecure_skip_verify;
     o.timeout = p.request_timeout;

@@ -121,6 +121,17 @@ TEST_F(BmcTest, AWrongPasswordIsNamedAndNotRetried) {
   EXPECT_NE(r.out.find("attempt 1 of 3"), std::string::npos) << r.out;
 }
 
+// The emulator has no SessionService: --auth session says so and what to use instead.
+TEST_F(BmcTest, SessionAuthAgainstABmcWithoutSessionsSaysToUseBasic) {
+  auto& bmc = Start();
+  auto r =
+      RunGpuheal(fmt::format("bmc status --auth session --endpoint {} {}", bmc.url(), Creds()));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("Redfish session login"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("set provider.redfish.auth to basic"), std::string::npos) << r.out;
+  EXPECT_EQ(bmc.Resets(), 0);
+}
+
 TEST_F(BmcTest, ABmcThatIsDownIsRetriedWithBackoffThenReported) {
   auto& bmc = Start();
   const std::string url = bmc.url();
