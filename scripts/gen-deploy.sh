@@ -41,7 +41,8 @@ render test/golden/helm/all-features.yaml "every optional part on" --include-crd
   --set agent.hostPaths.pstore=/sys/fs/pstore --set agent.hostPaths.journal=/var/log/journal \
   --set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true \
   --set kubernetesAPI.host=10.96.0.10 --set kubernetesAPI.port=6443 \
-  --set controller.replicas=3 --set controller.policy.provider.name=redfish \
+  --set controller.replicas=3 --set controller.policy.provider.name=standby \
+  --set 'controller.policy.ladder.catastrophic={redfish,delete-node}' \
   --set image.tag=0.0.0-test
 
 status=0

@@ -25,6 +25,21 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
 {{- end -}}
 
+{{/* "true" when the policy uses provider redfish: as provider.name or as a ladder rung
+    (redfish, or {redfish: N}). */}}
+{{- define "gpuheal.usesRedfish" -}}
+{{- $p := .Values.controller.policy -}}
+{{- $uses := eq (toString (get ($p.provider | default dict) "name")) "redfish" -}}
+{{- range $sev, $rungs := ($p.ladder | default dict) -}}
+{{- range $rungs -}}
+{{- if or (eq (toString .) "redfish") (and (kindIs "map" .) (hasKey . "redfish")) -}}
+{{- $uses = true -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if $uses -}}true{{- end -}}
+{{- end -}}
+
 {{/* The controller's policy: critical action gpu-reset only when the agent resets GPUs; the
     chart's namespace among those never drained. */}}
 {{- define "gpuheal.policy" -}}
@@ -44,7 +59,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- $_ := set $p "skip" $skip -}}
 {{- /* provider redfish: the Secret and ConfigMap its Role may read, in the chart's namespace. */ -}}
 {{- $pr := get $p "provider" | default dict -}}
-{{- if eq (toString (get $pr "name")) "redfish" -}}
+{{- if include "gpuheal.usesRedfish" . -}}
 {{- $rf := get $pr "redfish" | default dict -}}
 {{- $_ := set $rf "credentials_secret" (printf "%s/gpuheal-bmc" (include "gpuheal.namespace" .)) -}}
 {{- $_ := set $rf "endpoints_configmap" (printf "%s/gpuheal-bmc-endpoints" (include "gpuheal.namespace" .)) -}}
