@@ -285,8 +285,12 @@ Next AwaitReplacement(RepairContext& ctx, RepairRecord& r, SysTime now) {
         if (standby) {
           auto& taints = j["spec"]["taints"];
           if (!taints.is_array()) taints = nlohmann::json::array();
-          taints.push_back(
-              {{"key", keys::kStandbyTaint}, {"value", "true"}, {"effect", "NoSchedule"}});
+          if (std::none_of(taints.begin(), taints.end(), [](const nlohmann::json& t) {
+                return t.value("key", "") == keys::kStandbyTaint;
+              })) {
+            taints.push_back(
+                {{"key", keys::kStandbyTaint}, {"value", "true"}, {"effect", "NoSchedule"}});
+          }
         }
         return true;
       });

@@ -211,6 +211,16 @@ Next Repairer::Healthy(const kube::Node& node, RepairRecord* open, SysTime now) 
       healthy_since = std::max(healthy_since, *t);
   }
   if (now - healthy_since < policy_.probation) return Until(now, healthy_since + policy_.probation);
+  // A node a rung acted on (a power cycle, a command) is back only once its kubelet says Ready
+  // too: a domain True from an agent whose kubelet is not up yet is not a working node.
+  const bool acted = open && open->At("Remediating");
+  for (const auto& c : node.conditions) {
+    if (acted && c.type == "Ready" && c.status != "True") {
+      open->Message("fault cleared; waiting for the kubelet to report Ready before the release");
+      if (!WriteStatus(*open)) return milliseconds(2000);
+      return milliseconds(5000);
+    }
+  }
   return Release(node, open);
 }
 

@@ -113,7 +113,6 @@ Next Repairer::Release(const kube::Node& node, RepairRecord* r) {
     }
     to_standby = standbys < *size;
   }
-  const bool standby_promoted = to_standby;
   if (!dry_run_) {
     auto res = api_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
       bool changed = false;
@@ -125,8 +124,7 @@ Next Repairer::Release(const kube::Node& node, RepairRecord* r) {
         else
           taints.push_back(t);
       }
-      if (standby_promoted &&
-          std::none_of(taints.begin(), taints.end(), [](const nlohmann::json& t) {
+      if (to_standby && std::none_of(taints.begin(), taints.end(), [](const nlohmann::json& t) {
             return t.value("key", "") == keys::kStandbyTaint;
           })) {
         // The standby took this node's place: after repair, this node is the pool's standby.

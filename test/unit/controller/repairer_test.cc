@@ -497,6 +497,34 @@ TEST_F(RemediatorTest, ARungIsTriedItsAttemptsBeforeTheNext) {
   }));
 }
 
+// A node a rung acted on is released only once its kubelet says Ready again, not as soon as its
+// agent's condition is True.
+TEST_F(RemediatorTest, ARepairedNodeIsReleasedOnlyOnceReady) {
+  policy.provider = Provider::kStandby;
+  AddNode("n1");
+  AddNode("s1", "a", true);
+  Fault("n1");
+  auto r = Make();
+  Settle(*r, "n1", 15min);
+  ASSERT_EQ(Last("n1").phase, "Remediating");
+  Heal("n1");
+  auto n = *api.Object(kube::NodePath("n1"));
+  n["status"]["conditions"].push_back(
+      {{"type", "Ready"}, {"status", "False"}, {"reason", "KubeletNotReady"}});
+  api.Put(kube::NodePath("n1"), n);
+  clock.Advance(3min);
+  EXPECT_TRUE(r->Reconcile("n1"));
+  EXPECT_TRUE(Quarantined("n1"));
+  EXPECT_NE(Last("n1").message.find("waiting for the kubelet to report Ready"), std::string::npos)
+      << Last("n1").message;
+  n = *api.Object(kube::NodePath("n1"));
+  n["status"]["conditions"][1]["status"] = "True";
+  api.Put(kube::NodePath("n1"), n);
+  Settle(*r, "n1", 1min);
+  EXPECT_FALSE(Quarantined("n1"));
+  EXPECT_EQ(Last("n1").phase, "Recovered");
+}
+
 TEST_F(RemediatorTest, DeleteNodeDeletesTheNodeObjectOnce) {
   policy.provider = Provider::kDeleteNode;
   policy.replacement_timeout = 0ms;  // Replaced at the deletion
