@@ -1381,9 +1381,13 @@ class Drill {
         bool off = false;
         while (!done && !interrupted_) {
           auto sys = rc.System();
-          if (sys && sys->power_state == "Off" && !off) {
+          // The emulator's Off can last only milliseconds (it restarts 1 to 11 s after the reset,
+          // from a whole second): the reset it accepted is the machine going down too.
+          const bool down = sys && sys->power_state == "Off";
+          if (!off && (down || BmcResets() > 0)) {
             off = true;
-            obs.Mark("power_off", "the BMC reports PowerState Off");
+            obs.Mark("power_off", down ? "the BMC reports PowerState Off"
+                                       : "the BMC accepted the reset (ComputerSystem.Reset 204)");
             agent->Signal(SIGKILL);
             agent->Wait(5s);
             obs.Mark("node_down", targets[0] + ": its agent stopped with the machine");

@@ -74,23 +74,34 @@ TEST_F(BmcTest, StatusDiscoversTheOnlySystemAndReadsItsPowerState) {
 
 TEST_F(BmcTest, AResetIsCarriedOutOnceAndThePowerGoesOffAndOnAgain) {
   auto& bmc = Start();
-  // PowerCycle first: this BMC does not offer it, so the next preference is sent.
-  auto r = RunGpuheal(fmt::format("bmc reset --endpoint {} {}", bmc.url(), Creds()));
-  ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("ForceRestart accepted"), std::string::npos) << r.out;
-  EXPECT_EQ(bmc.Resets(), 1) << bmc.Log();
   auto client = Client(bmc.url());
-  std::set<std::string> seen;
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto s = client.System();
-    ASSERT_TRUE(s) << s.error().message;
-    seen.insert(s->power_state);
-    if (seen.count("Off") && s->power_state == "On") break;
-    std::this_thread::sleep_for(200ms);
+  // The emulator applies the restart 1 to 11 s after the reset, counted from a whole second: now
+  // and then the Off lasts only milliseconds and ends before the first look. A second reset is
+  // then sent, one at a time, each carried out once.
+  bool off = false, back = false;
+  int resets = 0;
+  while (resets < 2 && !off) {
+    // PowerCycle first: this BMC does not offer it, so the next preference is sent.
+    auto r = RunGpuheal(fmt::format("bmc reset --endpoint {} {}", bmc.url(), Creds()));
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("ForceRestart accepted"), std::string::npos) << r.out;
+    ++resets;
+    EXPECT_EQ(bmc.Resets(), resets) << "each reset carried out once: " << bmc.Log();
+    // Off at once, On again within 11 s.
+    const auto deadline = std::chrono::steady_clock::now() + 12s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto s = client.System();
+      ASSERT_TRUE(s) << s.error().message;
+      off |= s->power_state == "Off";
+      if (off && s->power_state == "On") {
+        back = true;
+        break;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
   }
-  EXPECT_TRUE(seen.count("Off")) << "the system went down";
-  EXPECT_EQ(client.System()->power_state, "On") << "and came back";
+  EXPECT_TRUE(off) << "the system went down";
+  EXPECT_TRUE(back) << "and came back";
 }
 
 TEST_F(BmcTest, AResetTypeTheBmcRefusesIsReportedAndNotRetried) {
