@@ -120,6 +120,14 @@ std::string PoolOf(const kube::Node& n, const Policy& policy) {
   return "";
 }
 
+int StandbysOf(const std::vector<kube::Node>& nodes, const Policy& policy, const std::string& pool,
+               const std::string& except) {
+  return static_cast<int>(std::count_if(nodes.begin(), nodes.end(), [&](const kube::Node& n) {
+    return n.meta.name != except && PoolOf(n, policy) == pool &&
+           HasTaint(n, keys::kStandbyTaint, "", "") && !FaultOf(n);
+  }));
+}
+
 std::optional<RecoveryAnswer> AnswerTo(const kube::Node& node, const std::string& id) {
   auto st = node.meta.annotations.find(std::string(keys::kGpuRecoveryStatus));
   if (st == node.meta.annotations.end()) return std::nullopt;

@@ -44,6 +44,9 @@ bool HasTaint(const kube::Node& n, std::string_view key, const std::string& valu
 std::string TaintEffectFor(const kube::Node& node, const NodeFault& f, bool may_disrupt);
 // The node's pool: the policy's pool label, else Karpenter's NodePool label.
 std::string PoolOf(const kube::Node& n, const Policy& policy);
+// The healthy standby nodes of `pool` (gpuheal.io/standby, no fault) among `nodes`, `except` one.
+int StandbysOf(const std::vector<kube::Node>& nodes, const Policy& policy, const std::string& pool,
+               const std::string& except = "");
 // The node's agent's answer to request `id` (gpuheal.io/gpu-recovery-status), if it has given one.
 std::optional<RecoveryAnswer> AnswerTo(const kube::Node& node, const std::string& id);
 

@@ -247,11 +247,7 @@ Next AwaitReplacement(RepairContext& ctx, RepairRecord& r, SysTime now) {
   // creationTimestamp has whole seconds, and the API server's clock is not this one.
   const SysTime joined_after = w->since - std::chrono::seconds(2);
   std::vector<kube::Node> nodes = ctx.world().nodes();
-  int standbys = 0;
-  for (const auto& n : nodes) {
-    if (PoolOf(n, policy) == w->pool && HasTaint(n, keys::kStandbyTaint, "", "") && !FaultOf(n))
-      ++standbys;
-  }
+  const int standbys = StandbysOf(nodes, policy, w->pool);
   const auto size = policy.StandbySizeFor(w->pool);
   // The oldest candidate first: the first node the provisioner brought up for this pool.
   std::sort(nodes.begin(), nodes.end(), [](const kube::Node& a, const kube::Node& b) {

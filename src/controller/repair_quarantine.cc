@@ -104,14 +104,8 @@ Next Repairer::Release(const kube::Node& node, RepairRecord* r) {
   // place.
   bool to_standby = r && r->HasAction(kPromotedStandby);
   const std::string pool = PoolOf(node, policy_);
-  int standbys = 0;
   if (const auto size = policy_.StandbySizeFor(pool); size && r) {
-    for (const auto& n : world_.nodes()) {
-      if (n.meta.name != node.meta.name && PoolOf(n, policy_) == pool &&
-          HasTaint(n, keys::kStandbyTaint, "", "") && !FaultOf(n))
-        ++standbys;
-    }
-    to_standby = standbys < *size;
+    to_standby = StandbysOf(world_.nodes(), policy_, pool, node.meta.name) < *size;
   }
   if (!dry_run_) {
     auto res = api_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
