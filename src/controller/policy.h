@@ -28,6 +28,7 @@ struct Policy {
   std::chrono::milliseconds drain_timeout = std::chrono::minutes(10);
   bool force_delete_after_drain_timeout = false;  // false: wait (and say so)
   bool gpu_pods_only = false;
+  int eviction_parallel = 8;  // a node's pods evicted at once (eviction.parallel)
   std::vector<std::string> skip_namespaces = {"kube-system"};
   std::map<std::string, std::string> skip_pod_labels;  // pods with all these labels are left alone
   std::string pool_label = "gpuheal.io/pool";          // falls back to karpenter.sh/nodepool

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "controller/repair.h"
 #include "core/keys.h"
@@ -66,19 +67,42 @@ std::optional<Next> Repairer::Drain(const kube::Node& node, const NodeFault& f, 
         if (r.dirty) r.Message("draining");
         if (!WriteStatus(r)) return Next(milliseconds(2000));
       }
+      // A node's pods are evicted eviction.parallel at a time: each eviction is a round trip that
+      // reads and updates the pod's budget, so one after another caps a node's drain at the API
+      // server's latency. The results are applied to the record afterwards, on this thread.
+      std::vector<const kube::Pod*> to_evict;
       for (const auto& p : pods) {
         if (p.meta.deleting) continue;
-        const std::string key = p.meta.namespace_ + "/" + p.meta.name;
         if (dry_run_) {
-          r.Action("would evict " + key + " (dry-run)");
+          r.Action("would evict " + p.meta.namespace_ + "/" + p.meta.name + " (dry-run)");
           continue;
         }
-        auto res = api_.Evict(p.meta.namespace_, p.meta.name);
+        to_evict.push_back(&p);
+      }
+      std::vector<Result<kube::Response>> results(to_evict.size(), Error{"not sent"});
+      const size_t width = std::max<size_t>(1, static_cast<size_t>(policy_.eviction_parallel));
+      for (size_t begin = 0; begin < to_evict.size(); begin += width) {
+        const size_t end = std::min(to_evict.size(), begin + width);
+        if (end - begin == 1) {
+          results[begin] = api_.Evict(to_evict[begin]->meta.namespace_, to_evict[begin]->meta.name);
+          continue;
+        }
+        std::vector<std::thread> batch;
+        batch.reserve(end - begin);
+        for (size_t i = begin; i < end; ++i) {
+          batch.emplace_back([this, &results, &to_evict, i] {
+            results[i] = api_.Evict(to_evict[i]->meta.namespace_, to_evict[i]->meta.name);
+          });
+        }
+        for (auto& t : batch) t.join();
+      }
+      auto& evictions = metrics_.GetCounter("gpuheal_controller_evictions_total",
+                                            "Pods evicted through the Eviction API");
+      for (size_t i = 0; i < to_evict.size(); ++i) {
+        const auto& res = results[i];
+        const std::string key = to_evict[i]->meta.namespace_ + "/" + to_evict[i]->meta.name;
         if (res && res->ok()) {
-          metrics_
-              .GetCounter("gpuheal_controller_evictions_total",
-                          "Pods evicted through the Eviction API")
-              .Inc();
+          evictions.Inc();
         } else if (!res || res->status != 404) {
           if (res && res->status == 429) pdb_held = true;
           r.cr.evicted_pods.erase(
