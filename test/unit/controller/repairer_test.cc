@@ -261,6 +261,34 @@ TEST_F(RepairerTest, APodDisruptionBudgetHoldsTheDrainUntilItAllows) {
   EXPECT_TRUE(Last("n1").phase_times.count("Drained"));
 }
 
+// A node's pods go eviction.parallel at a time, in batches; each answer is matched to its own pod:
+// the refused ones leave the record's list, the others stay on it and are gone.
+TEST_F(RepairerTest, ANodesPodsAreEvictedInParallelBatchesEachAnswerToItsPod) {
+  policy.eviction_parallel = 4;
+  AddNode("n1");
+  for (int i = 0; i < 10; ++i) AddPod("w" + std::to_string(i) + "x", "n1");
+  Fault("n1");
+  api.RefuseEvictions("/pods/w2x");
+  api.RefuseEvictions("/pods/w7x");
+  auto r = Make();
+  Settle(*r, "n1", 60s);
+  EXPECT_GE(api.Count("POST", "/eviction"), 10u);
+  for (int i = 0; i < 10; ++i) {
+    const std::string name = "w" + std::to_string(i) + "x";
+    EXPECT_EQ(api.Object(kube::PodPath("jobs", name)).has_value(), i == 2 || i == 7) << name;
+  }
+  auto rec = Last("n1");
+  EXPECT_EQ(rec.phase, "Draining");
+  for (const auto& key : rec.evicted_pods) {
+    EXPECT_NE(key, "jobs/w2x");
+    EXPECT_NE(key, "jobs/w7x");
+  }
+  EXPECT_EQ(rec.evicted_pods.size(), 8u) << "the evicted pods stay listed";
+  api.AllowEvictions();
+  Settle(*r, "n1", 10s);
+  EXPECT_TRUE(Last("n1").phase_times.count("Drained"));
+}
+
 TEST_F(RepairerTest, TheReleaseWaitsForProbationAndUndoesOnlyWhatGpuhealDid) {
   AddNode("n1");
   Fault("n1");
