@@ -10,7 +10,9 @@
 //     PodDisruptionBudget per node that allows it -> pods evicted per second by the controller
 //     (first to last eviction seen by a watcher); baseline in the same run: this program evicting
 //     as many pods of other nodes through the same Eviction API with the controller's concurrency
-//     (--workers threads, a node's pods one after another, as the controller's workers do);
+//     (--workers threads, each evicting a node's pods --parallel at a time, as the controller's
+//     workers do with eviction.parallel), and again at twice that concurrency (2 x --workers
+//     threads): the API server's own ceiling on this machine;
 //   the controller's RSS and CPU afterwards.
 //   --memory: --nodes nodes and --pods pods (spread over the nodes) cached, no faults: the
 //     controller's RSS once its informers hold them, against its RSS with the nodes alone. These
@@ -18,7 +20,7 @@
 //
 //   bench_controller [--nodes 1500] [--faults 100] [--burst 300] [--evict-nodes 25]
 //   [--pods-per-node 8]
-//                    [--workers 4] [--no-sim]
+//                    [--workers 4] [--parallel 8] [--no-sim]
 //   --no-sim: the nodes are created by this program and nothing keeps them alive (no Leases, no
 //     heartbeats: the API server serves only the benchmark), and it reports the pods Running
 //     itself.
@@ -188,7 +190,7 @@ int Memory(const std::string& kubeconfig, Client& c, int nodes, int pods) {
 
 int main(int argc, char** argv) {
   int nodes = 1500, faults = 100, burst = 300, evict_nodes = 25, pods_per_node = 8, pods = 150000,
-      workers = 4;
+      workers = 4, parallel = 8;
   bool memory = false, use_sim = true;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--no-sim")) {
@@ -213,6 +215,8 @@ int main(int argc, char** argv) {
       pods_per_node = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--workers"))
       workers = std::stoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--parallel"))
+      parallel = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--pods"))
       pods = std::stoi(argv[++i]);
   }
@@ -287,7 +291,8 @@ int main(int argc, char** argv) {
         << "toleration: {default: 1h, AcceleratedHardwareReady: 1h}\ncheckpoint: {window: 1s}\n"
            "skip: {namespaces: []}\n"
            // the figures are about speed: gates would hold most of the burst
-           "pools: {max_unavailable_percent: 100}\nbreaker: {share_percent: 100}\n";
+           "pools: {max_unavailable_percent: 100}\nbreaker: {share_percent: 100}\n"
+        << "eviction: {parallel: " << parallel << "}\n";
     gpuheal::testing::AgentProcess ctl({GPUHEAL_BIN, "controller", "--kubeconfig", cp->kubeconfig(),
                                         "--policy", dir + "/policy.yaml", "--listen", "",
                                         "--lease-namespace", "default", "--workers",
@@ -363,19 +368,21 @@ int main(int argc, char** argv) {
         targets.size(), sent_s, all_s);
     if (all_s < 0) rc = 1;
     if (evict_nodes > 0) {
-      // evict_nodes spare nodes (set A) and as many again (set B), each with pods_per_node Running
-      // pods under its own budget that lets all of them go. The bench evicts set B's pods itself
-      // (the baseline: 4 threads, a node's pods one after another, as the controller's 4 workers
-      // do); the controller drains set A when their conditions turn False at once.
+      // evict_nodes spare nodes (set A) and as many again twice (sets B and C), each with
+      // pods_per_node Running pods under its own budget that lets all of them go. The bench evicts
+      // set B's pods itself at the controller's concurrency (--workers threads, a node's pods
+      // --parallel at a time) and set C's at twice that (the baselines); the controller drains set
+      // A when their conditions turn False at once.
       (void)c.Create("/api/v1/namespaces",
                      {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "ev"}}}});
-      std::vector<std::string> set_a, set_b;
+      std::vector<std::string> set_a, set_b, set_c;
       for (int i = 0; i < evict_nodes; ++i) {
         set_a.push_back(SimNode(burst + i));
         set_b.push_back(SimNode(burst + evict_nodes + i));
+        set_c.push_back(SimNode(burst + 2 * evict_nodes + i));
       }
       const auto p0 = clk::now();
-      for (const auto* set : {&set_a, &set_b}) {
+      for (const auto* set : {&set_a, &set_b, &set_c}) {
         for (const auto& n : *set) {
           (void)c.Create(
               PdbPath("ev"),
@@ -401,11 +408,11 @@ int main(int argc, char** argv) {
           for (const auto& pdb : list["items"])
             ready += pdb["status"].value("disruptionsAllowed", 0) >= pods_per_node;
         }
-        budgets_ready = ready == 2 * evict_nodes;
+        budgets_ready = ready == 3 * evict_nodes;
         if (!budgets_ready) std::this_thread::sleep_for(std::chrono::milliseconds(200));
       }
       std::printf(
-          "eviction: 2 x %d nodes x %d pods, a budget each, created, reported Running by %s and "
+          "eviction: 3 x %d nodes x %d pods, a budget each, created, reported Running by %s and "
           "counted "
           "by their budgets in %.1f s\n",
           evict_nodes, pods_per_node, use_sim ? "the sim" : "this program",
@@ -459,26 +466,35 @@ int main(int argc, char** argv) {
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
       };
       std::this_thread::sleep_for(std::chrono::seconds(1));
-      {
+      // `threads` threads, each taking whole nodes and evicting a node's pods `parallel` at a time.
+      auto direct = [&](const std::vector<std::string>& set, int threads, const char* what) {
         std::vector<std::thread> ts;
-        for (int t = 0; t < workers; ++t) {
+        for (int t = 0; t < threads; ++t) {
           ts.emplace_back([&, t] {
-            for (size_t k = static_cast<size_t>(t); k < set_b.size();
-                 k += static_cast<size_t>(workers)) {
-              for (int i = 0; i < pods_per_node; ++i)
-                (void)c.Evict("ev", fmt::format("p-{}-{}", set_b[k], i));
+            for (size_t k = static_cast<size_t>(t); k < set.size();
+                 k += static_cast<size_t>(threads)) {
+              for (int from = 0; from < pods_per_node; from += parallel) {
+                std::vector<std::thread> batch;
+                for (int i = from; i < std::min(pods_per_node, from + parallel); ++i)
+                  batch.emplace_back(
+                      [&, k, i] { (void)c.Evict("ev", fmt::format("p-{}-{}", set[k], i)); });
+                for (auto& b : batch) b.join();
+              }
             }
           });
         }
         for (auto& t : ts) t.join();
-      }
-      wait_all(set_b);
-      auto [bn, bs, bfirst] = span(set_b);
-      std::printf(
-          "baseline: %d pods evicted by this program (%d threads, a node's pods in turn): %.2f s "
-          "first to last, "
-          "%.0f pods/s\n",
-          bn, workers, bs, bs > 0 ? (bn - 1) / bs : 0.0);
+        wait_all(set);
+        auto [bn, bs, bfirst] = span(set);
+        const double rate = bs > 0 ? (bn - 1) / bs : 0.0;
+        std::printf(
+            "baseline%s: %d pods evicted by this program (%d threads, a node's pods %d at a time): "
+            "%.2f s first to last, %.0f pods/s\n",
+            what, bn, threads, parallel, bs, rate);
+        return rate;
+      };
+      const double same = direct(set_b, workers, "");
+      const double twice = direct(set_c, 2 * workers, " x2");
       // The controller drains set A: quarantine, checkpoint requests, then the Eviction API.
       const auto f0 = clk::now();
       {
@@ -502,6 +518,11 @@ int main(int argc, char** argv) {
           an, as, as > 0 ? (an - 1) / as : 0.0, std::chrono::duration<double>(afirst - f0).count(),
           use_sim ? "; the sim's workloads answer in 0.5 s" : "",
           std::chrono::duration<double>(afirst - f0).count() + as);
+      const double ctl_rate = as > 0 ? (an - 1) / as : 0.0;
+      const double best = std::max(same, twice);
+      std::printf(
+          "controller: %.0f pods/s = %.0f%% of the best direct rate of this run (%.0f pods/s)\n",
+          ctl_rate, best > 0 ? 100.0 * ctl_rate / best : 0.0, best);
       if (an < total) rc = 1;
       pstop = true;
       pw.join();
