@@ -36,7 +36,7 @@ void RegisterController(CLI::App& app, int& exit_code) {
       "(default gpuheal-controller)");
   cmd->add_option("--listen", a->listen,
                   "host:port for /metrics and /healthz (default 127.0.0.1:9465; '' disables)");
-  cmd->add_option("--workers", a->workers, "Nodes reconciled at once (default 4)")
+  cmd->add_option("--workers", a->workers, "Nodes reconciled at once (default 8)")
       ->check(CLI::Range(1, 64));
   auto lease = std::make_shared<std::array<std::string, 3>>();
   cmd->add_option("--lease-duration", (*lease)[0], "Leader lease duration (default 15s)");

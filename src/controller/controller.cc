@@ -64,6 +64,7 @@ Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Api
   w.nodes = [self] { return self->nodes_->Items(); };
   w.pods = [self](const std::string& n) { return self->pods_->ByIndex("node", n); };
   w.repairs = [self](const std::string& n) { return self->repairs_->ByIndex("node", n); };
+  w.budgets = [self](const std::string& ns) { return self->budgets_->ByIndex("namespace", ns); };
   w.backlog = [self] { return self->queue_.Len() > 0; };
   c->repairer_ = std::make_unique<Repairer>(*c->client_, c->clock_, std::move(w), c->opts_.policy,
                                             c->opts_.dry_run, c->metrics_);
@@ -76,6 +77,12 @@ Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Api
                                                          kube::DecodePod);
   c->repairs_ = std::make_unique<kube::Informer<kube::NodeRepair>>(
       wc, kNodeRepairs, kube::DecodeNodeRepairList, kube::DecodeNodeRepair);
+  // Budgets tell the drain which of a node's pods may be evicted side by side (repair_drain.cc).
+  c->budgets_ = std::make_unique<kube::Informer<kube::PodDisruptionBudget>>(
+      wc, kube::PdbPath(""), kube::DecodePdbList, kube::DecodePdb);
+  c->budgets_->AddIndex("namespace", [](const kube::PodDisruptionBudget& b) {
+    return std::vector<std::string>{b.meta.namespace_};
+  });
   c->pods_->AddIndex("node", kube::PodNodeIndex);
   c->repairs_->AddIndex("node", RepairNodeIndex);
   // Updates that change nothing the controller reads (kubelets' heartbeats, pod status details)
@@ -103,6 +110,7 @@ Controller::~Controller() {
   if (elector_) elector_->Stop();
   http_.reset();
   if (repairs_) repairs_->Stop();
+  if (budgets_) budgets_->Stop();
   if (pods_) pods_->Stop();
   if (nodes_) nodes_->Stop();
   if (signal_fd_ >= 0) close(signal_fd_);
@@ -190,9 +198,11 @@ int Controller::Run() {
   nodes_->Start();
   pods_->Start();
   repairs_->Start();
+  budgets_->Start();
   if (!nodes_->WaitForSynced(std::chrono::seconds(60)) ||
       !pods_->WaitForSynced(std::chrono::seconds(60)) ||
-      !repairs_->WaitForSynced(std::chrono::seconds(60))) {
+      !repairs_->WaitForSynced(std::chrono::seconds(60)) ||
+      !budgets_->WaitForSynced(std::chrono::seconds(60))) {
     Log("warn", "informers not synced within 60 s; campaigning anyway (they keep retrying)");
   }
   nlohmann::ordered_json f;

@@ -31,7 +31,7 @@ struct ControllerOptions {
   std::chrono::milliseconds renew_deadline{10000};
   std::chrono::milliseconds retry_period{2000};
   std::string listen = "127.0.0.1:9465";  // /metrics and /healthz; "" disables
-  int workers = 4;
+  int workers = 8;  // nodes reconciled at once; a drain holds its worker for its evictions
 };
 
 class Controller {
@@ -60,6 +60,7 @@ class Controller {
   std::unique_ptr<kube::Informer<kube::Node>> nodes_;
   std::unique_ptr<kube::Informer<kube::Pod>> pods_;
   std::unique_ptr<kube::Informer<kube::NodeRepair>> repairs_;
+  std::unique_ptr<kube::Informer<kube::PodDisruptionBudget>> budgets_;
   std::unique_ptr<Repairer> repairer_;
   WorkQueue queue_;
   std::unique_ptr<kube::LeaderElector> elector_;

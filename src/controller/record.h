@@ -22,6 +22,8 @@ struct World {
   std::function<std::vector<kube::Node>()> nodes;
   std::function<std::vector<kube::Pod>(const std::string& node)> pods;
   std::function<std::vector<kube::NodeRepair>(const std::string& node)> repairs;
+  // The PodDisruptionBudgets of a namespace (null: none known; every pod is its own budget).
+  std::function<std::vector<kube::PodDisruptionBudget>(const std::string& ns)> budgets;
   // Whether other nodes wait in the work queue (null: never). In a burst every faulty node is
   // quarantined before any node's record and drain.
   std::function<bool()> backlog;

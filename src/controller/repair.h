@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "controller/budget_backoff.h"
 #include "controller/node_fault.h"
 #include "controller/policy.h"
 #include "controller/record.h"
@@ -115,6 +116,14 @@ class Repairer final : private RepairContext {
   std::optional<Next> Drain(const kube::Node& node, const NodeFault& f, RepairRecord& r,
                             SysTime now);
 
+  // The pods to evict (indexes into `pods`) grouped by the PodDisruptionBudget that selects them
+  // (`budget` "namespace/name"; "" and one pod per group for pods no budget selects).
+  struct EvictionGroup {
+    std::string budget;
+    std::vector<size_t> pods;
+  };
+  std::vector<EvictionGroup> BudgetGroups(const std::vector<const kube::Pod*>& pods) const;
+
   // repair_gpu.cc. The GPU-level rung: the node's agent drains and resets the GPUs.
   Next RepairGpu(const kube::Node& node, const NodeFault& f, RepairRecord& r);
 
@@ -134,6 +143,7 @@ class Repairer final : private RepairContext {
   Metrics& metrics_;
   std::unique_ptr<Remediator> remediator_;
   std::unique_ptr<kube::EventRecorder> events_;
+  BudgetBackoff budgets_;  // 429s from PodDisruptionBudgets, retried per budget
   std::mutex mu_;  // the breaker, created_ and deferred_: workers reconcile different nodes at once
   std::mutex ev_mu_;
   std::condition_variable ev_cv_;

@@ -5,15 +5,56 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "controller/repair.h"
 #include "core/keys.h"
 #include "core/time.h"
+#include "kube/selector.h"
 
 namespace gpuheal::controller {
 
 using std::chrono::milliseconds;
+
+std::vector<Repairer::EvictionGroup> Repairer::BudgetGroups(
+    const std::vector<const kube::Pod*>& pods) const {
+  std::vector<EvictionGroup> groups;
+  std::map<std::string, std::vector<std::pair<std::string, nlohmann::json>>> by_ns;
+  std::map<std::string, size_t> group_of;  // budget key -> index in groups
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const auto& p = *pods[i];
+    std::string budget;
+    if (world_.budgets) {
+      auto [it, fresh] = by_ns.try_emplace(p.meta.namespace_);
+      if (fresh) {
+        for (const auto& b : world_.budgets(p.meta.namespace_)) {
+          if (b.selector.empty()) continue;
+          auto sel = nlohmann::json::parse(b.selector, nullptr, /*allow_exceptions=*/false);
+          if (!sel.is_discarded()) it->second.emplace_back(b.meta.name, std::move(sel));
+        }
+      }
+      for (const auto& [name, sel] : it->second) {
+        auto m = kube::SelectorMatches(sel, p.meta.labels);
+        if (m && *m) {
+          budget = p.meta.namespace_ + "/" + name;
+          break;
+        }
+      }
+    }
+    if (budget.empty()) {
+      groups.push_back({"", {i}});
+      continue;
+    }
+    auto [g, fresh] = group_of.try_emplace(budget, groups.size());
+    if (fresh) groups.push_back({budget, {}});
+    groups[g->second].pods.push_back(i);
+  }
+  return groups;
+}
 
 std::optional<Next> Repairer::Drain(const kube::Node& node, const NodeFault& f, RepairRecord& r,
                                     SysTime now) {
@@ -57,10 +98,26 @@ std::optional<Next> Repairer::Drain(const kube::Node& node, const NodeFault& f, 
         return std::find(r.cr.evicted_pods.begin(), r.cr.evicted_pods.end(), key) !=
                r.cr.evicted_pods.end();
       };
+      // Pods under a PodDisruptionBudget that refused them wait for that budget's next probe
+      // (budget_backoff.h): neither listed nor asked again until then.
+      std::set<std::string> held;
+      std::optional<SysTime> held_until;
+      std::string held_budget;
+      auto hold = [&](const std::string& key) {
+        const auto until = budgets_.HeldUntil(key);
+        if (!until) return;
+        held.insert(key);
+        if (!held_until || *until < *held_until) held_until = until;
+        if (held_budget.empty()) held_budget = budgets_.BudgetOf(key);
+      };
       if (!dry_run_) {
         for (const auto& p : pods) {
           const std::string key = p.meta.namespace_ + "/" + p.meta.name;
-          if (p.meta.deleting || listed(key)) continue;
+          if (!p.meta.deleting && !listed(key) && budgets_.Wait(key, now)) hold(key);
+        }
+        for (const auto& p : pods) {
+          const std::string key = p.meta.namespace_ + "/" + p.meta.name;
+          if (p.meta.deleting || listed(key) || held.count(key)) continue;
           r.cr.evicted_pods.push_back(key);
           r.dirty = true;
         }
@@ -77,34 +134,64 @@ std::optional<Next> Repairer::Drain(const kube::Node& node, const NodeFault& f, 
           r.Action("would evict " + p.meta.namespace_ + "/" + p.meta.name + " (dry-run)");
           continue;
         }
+        if (held.count(p.meta.namespace_ + "/" + p.meta.name)) continue;
         to_evict.push_back(&p);
       }
+      // Pods under one PodDisruptionBudget are evicted one after another: each eviction rewrites
+      // the budget's status, so evictions of one budget at once conflict, and the API server
+      // retries a conflict only after 500 ms. Pods of different budgets, and pods of none, go
+      // side by side, eviction.parallel at a time. A group stops at its first refusal.
+      const auto groups = BudgetGroups(to_evict);
       std::vector<Result<kube::Response>> results(to_evict.size(), Error{"not sent"});
-      const size_t width = std::max<size_t>(1, static_cast<size_t>(policy_.eviction_parallel));
-      for (size_t begin = 0; begin < to_evict.size(); begin += width) {
-        const size_t end = std::min(to_evict.size(), begin + width);
-        if (end - begin == 1) {
-          results[begin] = api_.Evict(to_evict[begin]->meta.namespace_, to_evict[begin]->meta.name);
-          continue;
-        }
-        std::vector<std::thread> batch;
-        batch.reserve(end - begin);
-        for (size_t i = begin; i < end; ++i) {
-          batch.emplace_back([this, &results, &to_evict, i] {
+      std::atomic<size_t> next_group{0};
+      auto run = [&] {
+        for (size_t g; (g = next_group.fetch_add(1)) < groups.size();) {
+          for (const size_t i : groups[g].pods) {
             results[i] = api_.Evict(to_evict[i]->meta.namespace_, to_evict[i]->meta.name);
-          });
+            if (results[i] && results[i]->status == 429) break;
+          }
         }
-        for (auto& t : batch) t.join();
+      };
+      const size_t width =
+          std::min(groups.size(), static_cast<size_t>(std::max(1, policy_.eviction_parallel)));
+      if (width <= 1) {
+        run();
+      } else {
+        std::vector<std::thread> threads;
+        threads.reserve(width);
+        for (size_t t = 0; t < width; ++t) threads.emplace_back(run);
+        for (auto& t : threads) t.join();
       }
       auto& evictions = metrics_.GetCounter("gpuheal_controller_evictions_total",
                                             "Pods evicted through the Eviction API");
+      auto& refused =
+          metrics_.GetCounter("gpuheal_controller_evictions_refused_total",
+                              "Evictions a PodDisruptionBudget refused (429); each budget is "
+                              "asked again after its own backoff");
       for (size_t i = 0; i < to_evict.size(); ++i) {
         const auto& res = results[i];
         const std::string key = to_evict[i]->meta.namespace_ + "/" + to_evict[i]->meta.name;
         if (res && res->ok()) {
           evictions.Inc();
+          budgets_.Evicted(key);
         } else if (!res || res->status != 404) {
-          if (res && res->status == 429) pdb_held = true;
+          if (res && res->status == 429) {
+            pdb_held = true;
+            refused.Inc();
+            const std::string budget = budgets_.Refused(key, res->api_status(), now);
+            if (!budget.empty()) hold(key);
+            // The rest of its group, under the same budget, was not asked: it waits as well.
+            for (const auto& g : groups) {
+              if (std::find(g.pods.begin(), g.pods.end(), i) == g.pods.end()) continue;
+              for (const size_t j : g.pods) {
+                if (results[j] || results[j].error().message != "not sent") continue;
+                const std::string other =
+                    to_evict[j]->meta.namespace_ + "/" + to_evict[j]->meta.name;
+                budgets_.Join(other, budget);
+                hold(other);
+              }
+            }
+          }
           r.cr.evicted_pods.erase(
               std::remove(r.cr.evicted_pods.begin(), r.cr.evicted_pods.end(), key),
               r.cr.evicted_pods.end());
@@ -128,10 +215,21 @@ std::optional<Next> Repairer::Drain(const kube::Node& node, const NodeFault& f, 
                           "(eviction.after_drain_timeout: wait)",
                           pods.size()));
         }
+      } else if (held_until) {
+        r.Message(
+            fmt::format("eviction held by PodDisruptionBudget {}: {} pod(s) wait for its "
+                        "next try",
+                        held_budget, held.size()));
       } else {
         r.Message(pdb_held ? "eviction held by a PodDisruptionBudget: retrying" : "draining");
       }
-      return Next(milliseconds(pdb_held ? 2000 : 500));
+      // Look again when the earliest held budget may be tried (and at least every 500 ms while
+      // pods terminate); a refusal that named no budget retries in 2 s.
+      auto next = milliseconds(pdb_held && !held_until ? 2000 : 500);
+      if (held_until && held.size() == pods.size()) {
+        next = std::max(next, std::chrono::duration_cast<milliseconds>(*held_until - now));
+      }
+      return Next(next);
     }
     r.Phase("Drained", now);
     fault_to_drained_->Observe(std::chrono::duration<double>(now - f.since).count());

@@ -222,6 +222,20 @@ error_code PodObj(od::object o, Pod& p) {
 error_code PdbObj(od::object o, PodDisruptionBudget& p) {
   return Fields(o, [&](std::string_view k, od::value v) -> error_code {
     if (k == "metadata") return Meta(v, p.meta);
+    if (k == "spec") {
+      return Fields(v, [&](std::string_view sk, od::value sv) -> error_code {
+        if (sk != "selector") return kOk;
+        od::json_type t;
+        if (auto e = sv.type().get(t)) return e;
+        if (t != od::json_type::object) return kOk;  // null: selects nothing
+        od::object so;
+        std::string_view raw;
+        if (auto e = sv.get_object().get(so)) return e;
+        if (auto e = so.raw_json().get(raw)) return e;
+        p.selector = std::string(raw);
+        return kOk;
+      });
+    }
     if (k != "status") return kOk;
     return Fields(v, [&](std::string_view sk, od::value sv) -> error_code {
       if (sk == "disruptionsAllowed") return Int(sv, p.disruptions_allowed);
@@ -418,7 +432,21 @@ ApiStatus DecodeStatus(std::string_view json) {
     }
     if (k == "reason") return Str(v, s.reason);
     if (k == "message") return Str(v, s.message);
-    return kOk;
+    if (k != "details") return kOk;
+    return Fields(v, [&](std::string_view dk, od::value dv) -> error_code {
+      if (dk == "retryAfterSeconds") return Int(dv, s.retry_after_seconds);
+      if (dk != "causes") return kOk;
+      return Items(dv, [&](od::value cv) -> error_code {
+        StatusCause c;
+        auto e = Fields(cv, [&](std::string_view ck, od::value v2) -> error_code {
+          if (ck == "reason") return Str(v2, c.type);  // StatusCause's type is "reason" on the wire
+          if (ck == "message") return Str(v2, c.message);
+          return kOk;
+        });
+        s.causes.push_back(std::move(c));
+        return e;
+      });
+    });
   });
   return s;
 }

@@ -79,6 +79,7 @@ bool ChangedBeyondVersion(const T& old_obj, const T& new_obj) {
 
 struct PodDisruptionBudget {
   ObjectMeta meta;
+  std::string selector;  // spec.selector as JSON; "" when null (such a budget selects no pod)
   int64_t disruptions_allowed = 0;
   int64_t current_healthy = 0;
   int64_t desired_healthy = 0;
@@ -145,11 +146,19 @@ struct WatchEventRaw {
 };
 Result<WatchEventRaw> DecodeWatchEvent(std::string_view line);
 
-// A Status response body's message and reason ("" when not a Status).
+// A Status response body's message and reason ("" when not a Status), and its details: the
+// server's suggested retry delay and the causes (an eviction refused by a PodDisruptionBudget
+// has one of type "DisruptionBudget" whose message names the budget).
+struct StatusCause {
+  std::string type;
+  std::string message;
+};
 struct ApiStatus {
   long code = 0;
   std::string reason;
   std::string message;
+  int64_t retry_after_seconds = 0;  // details.retryAfterSeconds
+  std::vector<StatusCause> causes;  // details.causes
 };
 ApiStatus DecodeStatus(std::string_view json);
 

@@ -274,9 +274,9 @@ void FakeApi::Heal() {
   cut_after_.reset();
 }
 
-void FakeApi::RefuseEvictions(std::string path_part) {
+void FakeApi::RefuseEvictions(std::string path_part, std::string budget) {
   std::lock_guard<std::mutex> lock(mu_);
-  refuse_evictions_.push_back(std::move(path_part));
+  refuse_evictions_.emplace_back(std::move(path_part), std::move(budget));
 }
 
 void FakeApi::AllowEvictions() {
@@ -395,11 +395,20 @@ kube::Response FakeApi::Serve(const std::string& method, const std::string& full
       if (t.kind == Target::Kind::kSubresource && t.subresource == "eviction") {
         if (method != "POST") return StatusResponse(405, "MethodNotAllowed", method);
         if (!cur) return StatusResponse(404, "NotFound", "pod not found");
-        for (const auto& part : refuse_evictions_) {
-          if (t.object.find(part) != std::string::npos)
-            return StatusResponse(429, "TooManyRequests",
+        for (const auto& [part, budget] : refuse_evictions_) {
+          if (t.object.find(part) == std::string::npos) continue;
+          auto r = StatusResponse(429, "TooManyRequests",
                                   "Cannot evict pod as it would violate the pod's disruption "
                                   "budget.");
+          if (!budget.empty()) {
+            json s = json::parse(r.body);
+            s["details"] = {{"causes",
+                             {{{"reason", "DisruptionBudget"},
+                               {"message", "The disruption budget " + budget +
+                                               " needs 2 healthy pods and has 2 currently"}}}}};
+            r.body = s.dump();
+          }
+          return r;
         }
         history_.push_back({"DELETED", t.object, *cur, ++rv_});
         objects_.erase(t.object);

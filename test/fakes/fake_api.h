@@ -48,8 +48,9 @@ class FakeApi final : public kube::Api {
   // lost connection until Heal().
   void Cut(int writes);
   void Heal();
-  // Evictions of pods whose path contains `path_part` answer 429 (a PodDisruptionBudget).
-  void RefuseEvictions(std::string path_part);
+  // Evictions of pods whose path contains `path_part` answer 429 (a PodDisruptionBudget); with
+  // `budget`, the Status names it in a DisruptionBudget cause as the API server does.
+  void RefuseEvictions(std::string path_part, std::string budget = "");
   void AllowEvictions();
 
   void Reset();  // forgets every object, rule and call
@@ -90,7 +91,7 @@ class FakeApi final : public kube::Api {
   mutable std::mutex mu_;
   std::map<std::string, nlohmann::json> objects_;
   std::vector<Rule> rules_;
-  std::vector<std::string> refuse_evictions_;
+  std::vector<std::pair<std::string, std::string>> refuse_evictions_;  // path part, budget
   std::vector<Call> calls_;
   std::vector<Change> history_;
   uint64_t rv_ = 1000;

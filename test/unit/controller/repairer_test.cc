@@ -53,6 +53,12 @@ class RepairerTest : public ::testing::Test {
         if (auto d = kube::DecodePod(o.dump()); d && d->node_name == n) out.push_back(*d);
       return out;
     };
+    w.budgets = [this](const std::string& ns) {
+      std::vector<kube::PodDisruptionBudget> out;
+      for (const auto& o : api.List(kube::PdbPath(ns)))
+        if (auto d = kube::DecodePdb(o.dump())) out.push_back(*d);
+      return out;
+    };
     w.repairs = [this](const std::string& n) {
       std::vector<kube::NodeRepair> out;
       for (const auto& o : api.List(kNodeRepairs))
@@ -123,9 +129,11 @@ class RepairerTest : public ::testing::Test {
     api.Put(kube::NodePath(name), n);
   }
 
-  void AddPod(const std::string& name, const std::string& node, int gpus = 1) {
+  void AddPod(const std::string& name, const std::string& node, int gpus = 1,
+              const json& labels = json::object()) {
     api.Put(kube::PodPath("jobs", name),
-            {{"spec",
+            {{"metadata", {{"labels", labels}}},
+             {"spec",
               {{"nodeName", node},
                {"containers",
                 {{{"name", "c"},
@@ -258,6 +266,101 @@ TEST_F(RepairerTest, APodDisruptionBudgetHoldsTheDrainUntilItAllows) {
   api.AllowEvictions();
   Settle(*r, "n1", 10s);
   EXPECT_FALSE(api.Object(kube::PodPath("jobs", "p1")));
+  EXPECT_TRUE(Last("n1").phase_times.count("Drained"));
+}
+
+// 429s are retried per budget: pods of one full budget on several nodes cost one probe per
+// backoff step between them (1, 2, 4, 8, 16, 16 s ...), not one eviction per node every 2 s, and
+// a pod of no budget on the same node is evicted at once.
+TEST_F(RepairerTest, ABudgetThatRefusesIsAskedAgainOncePerBackoffAcrossNodes) {
+  for (const char* n : {"n1", "n2", "n3"}) {
+    AddNode(n, std::string("pool-") + n);
+    AddPod(std::string("tr-") + n, n);
+    Fault(n);
+  }
+  for (int i = 0; i < 12; ++i) AddNode("h" + std::to_string(i), "healthy");  // under the breaker
+  AddPod("free", "n1");
+  api.RefuseEvictions("/pods/tr-", "tr");
+  auto r = Make();
+  const auto end = clock.Now() + 60s;
+  std::map<std::string, std::chrono::system_clock::time_point> due;
+  for (const char* n : {"n1", "n2", "n3"}) due[n] = clock.Now();
+  while (clock.Now() < end) {
+    auto first = std::min_element(due.begin(), due.end(),
+                                  [](auto& a, auto& b) { return a.second < b.second; });
+    if (first->second > clock.Now())
+      clock.Advance(
+          std::chrono::duration_cast<std::chrono::microseconds>(first->second - clock.Now()));
+    const auto next = r->Reconcile(first->first);
+    first->second = clock.Now() + (next ? std::max<std::chrono::microseconds>(*next, 1ms) : 1h);
+  }
+  EXPECT_FALSE(api.Object(kube::PodPath("jobs", "free"))) << "a pod of no budget is not held";
+  const size_t asked = api.Count("POST", "/pods/tr-");
+  // 3 first tries, then probes at about 1, 3, 7, 15, 31, 47 s: far from 3 nodes x 30.
+  EXPECT_GE(asked, 6u);
+  EXPECT_LE(asked, 12u) << "one probe per backoff step across the three nodes";
+  for (const char* n : {"n1", "n2", "n3"}) {
+    const auto rec = Last(n);
+    EXPECT_EQ(rec.phase, "Draining") << n;
+    EXPECT_NE(rec.message.find("PodDisruptionBudget jobs/tr"), std::string::npos) << rec.message;
+  }
+  EXPECT_NE(
+      metrics.Render().find("gpuheal_controller_evictions_refused_total " + std::to_string(asked)),
+      std::string::npos)
+      << metrics.Render();
+  // Room again: every node drains within one capped step.
+  api.AllowEvictions();
+  const auto allowed = clock.Now();
+  for (int i = 0; i < 200 && clock.Now() < allowed + 20s; ++i) {
+    auto first = std::min_element(due.begin(), due.end(),
+                                  [](auto& a, auto& b) { return a.second < b.second; });
+    if (first->second > clock.Now())
+      clock.Advance(
+          std::chrono::duration_cast<std::chrono::microseconds>(first->second - clock.Now()));
+    const auto next = r->Reconcile(first->first);
+    first->second = clock.Now() + (next ? std::max<std::chrono::microseconds>(*next, 1ms) : 1h);
+  }
+  for (const char* n : {"n1", "n2", "n3"}) {
+    EXPECT_FALSE(api.Object(kube::PodPath("jobs", std::string("tr-") + n))) << n;
+    EXPECT_TRUE(Last(n).phase_times.count("Drained")) << n;
+  }
+}
+
+// The drain groups a node's pods by the budget that selects them (the controller's budget
+// informer): a group is asked one pod after another and stops at its first refusal, which holds
+// the rest of it; pods of another budget or of none go on.
+TEST_F(RepairerTest, PodsOfOneBudgetAreAskedInTurnAndTheGroupStopsAtItsRefusal) {
+  AddNode("n1");
+  for (int i = 0; i < 3; ++i) AddPod("tr" + std::to_string(i), "n1", 1, {{"app", "tr"}});
+  AddPod("web0", "n1", 1, {{"app", "web"}});
+  AddPod("free", "n1", 1, {{"app", "other"}});
+  api.Put(kube::PdbPath("jobs", "tr"),
+          {{"spec", {{"minAvailable", 3}, {"selector", {{"matchLabels", {{"app", "tr"}}}}}}}});
+  api.Put(kube::PdbPath("jobs", "web"), json::parse(R"({"spec": {"maxUnavailable": 1,
+      "selector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]}}})"));
+  api.Put(kube::PdbPath("jobs", "none"), {{"spec", {{"selector", nullptr}}}});
+  Fault("n1");
+  api.RefuseEvictions("/pods/tr", "tr");
+  auto r = Make();
+  // Up to the first reconcile that evicts: it asks one of tr's three pods.
+  for (int i = 0; i < 100 && api.Count("POST", "/eviction") == 0; ++i) {
+    const auto next = r->Reconcile("n1");
+    ASSERT_TRUE(next);
+    clock.Advance(std::max<std::chrono::microseconds>(*next, 1ms));
+  }
+  EXPECT_EQ(api.Count("POST", "/pods/tr"), 1u) << "tr's pods in turn, stopped at the refusal";
+  EXPECT_EQ(api.Count("POST", "/eviction"), 3u) << "tr's first pod, web0 and free side by side";
+  Settle(*r, "n1", 20s);
+  EXPECT_LE(api.Count("POST", "/pods/tr"), 5u) << "1, 3, 7, 15 s: one pod per probe";
+  EXPECT_FALSE(api.Object(kube::PodPath("jobs", "web0")));
+  EXPECT_FALSE(api.Object(kube::PodPath("jobs", "free")));
+  const auto rec = Last("n1");
+  EXPECT_NE(rec.message.find("PodDisruptionBudget jobs/tr: 3 pod(s)"), std::string::npos)
+      << rec.message;
+  api.AllowEvictions();
+  Settle(*r, "n1", 20s);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_FALSE(api.Object(kube::PodPath("jobs", "tr" + std::to_string(i)))) << i;
   EXPECT_TRUE(Last("n1").phase_times.count("Drained"));
 }
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 namespace gpuheal::kube {
 namespace {
 
@@ -123,6 +125,26 @@ TEST(Objects, MalformedJsonIsAnErrorNotACrash) {
   EXPECT_FALSE(DecodeWatchEvent(R"({"object":{}})").ok());
   EXPECT_EQ(ParseCount("8"), 8);
   EXPECT_EQ(ParseCount("x"), 0);
+}
+
+// A budget's selector is kept as JSON for the drain's grouping; a null selector selects no pod.
+TEST(Objects, ABudgetKeepsItsSelectorAndStatus) {
+  auto b = DecodePdb(R"({"metadata":{"name":"tr","namespace":"ev"},
+      "spec":{"minAvailable":0,"selector":{"matchLabels":{"app":"n1"}}},
+      "status":{"disruptionsAllowed":8,"currentHealthy":8,"desiredHealthy":0}})");
+  ASSERT_TRUE(b) << b.error().message;
+  EXPECT_EQ(b->meta.name, "tr");
+  EXPECT_EQ(nlohmann::json::parse(b->selector),
+            nlohmann::json::parse(R"({"matchLabels":{"app":"n1"}})"));
+  EXPECT_EQ(b->disruptions_allowed, 8);
+  auto none = DecodePdb(R"({"metadata":{"name":"x","namespace":"ev"},"spec":{"selector":null}})");
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_EQ(none->selector, "");
+  auto list = DecodePdbList(R"({"metadata":{"resourceVersion":"7"},"items":[
+      {"metadata":{"name":"a","namespace":"ev"},"spec":{"selector":{"matchLabels":{"app":"a"}}}}]})");
+  ASSERT_TRUE(list) << list.error().message;
+  ASSERT_EQ(list->items.size(), 1u);
+  EXPECT_NE(list->items[0].selector.find("matchLabels"), std::string::npos);
 }
 
 }  // namespace
