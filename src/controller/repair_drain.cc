@@ -142,6 +142,9 @@ std::optional<Next> Repairer::Drain(const kube::Node& node, const NodeFault& f, 
       // retries a conflict only after 500 ms. Pods of different budgets, and pods of none, go
       // side by side, eviction.parallel at a time. A group stops at its first refusal.
       const auto groups = BudgetGroups(to_evict);
+      std::vector<size_t> group_of(to_evict.size());  // pod -> its group
+      for (size_t g = 0; g < groups.size(); ++g)
+        for (const size_t i : groups[g].pods) group_of[i] = g;
       std::vector<Result<kube::Response>> results(to_evict.size(), Error{"not sent"});
       std::atomic<size_t> next_group{0};
       auto run = [&] {
@@ -181,15 +184,11 @@ std::optional<Next> Repairer::Drain(const kube::Node& node, const NodeFault& f, 
             const std::string budget = budgets_.Refused(key, res->api_status(), now);
             if (!budget.empty()) hold(key);
             // The rest of its group, under the same budget, was not asked: it waits as well.
-            for (const auto& g : groups) {
-              if (std::find(g.pods.begin(), g.pods.end(), i) == g.pods.end()) continue;
-              for (const size_t j : g.pods) {
-                if (results[j] || results[j].error().message != "not sent") continue;
-                const std::string other =
-                    to_evict[j]->meta.namespace_ + "/" + to_evict[j]->meta.name;
-                budgets_.Join(other, budget);
-                hold(other);
-              }
+            for (const size_t j : groups[group_of[i]].pods) {
+              if (results[j] || results[j].error().message != "not sent") continue;
+              const std::string other = to_evict[j]->meta.namespace_ + "/" + to_evict[j]->meta.name;
+              budgets_.Join(other, budget);
+              hold(other);
             }
           }
           r.cr.evicted_pods.erase(
