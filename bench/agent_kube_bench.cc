@@ -193,6 +193,8 @@ int main(int argc, char** argv) {
         Metric(m1, "gpuheal_api_writes_total") - Metric(m0, "gpuheal_api_writes_total");
     std::printf("agent RSS after %d faults, connected: %ld kB\n", iterations,
                 gpuheal::bench::RssKb(agent.pid()));
+    gpuheal::bench::ReportFootprint("agent, Kubernetes mode, no NVML, connected", agent.pid(),
+                                    std::filesystem::canonical(GPUHEAL_BIN).string());
     std::printf(
         "idle %d s: CPU %.3f s (%.3f%% of a core); API writes %.0f (heartbeat 10 s) -> %.0f/hour "
         "at the "

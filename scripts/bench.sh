@@ -9,6 +9,7 @@ if [[ $(id -u) -eq 0 ]]; then
 else
   echo "bench_kmsg skipped: it writes to /dev/kmsg and needs root" >&2
 fi
+"$build/bench/bench_footprint"
 "$build/bench/bench_kube_decode"
 bash scripts/build-control-plane.sh >/dev/null
 "$build/bench/bench_kube_roundtrip"

@@ -79,12 +79,20 @@ ln -s usr/lib64 "$rootfs/lib64"
 ln -s usr/bin "$rootfs/bin"
 strip --strip-all -o "$rootfs/usr/bin/gpuheal" "$bin"
 # Every library the binary loads, under its soname (cp -L: the file, not Debian's symlink).
+curl=$(ldconfig -p | awk '$1 == "libcurl.so.4" && /x86-64/ {print $NF; exit}')
+[[ -n $curl ]] || { echo "build-image: libcurl.so.4 not found (apt-get install libcurl4)" >&2; exit 1; }
 while read -r lib; do
   case $lib in
     */ld-linux-x86-64.so.2) cp -L "$lib" "$rootfs/usr/lib64/ld-linux-x86-64.so.2" ;;
     /*) cp -L "$lib" "$rootfs/usr/lib/x86_64-linux-gnu/$(basename "$lib")" ;;
   esac
-done < <(ldd "$bin" | awk '{for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i}')
+done < <({
+  ldd "$bin"
+  # libcurl is opened with dlopen when an HTTP client is made (src/core/curl_library.h): ldd of
+  # the binary does not list it, so it and what it loads come from ldd of libcurl itself.
+  ldd "$curl"
+  echo "$curl"
+} | awk '{for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i}' | sort -u)
 [[ -f $rootfs/usr/lib64/ld-linux-x86-64.so.2 ]] || { echo "build-image: ldd named no dynamic loader for $bin" >&2; exit 1; }
 strip --strip-unneeded "$rootfs"/usr/lib/x86_64-linux-gnu/*.so* 2>/dev/null || true
 cp "$ca_bundle" "$rootfs/etc/ssl/certs/ca-certificates.crt"

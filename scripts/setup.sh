@@ -5,8 +5,9 @@ set -euo pipefail
 # Usage: setup.sh [fuzz]   ("fuzz" adds clang and libFuzzer for `make fuzz`)
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
-  libcli11-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libre2-dev libcpp-httplib-dev
-  libcurl4-openssl-dev libsimdjson-dev prometheus-cpp-dev
+  libcli11-dev libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libre2-dev libcivetweb-dev
+  libcpp-httplib-dev  # tests only
+  libcurl4-openssl-dev libnghttp2-dev libsimdjson-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libbpf-dev bpftool  # the kernel-log doorbell (src/sources/bpf): BPF program and skeleton
   libsystemd-dev  # the previous boot's journal (sd-journal)

@@ -1,6 +1,5 @@
 #include "bmc/redfish.h"
 
-#include <curl/curl.h>
 #include <fmt/format.h>
 #include <simdjson.h>
 
@@ -10,6 +9,7 @@
 #include <thread>
 
 #include "core/base64.h"
+#include "core/curl_library.h"
 
 namespace gpuheal::bmc {
 namespace {
@@ -316,51 +316,53 @@ Result<RedfishClient::Reply> RedfishClient::Once(const std::string& method, cons
       std::this_thread::sleep_for(backoff);
       backoff *= 2;
     }
-    std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> h(curl_easy_init(), curl_easy_cleanup);
+    auto lib = LoadCurl();
+    if (!lib) return lib.error();
+    std::unique_ptr<CURL, void (*)(CURL*)> h((*lib)->easy_init(), (*lib)->easy_cleanup);
     if (!h) return Error{"libcurl: cannot create a handle"};
     Reply reply;
     curl_slist* headers = nullptr;
-    headers = curl_slist_append(headers, "Accept: application/json");
-    headers = curl_slist_append(headers, "OData-Version: 4.0");
-    if (!body.empty()) headers = curl_slist_append(headers, "Content-Type: application/json");
+    headers = Curl().slist_append(headers, "Accept: application/json");
+    headers = Curl().slist_append(headers, "OData-Version: 4.0");
+    if (!body.empty()) headers = Curl().slist_append(headers, "Content-Type: application/json");
     const bool session = options_.auth == Auth::kSession;
     const std::string token_header = "X-Auth-Token: " + token_;
-    if (authenticate && session) headers = curl_slist_append(headers, token_header.c_str());
-    std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> header_guard(headers,
-                                                                             curl_slist_free_all);
+    if (authenticate && session) headers = Curl().slist_append(headers, token_header.c_str());
+    std::unique_ptr<curl_slist, void (*)(curl_slist*)> header_guard(headers,
+                                                                    (*lib)->slist_free_all);
     CURL* c = h.get();
-    curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    Curl().easy_setopt(c, CURLOPT_URL, url.c_str());
+    Curl().easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    Curl().easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     // A system named by its Name instead of its Id answers with a redirect (307 keeps the method
     // and body); libcurl sends the credentials on only to the same host.
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 3L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    Curl().easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    Curl().easy_setopt(c, CURLOPT_MAXREDIRS, 3L);
+    Curl().easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     if (authenticate && !session) {
-      curl_easy_setopt(c, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
-      curl_easy_setopt(c, CURLOPT_USERNAME, credentials_.username.c_str());
-      curl_easy_setopt(c, CURLOPT_PASSWORD, credentials_.password.c_str());
+      Curl().easy_setopt(c, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+      Curl().easy_setopt(c, CURLOPT_USERNAME, credentials_.username.c_str());
+      Curl().easy_setopt(c, CURLOPT_PASSWORD, credentials_.password.c_str());
     }
     SessionHeaders got;
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, HeaderCb);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, &got);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout.count()));
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-                     static_cast<long>(std::min<int64_t>(options_.timeout.count(), 5000)));
-    curl_easy_setopt(c, CURLOPT_USERAGENT, "gpuheal/" GPUHEAL_VERSION);
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, options_.insecure ? 0L : 1L);
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, options_.insecure ? 0L : 2L);
-    if (!options_.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, options_.ca_file.c_str());
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
+    Curl().easy_setopt(c, CURLOPT_HEADERFUNCTION, HeaderCb);
+    Curl().easy_setopt(c, CURLOPT_HEADERDATA, &got);
+    Curl().easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout.count()));
+    Curl().easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+                       static_cast<long>(std::min<int64_t>(options_.timeout.count(), 5000)));
+    Curl().easy_setopt(c, CURLOPT_USERAGENT, "gpuheal/" GPUHEAL_VERSION);
+    Curl().easy_setopt(c, CURLOPT_SSL_VERIFYPEER, options_.insecure ? 0L : 1L);
+    Curl().easy_setopt(c, CURLOPT_SSL_VERIFYHOST, options_.insecure ? 0L : 2L);
+    if (!options_.ca_file.empty()) Curl().easy_setopt(c, CURLOPT_CAINFO, options_.ca_file.c_str());
+    Curl().easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    Curl().easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
     if (!body.empty() || method == "POST") {
-      curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
-      curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+      Curl().easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
+      Curl().easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
     }
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, WriteCb);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &reply.body);
-    const CURLcode rc = curl_easy_perform(c);
+    Curl().easy_setopt(c, CURLOPT_WRITEFUNCTION, WriteCb);
+    Curl().easy_setopt(c, CURLOPT_WRITEDATA, &reply.body);
+    const CURLcode rc = Curl().easy_perform(c);
     const std::string where = fmt::format("{} {} (attempt {} of {})", method, url, i, attempts);
     if (rc != CURLE_OK) {
       // Only a request that cannot have reached the BMC is safe to send again when it acts.
@@ -373,8 +375,8 @@ Result<RedfishClient::Reply> RedfishClient::Once(const std::string& method, cons
              : tls ? fmt::format(
                          "{}: TLS: {} (set provider.redfish.ca_file to the CA that signs "
                          "the BMC's certificate)",
-                         where, curl_easy_strerror(rc))
-                   : fmt::format("{}: {}", where, curl_easy_strerror(rc));
+                         where, Curl().easy_strerror(rc))
+                   : fmt::format("{}: {}", where, Curl().easy_strerror(rc));
       log_.push_back(last);
       if (tls) break;
       if (!idempotent && !not_sent) {
@@ -382,7 +384,7 @@ Result<RedfishClient::Reply> RedfishClient::Once(const std::string& method, cons
       }
       continue;
     }
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply.status);
+    Curl().easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply.status);
     reply.token = std::move(got.token);
     reply.location = std::move(got.location);
     if (reply.status >= 200 && reply.status < 300) return reply;

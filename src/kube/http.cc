@@ -1,14 +1,13 @@
 #include "kube/http.h"
 
-#include <curl/curl.h>
 #include <fmt/format.h>
 
 #include <mutex>
 
+#include "core/curl_library.h"
+
 namespace gpuheal::kube {
 namespace {
-
-std::once_flag g_curl_init;
 
 struct Sink {
   HttpResponse* resp;
@@ -69,40 +68,41 @@ size_t HeaderCb(char* buf, size_t size, size_t n, void* userdata) {
 }  // namespace
 
 Result<std::unique_ptr<HttpConnection>> HttpConnection::Create(const Config& cfg) {
-  std::call_once(g_curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  auto lib = LoadCurl();
+  if (!lib) return lib.error();
   std::unique_ptr<HttpConnection> c(new HttpConnection());
   c->cfg_ = &cfg;
-  CURL* h = curl_easy_init();
+  CURL* h = (*lib)->easy_init();
   if (!h) return Error{"curl_easy_init failed"};
   c->curl_ = h;
-  curl_easy_setopt(h, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS);
-  curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
-  curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(cfg.connect_timeout.count()));
-  curl_easy_setopt(h, CURLOPT_USERAGENT, cfg.user_agent.c_str());
-  curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");  // gzip when the server offers it
+  Curl().easy_setopt(h, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS);
+  Curl().easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+  Curl().easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+  Curl().easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  Curl().easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  Curl().easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+  Curl().easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(cfg.connect_timeout.count()));
+  Curl().easy_setopt(h, CURLOPT_USERAGENT, cfg.user_agent.c_str());
+  Curl().easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");  // gzip when the server offers it
   if (!cfg.ca_pem.empty()) {
     curl_blob blob{const_cast<char*>(cfg.ca_pem.data()), cfg.ca_pem.size(), CURL_BLOB_COPY};
-    curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
+    Curl().easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
   }
   if (!cfg.client_cert_pem.empty()) {
     curl_blob cert{const_cast<char*>(cfg.client_cert_pem.data()), cfg.client_cert_pem.size(),
                    CURL_BLOB_COPY};
     curl_blob key{const_cast<char*>(cfg.client_key_pem.data()), cfg.client_key_pem.size(),
                   CURL_BLOB_COPY};
-    curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-    curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
-    curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
-    curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
+    Curl().easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+    Curl().easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
+    Curl().easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+    Curl().easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
   }
   return c;
 }
 
 HttpConnection::~HttpConnection() {
-  if (curl_) curl_easy_cleanup(static_cast<CURL*>(curl_));
+  if (curl_) Curl().easy_cleanup(static_cast<CURL*>(curl_));
 }
 
 Result<HttpResponse> HttpConnection::Do(const HttpRequest& req) {
@@ -124,49 +124,49 @@ Result<HttpResponse> HttpConnection::Perform(const HttpRequest& req,
   HttpResponse resp;
   Sink sink{&resp, on_data, cancel};
   const std::string url = cfg_->server + req.path;
-  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
-  curl_easy_setopt(h, CURLOPT_NOBODY, req.method == "HEAD" ? 1L : 0L);
+  Curl().easy_setopt(h, CURLOPT_URL, url.c_str());
+  Curl().easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+  Curl().easy_setopt(h, CURLOPT_NOBODY, req.method == "HEAD" ? 1L : 0L);
   if (req.method == "GET" || req.method == "HEAD") {
-    curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, nullptr);
+    Curl().easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    Curl().easy_setopt(h, CURLOPT_CUSTOMREQUEST, nullptr);
   } else {
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, req.body.data());
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(req.body.size()));
+    Curl().easy_setopt(h, CURLOPT_POSTFIELDS, req.body.data());
+    Curl().easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(req.body.size()));
   }
-  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, WriteCb);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
-  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, HeaderCb);
-  curl_easy_setopt(h, CURLOPT_HEADERDATA, &sink);
-  curl_easy_setopt(h, CURLOPT_NOPROGRESS, cancel ? 0L : 1L);
-  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, ProgressCb);
-  curl_easy_setopt(h, CURLOPT_XFERINFODATA, &sink);
+  Curl().easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+  Curl().easy_setopt(h, CURLOPT_WRITEFUNCTION, WriteCb);
+  Curl().easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+  Curl().easy_setopt(h, CURLOPT_HEADERFUNCTION, HeaderCb);
+  Curl().easy_setopt(h, CURLOPT_HEADERDATA, &sink);
+  Curl().easy_setopt(h, CURLOPT_NOPROGRESS, cancel ? 0L : 1L);
+  Curl().easy_setopt(h, CURLOPT_XFERINFOFUNCTION, ProgressCb);
+  Curl().easy_setopt(h, CURLOPT_XFERINFODATA, &sink);
   curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, "Accept: application/json");
+  headers = Curl().slist_append(headers, "Accept: application/json");
   if (!req.body.empty() || req.method != "GET") {
-    headers = curl_slist_append(headers, ("Content-Type: " + req.content_type).c_str());
+    headers = Curl().slist_append(headers, ("Content-Type: " + req.content_type).c_str());
   }
   if (cfg_->token) {
     auto tok = cfg_->token->Get();
     if (!tok) {
-      curl_slist_free_all(headers);
+      Curl().slist_free_all(headers);
       return tok.error();
     }
-    headers = curl_slist_append(headers, ("Authorization: Bearer " + *tok).c_str());
+    headers = Curl().slist_append(headers, ("Authorization: Bearer " + *tok).c_str());
   }
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-  const CURLcode rc = curl_easy_perform(h);
-  curl_slist_free_all(headers);
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
+  Curl().easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+  const CURLcode rc = Curl().easy_perform(h);
+  Curl().slist_free_all(headers);
+  Curl().easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
   const bool stopped = sink.aborted && (rc == CURLE_WRITE_ERROR || rc == CURLE_ABORTED_BY_CALLBACK);
   if (rc != CURLE_OK && !stopped) {
     // A stream that ran for its whole timeout ended normally from the caller's point of view.
     if (on_data && rc == CURLE_OPERATION_TIMEDOUT && resp.status == 200) return resp;
-    return Error{fmt::format("{} {}: {}", req.method, url, curl_easy_strerror(rc))};
+    return Error{fmt::format("{} {}: {}", req.method, url, Curl().easy_strerror(rc))};
   }
   long code = 0;
-  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+  Curl().easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
   if (code) resp.status = code;
   return resp;
 }

@@ -1,226 +1,137 @@
 #include "serve/http_server.h"
 
+#include <civetweb.h>
 #include <fmt/format.h>
-#include <httplib.h>
 #include <netdb.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <array>
-#include <cerrno>
-#include <cstdint>
-#include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "core/listen_address.h"
 
 namespace gpuheal {
 
-class HttpServer::Router : public httplib::Server {
- public:
-  void Serve(httplib::Stream& strm) {
-    bool closed = false;
-    process_request(strm, /*close_connection=*/true, closed, [](httplib::Request&) {});
-  }
-};
-
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// A connection as cpp-httplib reads it, with a byte budget and one deadline for the whole
-// request: past either, reads fail and cpp-httplib answers 400 and closes.
-class BoundedStream : public httplib::Stream {
- public:
-  BoundedStream(int fd, int stop_fd)
-      : fd_(fd), stop_fd_(stop_fd), deadline_(Clock::now() + HttpServer::kRequestDeadline) {}
-
-  bool is_readable() const override { return pos_ < len_ || Wait(POLLIN); }
-  bool is_writable() const override { return Wait(POLLOUT); }
-
-  ssize_t read(char* ptr, size_t size) override {
-    if (pos_ == len_) {
-      if (budget_ == 0 || !Wait(POLLIN)) return -1;
-      const ssize_t n = recv(fd_, buf_.data(), std::min(buf_.size(), budget_), 0);
-      if (n <= 0) return n;
-      budget_ -= static_cast<size_t>(n);
-      pos_ = 0;
-      len_ = static_cast<size_t>(n);
-    }
-    const size_t n = std::min(size, len_ - pos_);
-    std::memcpy(ptr, buf_.data() + pos_, n);
-    pos_ += n;
-    return static_cast<ssize_t>(n);
-  }
-
-  ssize_t write(const char* ptr, size_t size) override {
-    if (!Wait(POLLOUT)) return -1;
-    return send(fd_, ptr, size, MSG_NOSIGNAL);
-  }
-
-  void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    Address(getpeername, ip, port);
-  }
-  void get_local_ip_and_port(std::string& ip, int& port) const override {
-    Address(getsockname, ip, port);
-  }
-  int socket() const override { return fd_; }
-
- private:
-  // Waits for `events` until the deadline; false on timeout, error or shutdown.
-  bool Wait(short events) const {
-    for (;;) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
-      if (left.count() <= 0) return false;
-      std::array<pollfd, 2> p{pollfd{fd_, events, 0}, pollfd{stop_fd_, POLLIN, 0}};
-      const int r = poll(p.data(), p.size(), static_cast<int>(left.count()));
-      if (r < 0 && errno == EINTR) continue;
-      return r > 0 && p[1].revents == 0 && (p[0].revents & events) != 0;
-    }
-  }
-
-  void Address(int (*get)(int, sockaddr*, socklen_t*), std::string& ip, int& port) const {
-    sockaddr_storage a{};
-    socklen_t len = sizeof(a);
-    std::array<char, NI_MAXHOST> host{};
-    std::array<char, NI_MAXSERV> serv{};
-    if (get(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0 ||
-        getnameinfo(reinterpret_cast<sockaddr*>(&a), len, host.data(), host.size(), serv.data(),
-                    serv.size(), NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
-      return;
-    }
-    ip = host.data();
-    port = std::atoi(serv.data());
-  }
-
-  int fd_;
-  int stop_fd_;
-  Clock::time_point deadline_;
-  size_t budget_ = HttpServer::kMaxRequestBytes;
-  std::array<char, 4096> buf_{};
-  size_t pos_ = 0;
-  size_t len_ = 0;
-};
-
-// A listening socket on the first address `host` resolves to that binds, and its port.
-Result<int> Listen(const ListenAddress& a, int& port) {
+// civetweb accepts numeric addresses only: a host name is resolved here, first address wins.
+Result<std::string> ListeningPort(const ListenAddress& a) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  hints.ai_flags = AI_PASSIVE;
   addrinfo* res = nullptr;
-  if (const int rc = getaddrinfo(a.host.c_str(), std::to_string(a.port).c_str(), &hints, &res);
-      rc != 0) {
+  if (const int rc = getaddrinfo(a.host.c_str(), nullptr, &hints, &res); rc != 0) {
     return Error{fmt::format("host \"{}\": {}", a.host, gai_strerror(rc))};
   }
-  int fd = -1;
-  int err = 0;
-  for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
-    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) {
-      err = errno;
-      continue;
-    }
-    const int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
-      err = errno;
-      close(fd);
-      fd = -1;
-    }
-  }
+  std::array<char, NI_MAXHOST> host{};
+  const int rc = getnameinfo(res->ai_addr, res->ai_addrlen, host.data(), host.size(), nullptr, 0,
+                             NI_NUMERICHOST);
+  const bool v6 = res->ai_family == AF_INET6;
   freeaddrinfo(res);
-  if (fd < 0) return Error{std::strerror(err)};
-  sockaddr_storage bound{};
-  socklen_t len = sizeof(bound);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
-  port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                           : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  return fd;
+  if (rc != 0) return Error{fmt::format("host \"{}\": {}", a.host, gai_strerror(rc))};
+  if (v6 && mg_check_feature(8) == 0) {
+    return Error{fmt::format("host \"{}\" is IPv6 and this civetweb has no IPv6", a.host)};
+  }
+  return v6 ? fmt::format("[{}]:{}", host.data(), a.port)
+            : fmt::format("{}:{}", host.data(), a.port);
+}
+
+// One response and the connection closes (keep-alive is off): status, type, length, body.
+int Reply(mg_connection* conn, int status, const char* reason, const char* type,
+          const std::string& body, const char* extra_header = "") {
+  const bool head = std::strcmp(mg_get_request_info(conn)->request_method, "HEAD") == 0;
+  mg_printf(conn,
+            "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s"
+            "Connection: close\r\n\r\n",
+            status, reason, type, body.size(), extra_header);
+  if (!head) mg_write(conn, body.data(), body.size());
+  return status;
+}
+
+bool Readable(mg_connection* conn) {
+  const char* m = mg_get_request_info(conn)->request_method;
+  return std::strcmp(m, "GET") == 0 || std::strcmp(m, "HEAD") == 0;
+}
+
+int NotAllowed(mg_connection* conn) {
+  return Reply(conn, 405, "Method Not Allowed", "text/plain", "GET or HEAD only\n",
+               "Allow: GET, HEAD\r\n");
 }
 
 }  // namespace
+
+int HttpServer::ServeMetrics(mg_connection* conn, void* self) {
+  if (!Readable(conn)) return NotAllowed(conn);
+  const auto* s = static_cast<const HttpServer*>(self);
+  return Reply(conn, 200, "OK", "text/plain; version=0.0.4", s->metrics_.Render());
+}
+
+int HttpServer::ServeHealth(mg_connection* conn, void* self) {
+  if (!Readable(conn)) return NotAllowed(conn);
+  const auto* s = static_cast<const HttpServer*>(self);
+  const std::string why = s->health_();
+  std::string body = (why.empty() ? "ok\n" : why + "\n") + (s->details_ ? s->details_() : "");
+  return why.empty() ? Reply(conn, 200, "OK", "text/plain", body)
+                     : Reply(conn, 503, "Service Unavailable", "text/plain", body);
+}
 
 Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& listen,
                                                       const Metrics& metrics, HealthFn health,
                                                       HealthFn details) {
   auto addr = ParseListenAddress(listen);
   if (!addr) return addr.error();
-  std::unique_ptr<HttpServer> s(new HttpServer());
+  auto ports = ListeningPort(*addr);
+  if (!ports) return Error{fmt::format("cannot listen on {}: {}", listen, ports.error().message)};
+  static std::once_flag library;
+  std::call_once(library, [] { mg_init_library(0); });
+
+  std::unique_ptr<HttpServer> s(new HttpServer(metrics));
   s->host_ = addr->host;
-  s->router_ = std::make_unique<Router>();
-  s->router_->Get("/metrics", [&metrics](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.Render(), "text/plain; version=0.0.4");
-  });
-  s->router_->Get("/healthz", [health, details](const httplib::Request&, httplib::Response& res) {
-    const std::string why = health();
-    res.status = why.empty() ? 200 : 503;
-    res.set_content((why.empty() ? "ok\n" : why + "\n") + (details ? details() : ""), "text/plain");
-  });
-  auto fd = Listen(*addr, s->port_);
-  if (!fd) return Error{fmt::format("cannot listen on {}: {}", listen, fd.error().message)};
-  s->listen_fd_ = *fd;
-  s->stop_fd_ = eventfd(0, EFD_CLOEXEC);
-  if (s->stop_fd_ < 0) return Error{fmt::format("eventfd: {}", std::strerror(errno))};
-  s->acceptor_ = std::thread([srv = s.get()] { srv->AcceptLoop(); });
-  for (int i = 0; i < kWorkers; ++i) s->workers_.emplace_back([srv = s.get()] { srv->Work(); });
+  s->health_ = std::move(health);
+  s->details_ = std::move(details);
+  const std::string workers = std::to_string(kWorkers);
+  const std::string queue = std::to_string(kMaxWaiting);
+  const std::string deadline_ms = std::to_string(
+      std::chrono::duration_cast<std::chrono::milliseconds>(kRequestDeadline).count());
+  const std::string max_request = std::to_string(kMaxRequestBytes);
+  const char* options[] = {"listening_ports",
+                           ports->c_str(),
+                           "num_threads",
+                           workers.c_str(),
+                           "connection_queue",
+                           queue.c_str(),
+                           "request_timeout_ms",
+                           deadline_ms.c_str(),
+                           "max_request_size",
+                           max_request.c_str(),
+                           "enable_keep_alive",
+                           "no",
+                           nullptr};
+  mg_callbacks callbacks{};
+  // civetweb's own messages (a refused request, a closed client) are routine here: not logged.
+  callbacks.log_message = [](const mg_connection*, const char*) { return 1; };
+  mg_init_data init{&callbacks, s.get(), options};
+  unsigned code = 0;
+  std::array<char, 256> text{};
+  mg_error_data error{&code, text.data(), text.size()};
+  s->ctx_ = mg_start2(&init, &error);
+  if (s->ctx_ == nullptr) {
+    return Error{fmt::format("cannot listen on {}: {}", listen, text.data())};
+  }
+  mg_set_request_handler(s->ctx_, "/metrics$", &HttpServer::ServeMetrics, s.get());
+  mg_set_request_handler(s->ctx_, "/healthz$", &HttpServer::ServeHealth, s.get());
+  mg_server_port bound{};
+  if (mg_get_server_ports(s->ctx_, 1, &bound) < 1) {
+    return Error{fmt::format("cannot listen on {}: no port bound", listen)};
+  }
+  s->port_ = bound.port;
   return s;
 }
 
-void HttpServer::AcceptLoop() {
-  for (;;) {
-    std::array<pollfd, 2> p{pollfd{listen_fd_, POLLIN, 0}, pollfd{stop_fd_, POLLIN, 0}};
-    if (poll(p.data(), p.size(), -1) < 0 && errno != EINTR) return;
-    if (p[1].revents != 0) return;
-    if ((p[0].revents & POLLIN) == 0) continue;
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    std::lock_guard lock(mu_);
-    if (waiting_.size() >= kMaxWaiting) {
-      close(fd);  // every worker is busy and the queue is full: shed rather than grow
-      continue;
-    }
-    waiting_.push_back(fd);
-    ready_.notify_one();
-  }
-}
-
-void HttpServer::Work() {
-  for (;;) {
-    int fd = -1;
-    {
-      std::unique_lock lock(mu_);
-      ready_.wait(lock, [this] { return stopping_ || !waiting_.empty(); });
-      if (stopping_) return;
-      fd = waiting_.front();
-      waiting_.pop_front();
-    }
-    BoundedStream strm(fd, stop_fd_);
-    router_->Serve(strm);
-    close(fd);
-  }
-}
-
 HttpServer::~HttpServer() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  ready_.notify_all();
-  if (stop_fd_ >= 0) {
-    const uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = write(stop_fd_, &one, sizeof(one));
-  }
-  if (acceptor_.joinable()) acceptor_.join();
-  for (auto& w : workers_) w.join();
-  for (int fd : waiting_) close(fd);
-  if (listen_fd_ >= 0) close(listen_fd_);
-  if (stop_fd_ >= 0) close(stop_fd_);
+  if (ctx_ != nullptr) mg_stop(ctx_);
 }
 
 }  // namespace gpuheal

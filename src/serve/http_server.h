@@ -1,22 +1,21 @@
 #pragma once
-// Serves /metrics and /healthz (cpp-httplib routes and responses) on a small fixed pool of
-// workers. Each connection may send at most kMaxRequestBytes within kRequestDeadline and gets
-// one response: a slow or oversized client holds one worker for a bounded time and memory, never
-// the endpoint. It only reads thread-safe state: the metrics registry and a health callback.
+// Serves /metrics and /healthz with civetweb on a small fixed pool of workers. Each connection
+// may send at most kMaxRequestBytes of request head within kRequestDeadline and gets one
+// response: a slow or oversized client holds one worker for a bounded time and memory, never the
+// endpoint. It only reads thread-safe state: the metrics registry and a health callback.
+// civetweb is built without TLS, so an agent that serves metrics loads no TLS library for it.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "core/result.h"
 #include "serve/metrics.h"
+
+struct mg_context;
+struct mg_connection;
 
 namespace gpuheal {
 
@@ -25,7 +24,7 @@ class HttpServer {
   // Health: returns "" when healthy, otherwise why not (served as 503 with that text).
   using HealthFn = std::function<std::string()>;
 
-  // A scrape request is a few hundred bytes; cpp-httplib itself bounds only each header line.
+  // A scrape request is a few hundred bytes.
   static constexpr size_t kMaxRequestBytes = 16 * 1024;
   static constexpr std::chrono::seconds kRequestDeadline{5};
   static constexpr int kWorkers = 4;
@@ -38,25 +37,20 @@ class HttpServer {
                                                    const Metrics& metrics, HealthFn health,
                                                    HealthFn details = nullptr);
   ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
   int port() const { return port_; }
   const std::string& host() const { return host_; }
 
-  class Router;  // the cpp-httplib server whose request handling the workers call
-
  private:
-  HttpServer() = default;
-  void AcceptLoop();
-  void Work();
+  explicit HttpServer(const Metrics& metrics) : metrics_(metrics) {}
+  static int ServeMetrics(mg_connection* conn, void* self);
+  static int ServeHealth(mg_connection* conn, void* self);
 
-  std::unique_ptr<Router> router_;
-  int listen_fd_ = -1;
-  int stop_fd_ = -1;  // eventfd: wakes the acceptor and aborts workers' waits on shutdown
-  std::thread acceptor_;
-  std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable ready_;
-  std::deque<int> waiting_;
-  bool stopping_ = false;
+  const Metrics& metrics_;
+  HealthFn health_;
+  HealthFn details_;
+  mg_context* ctx_ = nullptr;
   std::string host_;
   int port_ = 0;
 };

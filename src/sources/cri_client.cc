@@ -1,9 +1,18 @@
 #include "sources/cri_client.h"
 
-#include <curl/curl.h>
 #include <fmt/format.h>
+#include <nghttp2/nghttp2.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <array>
+#include <cerrno>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 namespace gpuheal {
 namespace {
@@ -63,39 +72,66 @@ Error Malformed(std::string_view what) {
   return Error{fmt::format("CRI: malformed {} (not the runtime.v1 protobuf message)", what)};
 }
 
-size_t OnBody(char* p, size_t size, size_t n, void* out) {
-  auto* s = static_cast<std::string*>(out);
-  if (s->size() + size * n > (4u << 20)) return 0;  // a Status answer is bytes, not megabytes
-  s->append(p, size * n);
-  return size * n;
+// One unary gRPC call on one HTTP/2 stream, as nghttp2 reports it.
+struct Exchange {
+  std::string body;
+  int http_status = 0;
+  std::string grpc_status, grpc_message;
+  bool closed = false;      // the stream ended
+  uint32_t reset_code = 0;  // its RST_STREAM/GOAWAY error code, 0 when it ended cleanly
+  bool too_large = false;
+  std::string_view request;  // the framed request still to send
+};
+
+int OnHeader(nghttp2_session*, const nghttp2_frame*, const uint8_t* name, size_t namelen,
+             const uint8_t* value, size_t valuelen, uint8_t, void* user) {
+  auto* x = static_cast<Exchange*>(user);
+  const std::string_view n(reinterpret_cast<const char*>(name), namelen);
+  const std::string_view v(reinterpret_cast<const char*>(value), std::min<size_t>(valuelen, 1024));
+  // Headers and trailers both come here: grpc-status and grpc-message are trailers (or headers
+  // of a response without a body).
+  if (n == ":status") x->http_status = std::atoi(std::string(v).c_str());
+  if (n == "grpc-status") x->grpc_status = std::string(v);
+  if (n == "grpc-message") x->grpc_message = std::string(v);
+  return 0;
 }
 
-// Headers and trailers both come here: gRPC's grpc-status and grpc-message are trailers (or
-// headers of a response without a body).
-size_t OnHeader(char* p, size_t size, size_t n, void* out) {
-  auto* h = static_cast<std::vector<std::string>*>(out);
-  std::string line(p, size * n);
-  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
-  if (h->size() < 64) h->push_back(std::move(line));
-  return size * n;
-}
-
-std::string HeaderValue(const std::vector<std::string>& headers, std::string_view name) {
-  for (const auto& h : headers) {
-    if (h.size() > name.size() && h[name.size()] == ':' &&
-        strncasecmp(h.data(), name.data(), name.size()) == 0) {
-      std::string v = h.substr(name.size() + 1);
-      while (!v.empty() && v.front() == ' ') v.erase(v.begin());
-      return v;
-    }
+int OnData(nghttp2_session*, uint8_t, int32_t, const uint8_t* data, size_t len, void* user) {
+  auto* x = static_cast<Exchange*>(user);
+  if (x->body.size() + len > (4u << 20)) {  // a Status answer is bytes, not megabytes
+    x->too_large = true;
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
   }
-  return "";
+  x->body.append(reinterpret_cast<const char*>(data), len);
+  return 0;
 }
 
-int OnProgress(void* cancel, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  const auto* c = static_cast<const std::atomic<bool>*>(cancel);
-  return c && c->load() ? 1 : 0;  // non-zero aborts the transfer
+int OnClose(nghttp2_session*, int32_t, uint32_t error_code, void* user) {
+  auto* x = static_cast<Exchange*>(user);
+  x->closed = true;
+  x->reset_code = error_code;
+  return 0;
 }
+
+ssize_t ReadRequest(nghttp2_session*, int32_t, uint8_t* buf, size_t length, uint32_t* flags,
+                    nghttp2_data_source*, void* user) {
+  auto* x = static_cast<Exchange*>(user);
+  const size_t n = std::min(length, x->request.size());
+  std::memcpy(buf, x->request.data(), n);
+  x->request.remove_prefix(n);
+  if (x->request.empty()) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  return static_cast<ssize_t>(n);
+}
+
+nghttp2_nv Header(std::string_view name, std::string_view value) {
+  return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
+                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(),
+                    value.size(), NGHTTP2_NV_FLAG_NONE};
+}
+
+struct SessionDeleter {
+  void operator()(nghttp2_session* s) const { nghttp2_session_del(s); }
+};
 
 }  // namespace
 
@@ -160,22 +196,41 @@ Result<CriVersion> ParseCriVersion(std::string_view message) {
 
 CriClient::CriClient(const std::string& endpoint) {
   socket_path_ = endpoint.rfind("unix://", 0) == 0 ? endpoint.substr(7) : endpoint;
-  curl_ = curl_easy_init();
 }
 
-CriClient::~CriClient() {
-  if (curl_) curl_easy_cleanup(static_cast<CURL*>(curl_));
-}
-
+// A connection per call (a local socket: microseconds): a runtime restarted between two calls
+// never meets a connection of its previous life. The socket is non-blocking and every wait is
+// bounded by the call's deadline and, in steps of kCancelStep, by the cancel flag.
 CriClient::Call CriClient::Invoke(const std::string& method, std::string_view request,
                                   std::chrono::milliseconds deadline) {
+  using Clock = std::chrono::steady_clock;
+  constexpr std::chrono::milliseconds kCancelStep{100};
+  const auto until = Clock::now() + deadline;
   Call call;
-  CURL* c = static_cast<CURL*>(curl_);
-  if (!c) {
-    call.outcome = CriStatus::Outcome::kError;
-    call.error = "CRI: libcurl could not make a handle";
+  auto fail = [&](CriStatus::Outcome outcome, std::string error) {
+    call.outcome = outcome;
+    call.error = std::move(error);
     return call;
+  };
+  sockaddr_un addr{};
+  if (socket_path_.size() >= sizeof(addr.sun_path)) {
+    return fail(CriStatus::Outcome::kError,
+                fmt::format("CRI: socket path too long ({})", socket_path_));
   }
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, socket_path_.c_str(), socket_path_.size() + 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return fail(CriStatus::Outcome::kError, fmt::format("CRI: socket: {}", std::strerror(errno)));
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{fd};
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return fail(CriStatus::Outcome::kUnreachable,
+                fmt::format("cannot connect ({}): {}", socket_path_, std::strerror(errno)));
+  }
+
   std::string frame(5, '\0');
   const uint32_t len = static_cast<uint32_t>(request.size());
   frame[1] = static_cast<char>(len >> 24);
@@ -183,63 +238,93 @@ CriClient::Call CriClient::Invoke(const std::string& method, std::string_view re
   frame[3] = static_cast<char>(len >> 8);
   frame[4] = static_cast<char>(len);
   frame.append(request);
-  std::string body;
-  std::vector<std::string> headers;
-  curl_slist* h = nullptr;
-  h = curl_slist_append(h, "content-type: application/grpc");
-  h = curl_slist_append(h, "te: trailers");
-  h = curl_slist_append(h, "user-agent: gpuheal-agent/" GPUHEAL_VERSION);
-  curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, socket_path_.c_str());
-  curl_easy_setopt(c, CURLOPT_URL,
-                   ("http://localhost/runtime.v1.RuntimeService/" + method).c_str());
-  curl_easy_setopt(c, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
-  curl_easy_setopt(c, CURLOPT_POST, 1L);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, frame.data());
-  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(frame.size()));
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(deadline.count()));
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  if (cancel_) {
-    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, OnProgress);
-    curl_easy_setopt(c, CURLOPT_XFERINFODATA, const_cast<std::atomic<bool>*>(cancel_));
+  Exchange x;
+  x.request = frame;
+
+  nghttp2_session_callbacks* cbs = nullptr;
+  nghttp2_session_callbacks_new(&cbs);
+  nghttp2_session_callbacks_set_on_header_callback(cbs, OnHeader);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, OnData);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, OnClose);
+  nghttp2_session* raw = nullptr;
+  const int made = nghttp2_session_client_new(&raw, cbs, &x);
+  nghttp2_session_callbacks_del(cbs);
+  if (made != 0) return fail(CriStatus::Outcome::kError, "CRI: cannot make an HTTP/2 session");
+  std::unique_ptr<nghttp2_session, SessionDeleter> session(raw);
+  nghttp2_submit_settings(session.get(), NGHTTP2_FLAG_NONE, nullptr, 0);
+  const std::string path = "/runtime.v1.RuntimeService/" + method;
+  const std::array<nghttp2_nv, 7> headers{Header(":method", "POST"),
+                                          Header(":scheme", "http"),
+                                          Header(":authority", "localhost"),
+                                          Header(":path", path),
+                                          Header("content-type", "application/grpc"),
+                                          Header("te", "trailers"),
+                                          Header("user-agent", "gpuheal-agent/" GPUHEAL_VERSION)};
+  nghttp2_data_provider body{};
+  body.read_callback = ReadRequest;
+  if (nghttp2_submit_request(session.get(), nullptr, headers.data(), headers.size(), &body,
+                             nullptr) < 0) {
+    return fail(CriStatus::Outcome::kError, "CRI: cannot submit the HTTP/2 request");
   }
-  // A connection per call (a local socket: microseconds): a runtime restarted between two calls
-  // never meets a connection of its previous life, and containerd's HTTP/2 server does not take
-  // a second prior-knowledge request on a reused libcurl connection.
-  curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, 1L);
-  curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &headers);
-  const CURLcode rc = curl_easy_perform(c);
-  curl_slist_free_all(h);
-  if (rc != CURLE_OK) {
-    call.error = fmt::format("{} ({})", curl_easy_strerror(rc), socket_path_);
-    if (rc == CURLE_OPERATION_TIMEDOUT) {
-      call.outcome = CriStatus::Outcome::kDeadline;
-      call.error = fmt::format("no answer within {}ms", deadline.count());
-    } else if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_GOT_NOTHING || rc == CURLE_SEND_ERROR ||
-               rc == CURLE_RECV_ERROR || rc == CURLE_HTTP2 || rc == CURLE_HTTP2_STREAM) {
-      call.outcome = CriStatus::Outcome::kUnreachable;
-      return call;
-    } else {
-      call.outcome = CriStatus::Outcome::kError;
+
+  std::array<uint8_t, 16384> buf{};
+  std::string outq;  // bytes nghttp2 produced that the socket has not taken yet
+  while (!x.closed) {
+    for (;;) {
+      const uint8_t* out = nullptr;
+      const ssize_t n = nghttp2_session_mem_send(session.get(), &out);
+      if (n < 0) return fail(CriStatus::Outcome::kError, "CRI: HTTP/2 send failed");
+      if (n == 0) break;
+      outq.append(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
     }
-    return call;
+    if (!outq.empty()) {
+      const ssize_t n = send(fd, outq.data(), outq.size(), MSG_NOSIGNAL);
+      if (n < 0 && errno != EAGAIN && errno != EINTR) {
+        return fail(CriStatus::Outcome::kUnreachable,
+                    fmt::format("send ({}): {}", socket_path_, std::strerror(errno)));
+      }
+      if (n > 0) outq.erase(0, static_cast<size_t>(n));
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+    if (left.count() <= 0) {
+      return fail(CriStatus::Outcome::kDeadline,
+                  fmt::format("no answer within {}ms", deadline.count()));
+    }
+    if (cancel_ && cancel_->load()) return fail(CriStatus::Outcome::kError, "CRI: cancelled");
+    pollfd p{fd, static_cast<short>(POLLIN | (outq.empty() ? 0 : POLLOUT)), 0};
+    const int r = poll(&p, 1, static_cast<int>(std::min(left, kCancelStep).count()));
+    if (r < 0 && errno != EINTR) {
+      return fail(CriStatus::Outcome::kError, fmt::format("poll: {}", std::strerror(errno)));
+    }
+    if (r <= 0 || (p.revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+    const ssize_t n = recv(fd, buf.data(), buf.size(), 0);
+    if (n == 0) {
+      return fail(CriStatus::Outcome::kUnreachable,
+                  fmt::format("the runtime closed the connection ({})", socket_path_));
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      return fail(CriStatus::Outcome::kUnreachable,
+                  fmt::format("recv ({}): {}", socket_path_, std::strerror(errno)));
+    }
+    if (nghttp2_session_mem_recv(session.get(), buf.data(), static_cast<size_t>(n)) < 0) {
+      if (x.too_large) return fail(CriStatus::Outcome::kError, "CRI: answer larger than 4 MB");
+      return fail(CriStatus::Outcome::kUnreachable,
+                  fmt::format("HTTP/2 protocol error from the runtime ({})", socket_path_));
+    }
   }
-  long http = 0;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
-  const std::string grpc_status = HeaderValue(headers, "grpc-status");
-  if (http != 200 || grpc_status != "0") {
-    call.outcome = CriStatus::Outcome::kError;
-    call.error = fmt::format("HTTP {}, grpc-status {} {}", http,
-                             grpc_status.empty() ? "(none)" : grpc_status,
-                             HeaderValue(headers, "grpc-message"));
-    return call;
+  if (x.reset_code != 0) {
+    return fail(CriStatus::Outcome::kUnreachable,
+                fmt::format("the runtime reset the stream ({}, HTTP/2 error {})", socket_path_,
+                            x.reset_code));
   }
-  auto m = UnframeGrpc(body);
+  if (x.http_status != 200 || x.grpc_status != "0") {
+    return fail(CriStatus::Outcome::kError,
+                fmt::format("HTTP {}, grpc-status {} {}", x.http_status,
+                            x.grpc_status.empty() ? "(none)" : x.grpc_status, x.grpc_message));
+  }
+  const std::string& body_text = x.body;
+  auto m = UnframeGrpc(body_text);
   if (!m) {
     call.outcome = CriStatus::Outcome::kError;
     call.error = m.error().message;

@@ -1,11 +1,13 @@
 #pragma once
 // A client of the container runtime's CRI RuntimeService (package runtime.v1: Version, Status)
 // over its unix socket. gRPC is HTTP/2 with a 5-byte frame around each protobuf message and the
-// status in trailers; libcurl (already the agent's HTTP client) speaks HTTP/2 over a unix socket
-// with prior knowledge, and the three messages read here are decoded from protobuf's wire format
-// by ParseCriStatus/ParseCriVersion (fuzzed). This keeps gRPC's and protobuf's libraries, their
-// threads and their ~8 MB resident out of every agent. Every call has a deadline: a runtime
-// stopped with SIGSTOP still accepts the connection (the kernel queues it) and never answers.
+// status in trailers; nghttp2 (the HTTP/2 library libcurl itself uses) frames one stream with
+// prior knowledge over the unix socket, and the three messages read here are decoded from
+// protobuf's wire format by ParseCriStatus/ParseCriVersion (fuzzed). This keeps gRPC's and
+// protobuf's libraries, their threads and their ~8 MB resident out of every agent, and libcurl
+// with its TLS stack out of a standalone agent (docs/performance.md, agent footprint). Every call
+// has a deadline: a runtime stopped with SIGSTOP still accepts the connection (the kernel queues
+// it) and never answers.
 
 #include <atomic>
 #include <chrono>
@@ -50,7 +52,7 @@ class CriClient {
  public:
   // endpoint: "unix:///run/containerd/containerd.sock".
   explicit CriClient(const std::string& endpoint);
-  ~CriClient();
+  ~CriClient() = default;
   // A call in flight ends (as an error) soon after `*cancel` turns true: stopping the agent does
   // not wait for a frozen runtime's deadline.
   void SetCancel(const std::atomic<bool>* cancel) { cancel_ = cancel; }
@@ -66,7 +68,6 @@ class CriClient {
   Call Invoke(const std::string& method, std::string_view request,
               std::chrono::milliseconds deadline);
   std::string socket_path_;
-  void* curl_ = nullptr;  // one easy handle; a new connection per call
   const std::atomic<bool>* cancel_ = nullptr;
 };
 

@@ -157,5 +157,22 @@ TEST_F(HttpLimitsTest, MillionsOfHeadersAreRefusedWithoutGrowingTheAgent) {
   EXPECT_NE(GetWithin(port_, "/healthz", 2s).find("200 OK"), std::string::npos);
 }
 
+// A standalone agent speaks no TLS: serving /metrics, reading the kernel log and asking the
+// container runtime (the runtime monitor is on by default) must not map libcurl or a TLS library,
+// which cost it 8 MB resident when they were linked (docs/performance.md, agent footprint).
+TEST_F(HttpLimitsTest, AStandaloneAgentMapsNoTlsLibrary) {
+  ASSERT_NE(GetWithin(port_, "/metrics", 2s).find("200 OK"), std::string::npos);
+  std::ifstream maps("/proc/" + std::to_string(agent_->pid()) + "/maps");
+  std::string line;
+  int lines = 0;
+  while (std::getline(maps, line)) {
+    ++lines;
+    for (const char* lib : {"libcurl", "libssl", "libcrypto", "libgnutls"}) {
+      EXPECT_EQ(line.find(lib), std::string::npos) << line;
+    }
+  }
+  EXPECT_GT(lines, 10) << "could not read the agent's mappings";
+}
+
 }  // namespace
 }  // namespace gpuheal
