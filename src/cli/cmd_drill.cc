@@ -49,7 +49,7 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
          "The Xid to inject (default: the scenario's; single: 79, GPU has fallen off the bus)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--nodes", o->nodes, "GPU nodes in service (default 16)")
-      ->check(CLI::Range(1, 2000));
+      ->check(CLI::Range(1, 5000));
   cmd->add_option("--pools", o->pools, "Node pools (default 2)")->check(CLI::Range(1, 100));
   cmd->add_option("--gpus", o->gpus, "GPUs per node (default 8)")->check(CLI::Range(2, 64));
   cmd->add_option("--standby", o->standby, "Standby nodes per pool (default 1)")
@@ -57,7 +57,7 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
   cmd->add_option(
          "--fault-nodes", o->fault_nodes,
          "correlated: nodes faulted at once (default: the fewest that trip the circuit breaker)")
-      ->check(CLI::Range(1, 2000));
+      ->check(CLI::Range(1, 5000));
   cmd->add_option("--repeat", o->repeat,
                   "Runs, each on a fresh simulated cluster: p50/p99 of each step (default 1)")
       ->check(CLI::Range(1, 1000));
