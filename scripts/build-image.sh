@@ -79,7 +79,8 @@ ln -s usr/lib64 "$rootfs/lib64"
 ln -s usr/bin "$rootfs/bin"
 strip --strip-all -o "$rootfs/usr/bin/gpuheal" "$bin"
 # Every library the binary loads, under its soname (cp -L: the file, not Debian's symlink).
-curl=$(ldconfig -p | awk '$1 == "libcurl.so.4" && /x86-64/ {print $NF; exit}')
+# (awk reads to the end: an early exit would end ldconfig with SIGPIPE, fatal under pipefail)
+curl=$(ldconfig -p | awk '$1 == "libcurl.so.4" && /x86-64/ && !found {found = $NF} END {print found}')
 [[ -n $curl ]] || { echo "build-image: libcurl.so.4 not found (apt-get install libcurl4)" >&2; exit 1; }
 while read -r lib; do
   case $lib in
