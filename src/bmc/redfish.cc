@@ -318,51 +318,51 @@ Result<RedfishClient::Reply> RedfishClient::Once(const std::string& method, cons
     }
     auto lib = LoadCurl();
     if (!lib) return lib.error();
-    std::unique_ptr<CURL, void (*)(CURL*)> h((*lib)->easy_init(), (*lib)->easy_cleanup);
+    const CurlLibrary& curl = **lib;
+    std::unique_ptr<CURL, void (*)(CURL*)> h(curl.easy_init(), curl.easy_cleanup);
     if (!h) return Error{"libcurl: cannot create a handle"};
     Reply reply;
     curl_slist* headers = nullptr;
-    headers = Curl().slist_append(headers, "Accept: application/json");
-    headers = Curl().slist_append(headers, "OData-Version: 4.0");
-    if (!body.empty()) headers = Curl().slist_append(headers, "Content-Type: application/json");
+    headers = curl.slist_append(headers, "Accept: application/json");
+    headers = curl.slist_append(headers, "OData-Version: 4.0");
+    if (!body.empty()) headers = curl.slist_append(headers, "Content-Type: application/json");
     const bool session = options_.auth == Auth::kSession;
     const std::string token_header = "X-Auth-Token: " + token_;
-    if (authenticate && session) headers = Curl().slist_append(headers, token_header.c_str());
-    std::unique_ptr<curl_slist, void (*)(curl_slist*)> header_guard(headers,
-                                                                    (*lib)->slist_free_all);
+    if (authenticate && session) headers = curl.slist_append(headers, token_header.c_str());
+    std::unique_ptr<curl_slist, void (*)(curl_slist*)> header_guard(headers, curl.slist_free_all);
     CURL* c = h.get();
-    Curl().easy_setopt(c, CURLOPT_URL, url.c_str());
-    Curl().easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    Curl().easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl.easy_setopt(c, CURLOPT_URL, url.c_str());
+    curl.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl.easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     // A system named by its Name instead of its Id answers with a redirect (307 keeps the method
     // and body); libcurl sends the credentials on only to the same host.
-    Curl().easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-    Curl().easy_setopt(c, CURLOPT_MAXREDIRS, 3L);
-    Curl().easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl.easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    curl.easy_setopt(c, CURLOPT_MAXREDIRS, 3L);
+    curl.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     if (authenticate && !session) {
-      Curl().easy_setopt(c, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
-      Curl().easy_setopt(c, CURLOPT_USERNAME, credentials_.username.c_str());
-      Curl().easy_setopt(c, CURLOPT_PASSWORD, credentials_.password.c_str());
+      curl.easy_setopt(c, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+      curl.easy_setopt(c, CURLOPT_USERNAME, credentials_.username.c_str());
+      curl.easy_setopt(c, CURLOPT_PASSWORD, credentials_.password.c_str());
     }
     SessionHeaders got;
-    Curl().easy_setopt(c, CURLOPT_HEADERFUNCTION, HeaderCb);
-    Curl().easy_setopt(c, CURLOPT_HEADERDATA, &got);
-    Curl().easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout.count()));
-    Curl().easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-                       static_cast<long>(std::min<int64_t>(options_.timeout.count(), 5000)));
-    Curl().easy_setopt(c, CURLOPT_USERAGENT, "gpuheal/" GPUHEAL_VERSION);
-    Curl().easy_setopt(c, CURLOPT_SSL_VERIFYPEER, options_.insecure ? 0L : 1L);
-    Curl().easy_setopt(c, CURLOPT_SSL_VERIFYHOST, options_.insecure ? 0L : 2L);
-    if (!options_.ca_file.empty()) Curl().easy_setopt(c, CURLOPT_CAINFO, options_.ca_file.c_str());
-    Curl().easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-    Curl().easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
+    curl.easy_setopt(c, CURLOPT_HEADERFUNCTION, HeaderCb);
+    curl.easy_setopt(c, CURLOPT_HEADERDATA, &got);
+    curl.easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout.count()));
+    curl.easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+                     static_cast<long>(std::min<int64_t>(options_.timeout.count(), 5000)));
+    curl.easy_setopt(c, CURLOPT_USERAGENT, "gpuheal/" GPUHEAL_VERSION);
+    curl.easy_setopt(c, CURLOPT_SSL_VERIFYPEER, options_.insecure ? 0L : 1L);
+    curl.easy_setopt(c, CURLOPT_SSL_VERIFYHOST, options_.insecure ? 0L : 2L);
+    if (!options_.ca_file.empty()) curl.easy_setopt(c, CURLOPT_CAINFO, options_.ca_file.c_str());
+    curl.easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    curl.easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
     if (!body.empty() || method == "POST") {
-      Curl().easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
-      Curl().easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+      curl.easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
+      curl.easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
     }
-    Curl().easy_setopt(c, CURLOPT_WRITEFUNCTION, WriteCb);
-    Curl().easy_setopt(c, CURLOPT_WRITEDATA, &reply.body);
-    const CURLcode rc = Curl().easy_perform(c);
+    curl.easy_setopt(c, CURLOPT_WRITEFUNCTION, WriteCb);
+    curl.easy_setopt(c, CURLOPT_WRITEDATA, &reply.body);
+    const CURLcode rc = curl.easy_perform(c);
     const std::string where = fmt::format("{} {} (attempt {} of {})", method, url, i, attempts);
     if (rc != CURLE_OK) {
       // Only a request that cannot have reached the BMC is safe to send again when it acts.
@@ -375,8 +375,8 @@ Result<RedfishClient::Reply> RedfishClient::Once(const std::string& method, cons
              : tls ? fmt::format(
                          "{}: TLS: {} (set provider.redfish.ca_file to the CA that signs "
                          "the BMC's certificate)",
-                         where, Curl().easy_strerror(rc))
-                   : fmt::format("{}: {}", where, Curl().easy_strerror(rc));
+                         where, curl.easy_strerror(rc))
+                   : fmt::format("{}: {}", where, curl.easy_strerror(rc));
       log_.push_back(last);
       if (tls) break;
       if (!idempotent && !not_sent) {
@@ -384,7 +384,7 @@ Result<RedfishClient::Reply> RedfishClient::Once(const std::string& method, cons
       }
       continue;
     }
-    Curl().easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply.status);
+    curl.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply.status);
     reply.token = std::move(got.token);
     reply.location = std::move(got.location);
     if (reply.status >= 200 && reply.status < 300) return reply;

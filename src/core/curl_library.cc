@@ -30,7 +30,7 @@ void Load() {
   if (h == nullptr) {
     const char* why = dlerror();
     g_error = fmt::format(
-        "cannot load {} ({}): HTTP clients (the API server, the CRI runtime, a BMC) need it; "
+        "cannot load {} ({}): the HTTP clients (the API server, a BMC's Redfish) need it; "
         "install libcurl (Debian/Ubuntu: libcurl4, RHEL: libcurl) or put it on LD_LIBRARY_PATH",
         kSoname, why != nullptr ? why : "unknown error");
     return;
@@ -73,7 +73,5 @@ const CurlLibrary& Curl() {
   }
   return g_lib;
 }
-
-bool CurlLoaded() { return g_loaded.load(std::memory_order_acquire); }
 
 }  // namespace gpuheal

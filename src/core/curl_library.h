@@ -2,8 +2,9 @@
 // libcurl, opened with dlopen the first time an HTTP client is made rather than linked: libcurl
 // brings a TLS stack (OpenSSL, GnuTLS through its LDAP and RTMP dependencies, Kerberos) whose
 // load and initialisation cost a process several MB of resident memory. A command or an agent
-// that never speaks HTTP (classify, a standalone agent with the runtime monitor off) never loads
-// it. The calls are libcurl's own, through pointers of the exact types of its ABI.
+// that makes no HTTP client (classify, a standalone agent: its CRI client speaks HTTP/2 through
+// nghttp2) never loads it. The calls are libcurl's own, through pointers of the exact types of its
+// ABI.
 
 #include <curl/curl.h>
 
@@ -28,8 +29,5 @@ Result<const CurlLibrary*> LoadCurl();
 
 // The library LoadCurl() returned; only valid after it succeeded (a handle exists).
 const CurlLibrary& Curl();
-
-// Whether this process has loaded libcurl (for tests and the footprint benchmark).
-bool CurlLoaded();
 
 }  // namespace gpuheal

@@ -72,31 +72,32 @@ Result<std::unique_ptr<HttpConnection>> HttpConnection::Create(const Config& cfg
   if (!lib) return lib.error();
   std::unique_ptr<HttpConnection> c(new HttpConnection());
   c->cfg_ = &cfg;
-  CURL* h = (*lib)->easy_init();
+  const CurlLibrary& curl = **lib;
+  CURL* h = curl.easy_init();
   if (!h) return Error{"curl_easy_init failed"};
   c->curl_ = h;
-  Curl().easy_setopt(h, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS);
-  Curl().easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
-  Curl().easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-  Curl().easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  Curl().easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-  Curl().easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-  Curl().easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(cfg.connect_timeout.count()));
-  Curl().easy_setopt(h, CURLOPT_USERAGENT, cfg.user_agent.c_str());
-  Curl().easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");  // gzip when the server offers it
+  curl.easy_setopt(h, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS);
+  curl.easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+  curl.easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+  curl.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl.easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl.easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+  curl.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(cfg.connect_timeout.count()));
+  curl.easy_setopt(h, CURLOPT_USERAGENT, cfg.user_agent.c_str());
+  curl.easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");  // gzip when the server offers it
   if (!cfg.ca_pem.empty()) {
     curl_blob blob{const_cast<char*>(cfg.ca_pem.data()), cfg.ca_pem.size(), CURL_BLOB_COPY};
-    Curl().easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
+    curl.easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
   }
   if (!cfg.client_cert_pem.empty()) {
     curl_blob cert{const_cast<char*>(cfg.client_cert_pem.data()), cfg.client_cert_pem.size(),
                    CURL_BLOB_COPY};
     curl_blob key{const_cast<char*>(cfg.client_key_pem.data()), cfg.client_key_pem.size(),
                   CURL_BLOB_COPY};
-    Curl().easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-    Curl().easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
-    Curl().easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
-    Curl().easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
+    curl.easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+    curl.easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
+    curl.easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+    curl.easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
   }
   return c;
 }
@@ -120,53 +121,54 @@ Result<HttpResponse> HttpConnection::Perform(const HttpRequest& req,
                                              const std::function<bool(std::string_view)>* on_data,
                                              std::chrono::milliseconds timeout,
                                              const std::atomic<bool>* cancel) {
+  const CurlLibrary& curl = Curl();  // loaded: Create made the handle
   CURL* h = static_cast<CURL*>(curl_);
   HttpResponse resp;
   Sink sink{&resp, on_data, cancel};
   const std::string url = cfg_->server + req.path;
-  Curl().easy_setopt(h, CURLOPT_URL, url.c_str());
-  Curl().easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
-  Curl().easy_setopt(h, CURLOPT_NOBODY, req.method == "HEAD" ? 1L : 0L);
+  curl.easy_setopt(h, CURLOPT_URL, url.c_str());
+  curl.easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+  curl.easy_setopt(h, CURLOPT_NOBODY, req.method == "HEAD" ? 1L : 0L);
   if (req.method == "GET" || req.method == "HEAD") {
-    Curl().easy_setopt(h, CURLOPT_HTTPGET, 1L);
-    Curl().easy_setopt(h, CURLOPT_CUSTOMREQUEST, nullptr);
+    curl.easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    curl.easy_setopt(h, CURLOPT_CUSTOMREQUEST, nullptr);
   } else {
-    Curl().easy_setopt(h, CURLOPT_POSTFIELDS, req.body.data());
-    Curl().easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(req.body.size()));
+    curl.easy_setopt(h, CURLOPT_POSTFIELDS, req.body.data());
+    curl.easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(req.body.size()));
   }
-  Curl().easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
-  Curl().easy_setopt(h, CURLOPT_WRITEFUNCTION, WriteCb);
-  Curl().easy_setopt(h, CURLOPT_WRITEDATA, &sink);
-  Curl().easy_setopt(h, CURLOPT_HEADERFUNCTION, HeaderCb);
-  Curl().easy_setopt(h, CURLOPT_HEADERDATA, &sink);
-  Curl().easy_setopt(h, CURLOPT_NOPROGRESS, cancel ? 0L : 1L);
-  Curl().easy_setopt(h, CURLOPT_XFERINFOFUNCTION, ProgressCb);
-  Curl().easy_setopt(h, CURLOPT_XFERINFODATA, &sink);
+  curl.easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+  curl.easy_setopt(h, CURLOPT_WRITEFUNCTION, WriteCb);
+  curl.easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+  curl.easy_setopt(h, CURLOPT_HEADERFUNCTION, HeaderCb);
+  curl.easy_setopt(h, CURLOPT_HEADERDATA, &sink);
+  curl.easy_setopt(h, CURLOPT_NOPROGRESS, cancel ? 0L : 1L);
+  curl.easy_setopt(h, CURLOPT_XFERINFOFUNCTION, ProgressCb);
+  curl.easy_setopt(h, CURLOPT_XFERINFODATA, &sink);
   curl_slist* headers = nullptr;
-  headers = Curl().slist_append(headers, "Accept: application/json");
+  headers = curl.slist_append(headers, "Accept: application/json");
   if (!req.body.empty() || req.method != "GET") {
-    headers = Curl().slist_append(headers, ("Content-Type: " + req.content_type).c_str());
+    headers = curl.slist_append(headers, ("Content-Type: " + req.content_type).c_str());
   }
   if (cfg_->token) {
     auto tok = cfg_->token->Get();
     if (!tok) {
-      Curl().slist_free_all(headers);
+      curl.slist_free_all(headers);
       return tok.error();
     }
-    headers = Curl().slist_append(headers, ("Authorization: Bearer " + *tok).c_str());
+    headers = curl.slist_append(headers, ("Authorization: Bearer " + *tok).c_str());
   }
-  Curl().easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-  const CURLcode rc = Curl().easy_perform(h);
-  Curl().slist_free_all(headers);
-  Curl().easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
+  curl.easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+  const CURLcode rc = curl.easy_perform(h);
+  curl.slist_free_all(headers);
+  curl.easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
   const bool stopped = sink.aborted && (rc == CURLE_WRITE_ERROR || rc == CURLE_ABORTED_BY_CALLBACK);
   if (rc != CURLE_OK && !stopped) {
     // A stream that ran for its whole timeout ended normally from the caller's point of view.
     if (on_data && rc == CURLE_OPERATION_TIMEDOUT && resp.status == 200) return resp;
-    return Error{fmt::format("{} {}: {}", req.method, url, Curl().easy_strerror(rc))};
+    return Error{fmt::format("{} {}: {}", req.method, url, curl.easy_strerror(rc))};
   }
   long code = 0;
-  Curl().easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+  curl.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
   if (code) resp.status = code;
   return resp;
 }

@@ -323,8 +323,7 @@ CriClient::Call CriClient::Invoke(const std::string& method, std::string_view re
                 fmt::format("HTTP {}, grpc-status {} {}", x.http_status,
                             x.grpc_status.empty() ? "(none)" : x.grpc_status, x.grpc_message));
   }
-  const std::string& body_text = x.body;
-  auto m = UnframeGrpc(body_text);
+  auto m = UnframeGrpc(x.body);
   if (!m) {
     call.outcome = CriStatus::Outcome::kError;
     call.error = m.error().message;
