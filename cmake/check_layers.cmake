@@ -8,23 +8,25 @@
 #   kube        the Kubernetes client
 #   sources     device readers: /dev/kmsg, NVML, DCGM, rtnetlink, the mount table, CRI
 #   bmc         out-of-band management: the Redfish client
+#   slurm       the Slurm client (libslurm, opened on demand) and gpuheal's drain-reason format
 #   serve       metrics registry and the HTTP endpoint
 #   agent       the node agent
 #   controller  the cluster controller
 #   sim, drill  simulated nodes and the end-to-end drill
 #   cli         the gpuheal binary's commands
 cmake_minimum_required(VERSION 3.20)
-set(LAYERS core parse kube sources bmc serve agent controller sim drill cli)
+set(LAYERS core parse kube sources bmc slurm serve agent controller sim drill cli)
 set(ALLOW_core core)
 set(ALLOW_parse core parse)
 set(ALLOW_kube core kube)
 set(ALLOW_sources core sources)
 set(ALLOW_bmc core bmc)
+set(ALLOW_slurm core slurm)
 set(ALLOW_serve core serve)
-set(ALLOW_agent core parse kube sources serve agent)
+set(ALLOW_agent core parse kube sources slurm serve agent)
 set(ALLOW_controller core kube bmc serve controller)
-set(ALLOW_sim core parse kube sources serve agent sim)
-set(ALLOW_drill core parse kube sources bmc serve agent sim drill)
+set(ALLOW_sim core parse kube sources slurm serve agent sim)
+set(ALLOW_drill core parse kube sources bmc slurm serve agent sim drill)
 set(ALLOW_cli ${LAYERS})
 
 if(NOT SRC)

@@ -9,6 +9,7 @@
 #include "core/file.h"
 #include "core/listen_address.h"
 #include "core/yaml_fields.h"
+#include "slurm/client.h"
 
 namespace gpuheal {
 namespace {
@@ -78,12 +79,61 @@ Status ParseNvidia(const ConfigError& err, const YAML::Node& node, NvidiaConfig&
 Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
   AgentConfig cfg;
   if (root.IsNull()) return cfg;  // an empty file means all defaults
-  GPUHEAL_TRY(top, Section::Open(err, root, "",
-                                 {"kmsg", "kmsg_start", "kmsg_bpf", "state_dir", "accept_injected",
-                                  "listen", "xids", "escalation", "npd_rules", "monitors",
-                                  "self_check_period", "recovery", "kubernetes", "nvidia",
-                                  "network", "storage", "runtime", "previous_boot", "kernel"},
+  GPUHEAL_TRY(top, Section::Open(err, root, "", {"kmsg",
+                                                 "kmsg_start",
+                                                 "kmsg_bpf",
+                                                 "state_dir",
+                                                 "accept_injected",
+                                                 "listen",
+                                                 "xids",
+                                                 "escalation",
+                                                 "npd_rules",
+                                                 "monitors",
+                                                 "self_check_period",
+                                                 "recovery",
+                                                 "kubernetes",
+                                                 "nvidia",
+                                                 "network",
+                                                 "storage",
+                                                 "runtime",
+                                                 "previous_boot",
+                                                 "kernel",
+                                                 "backend",
+                                                 "slurm"},
                                  "the config must be a mapping of keys to values"));
+  if (const YAML::Node v = root["backend"]) {
+    const std::string b = v.IsScalar() ? v.as<std::string>() : "";
+    if (b == "kubernetes")
+      cfg.backend = AgentConfig::Backend::kKubernetes;
+    else if (b == "standalone")
+      cfg.backend = AgentConfig::Backend::kStandalone;
+    else if (b == "slurm")
+      cfg.backend = AgentConfig::Backend::kSlurm;
+    else
+      return err.At(v, "\"backend\" must be kubernetes, standalone or slurm");
+  }
+  if (root["slurm"]) {
+    GPUHEAL_TRY(sl, Section::Open(err, root["slurm"], "slurm",
+                                  {"conf", "library", "node_name", "checkpoint_signal",
+                                   "checkpoint_window", "requeue", "resume", "recheck_period"}));
+    GPUHEAL_CHECK(sl.String("conf", cfg.slurm.conf));
+    GPUHEAL_CHECK(sl.String("library", cfg.slurm.library));
+    GPUHEAL_CHECK(sl.String("node_name", cfg.slurm.node_name));
+    if (const YAML::Node v = root["slurm"]["checkpoint_signal"]) {
+      const std::string name = v.IsScalar() ? v.as<std::string>() : "";
+      const int sig = name == "none" ? 0 : slurm::ParseSignal(name);
+      if (sig < 0)
+        return err.At(v,
+                      "\"slurm.checkpoint_signal\" must be a signal name (USR1, SIGUSR2, TERM, "
+                      "...), a number from 1 to 64, or none");
+      cfg.slurm.checkpoint_signal = sig;
+    }
+    GPUHEAL_CHECK(sl.Duration("checkpoint_window", cfg.slurm.checkpoint_window, true));
+    GPUHEAL_CHECK(sl.Bool("requeue", cfg.slurm.requeue));
+    GPUHEAL_CHECK(sl.Bool("resume", cfg.slurm.resume));
+    GPUHEAL_CHECK(
+        sl.Duration("recheck_period", cfg.slurm.recheck_period, false, std::chrono::seconds(1)));
+  }
   GPUHEAL_CHECK(top.String("kmsg", cfg.kmsg_path));
   if (root["kmsg_start"]) {
     std::string v;

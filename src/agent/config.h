@@ -103,7 +103,25 @@ struct NvidiaConfig {
   std::chrono::milliseconds dcgm_health_period = std::chrono::seconds(60);
 };
 
+// The Slurm backend (docs/slurm.md): the agent drains, checkpoints and resumes its own Slurm
+// node through slurmctld instead of reporting to Kubernetes.
+struct SlurmConfig {
+  std::string conf;  // slurm.conf; "": libslurm's default ($SLURM_CONF, else /etc/slurm/slurm.conf)
+  std::string library = "libslurm.so.38";
+  std::string node_name;       // "": this host's name up to the first dot
+  int checkpoint_signal = 10;  // SIGUSR1 to each batch step on a node-level fault; 0: none
+  std::chrono::milliseconds checkpoint_window = std::chrono::seconds(30);
+  bool requeue = true;  // at the window's end, requeue the jobs that allow it
+  bool resume = true;   // resume gpuheal's own drain when the faults clear
+  std::chrono::milliseconds recheck_period = std::chrono::seconds(30);
+};
+
 struct AgentConfig {
+  // Where the agent reports: Kubernetes (the default), nowhere but stdout and /metrics
+  // (--standalone), or Slurm (--slurm).
+  enum class Backend { kKubernetes, kStandalone, kSlurm };
+  Backend backend = Backend::kKubernetes;
+  SlurmConfig slurm;
   std::string kmsg_path = "/dev/kmsg";
   std::string state_dir = "/var/lib/gpuheal";
   bool accept_injected = false;

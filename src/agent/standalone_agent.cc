@@ -56,6 +56,7 @@ StandaloneAgent::~StandaloneAgent() {
   nvml_.reset();
   http_.reset();
   if (reporter_) reporter_->Stop();
+  if (slurm_) slurm_->Stop();
   if (signal_fd_ >= 0) close(signal_fd_);
 }
 
@@ -65,6 +66,8 @@ Result<std::unique_ptr<StandaloneAgent>> StandaloneAgent::Create(AgentConfig con
   a->kube_client_ = std::move(ports.api);
   a->watch_client_ = std::move(ports.watch_api);
   a->reporter_options_ = std::move(ports.reporter);
+  a->slurm_client_ = std::move(ports.slurm);
+  a->slurm_options_ = std::move(ports.slurm_options);
   a->reader_ = std::move(ports.kernel_log);
   if (ports.clock) a->clock_ = ports.clock;
   if (auto s = a->Init(); !s) return s.error();
@@ -160,9 +163,14 @@ Status StandaloneAgent::Init() {
   if (kube_client_)
     reporter_ = std::make_unique<KubeReporter>(std::move(kube_client_), *clock_, reporter_options_,
                                                metrics_);
+  if (slurm_client_)
+    slurm_ = std::make_unique<SlurmReporter>(std::move(slurm_client_), slurm_options_, metrics_);
   metrics_
       .GetGauge("gpuheal_agent_info", "Agent build and mode",
-                {{"version", GPUHEAL_VERSION}, {"mode", reporter_ ? "kubernetes" : "standalone"}})
+                {{"version", GPUHEAL_VERSION},
+                 {"mode", reporter_ ? "kubernetes"
+                          : slurm_  ? "slurm"
+                                    : "standalone"}})
       .Set(1);
   metrics_.GetGauge("gpuheal_active_faults", "Faults holding a node condition False")
       .Set(static_cast<double>(active_.ConditionFaults()));
@@ -277,6 +285,10 @@ Status StandaloneAgent::Init() {
     reporter_->SetAnnotation(std::string(keys::kGpuFaults), GpuFaultsToJson(active_.GpuLevel()));
     reporter_->Start();
   }
+  if (slurm_) {
+    slurm_->SetDesired(DesiredSlurmState(active_, config_.monitors));
+    slurm_->Start();
+  }
   if (reporter_ && watch_client_) {
     requests_path_ = config_.state_dir + "/gpu-recovery.json";
     if (auto text = ReadWholeFile(requests_path_)) {
@@ -320,6 +332,7 @@ Status StandaloneAgent::Init() {
   f["accept_injected"] = config_.accept_injected;
   f["active_faults"] = active_.all().size();
   if (reporter_) f["node"] = reporter_options_.node_name;
+  if (slurm_) f["slurm_node"] = slurm_options_.node_name;
   if (http_) f["listen"] = fmt::format("{}:{}", http_->host(), http_->port());
   Log("info", "agent started", f);
   return Status::Ok();
@@ -336,6 +349,10 @@ std::string StandaloneAgent::Health() const {
   if (reporter_ && !reporter_->api_ok()) {
     const std::string err = reporter_->last_error();
     return "Kubernetes API not reachable" + (err.empty() ? std::string(" yet") : ": " + err);
+  }
+  if (slurm_ && !slurm_->api_ok()) {
+    const std::string err = slurm_->last_error();
+    return "slurmctld not reachable" + (err.empty() ? std::string(" yet") : ": " + err);
   }
   return {};
 }
@@ -838,6 +855,7 @@ void StandaloneAgent::ActiveFaultsChanged(int64_t detected_usec) {
     reporter_->SetConditions(active_.Conditions(config_.monitors), detected_usec);
     reporter_->SetAnnotation(std::string(keys::kGpuFaults), GpuFaultsToJson(active_.GpuLevel()));
   }
+  if (slurm_) slurm_->SetDesired(DesiredSlurmState(active_, config_.monitors));
 }
 
 void StandaloneAgent::FlushState() {

@@ -24,6 +24,7 @@
 #include "agent/monitor_queue.h"
 #include "agent/node_state.h"
 #include "agent/nvml_monitor.h"
+#include "agent/slurm_reporter.h"
 #include "agent/state_file.h"
 #include "core/clock.h"
 #include "core/recovery_request.h"
@@ -46,6 +47,9 @@ struct AgentPorts {
   std::unique_ptr<kube::Api> watch_api;
   // The kernel log; null: config.kmsg_path opened with KmsgReader.
   std::unique_ptr<KernelLog> kernel_log;
+  // With a Slurm client the agent drains, checkpoints and resumes its Slurm node (docs/slurm.md).
+  std::unique_ptr<slurm::Api> slurm;
+  SlurmReporterOptions slurm_options;
   // Time for the reporter; null: the system's.
   const Clock* clock = nullptr;
 };
@@ -172,6 +176,9 @@ class StandaloneAgent {
   std::unique_ptr<kube::Api> kube_client_;  // handed to reporter_ in Init()
   KubeReporterOptions reporter_options_;
   std::unique_ptr<KubeReporter> reporter_;
+  std::unique_ptr<slurm::Api> slurm_client_;  // handed to slurm_ in Init()
+  SlurmReporterOptions slurm_options_;
+  std::unique_ptr<SlurmReporter> slurm_;
   std::unique_ptr<kube::Api> watch_client_;  // the watch of this agent's own Node
   std::unique_ptr<kube::Informer<kube::Node>> node_watch_;
   std::string handled_request_id_, handled_request_raw_;  // at most once per id (persisted)

@@ -13,11 +13,13 @@
 #include "core/listen_address.h"
 #include "core/log.h"
 #include "kube/client.h"
+#include "slurm/client.h"
 
 namespace gpuheal::cli {
 namespace {
 struct AgentArgs {
   bool standalone = false;
+  bool slurm = false;
   std::string config;
   std::string kmsg;
   std::string state_dir;
@@ -37,6 +39,9 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
   cmd->add_flag(
       "--standalone", args->standalone,
       "Without Kubernetes: print fault events as JSON lines, serve /metrics and /healthz");
+  cmd->add_flag("--slurm", args->slurm,
+                "Report to Slurm instead of Kubernetes: drain, checkpoint, requeue and resume this "
+                "Slurm node through slurmctld (docs/slurm.md)");
   cmd->add_option("--config", args->config, "YAML config file (docs/config.md)");
   cmd->add_option("--kmsg", args->kmsg, "Kernel log device or FIFO (default /dev/kmsg)");
   cmd->add_option("--kmsg-bpf", args->kmsg_bpf,
@@ -50,9 +55,10 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
                   "'' disables)");
   cmd->add_flag("--accept-injected", args->accept_injected,
                 "Act on records written from user space (drills); events say \"injected\": true");
-  cmd->add_option(
-      "--node-name", args->node_name,
-      "The Node this agent reports for (default $NODE_NAME, set from the downward API)");
+  cmd->add_option("--node-name", args->node_name,
+                  "The Node this agent reports for (default $NODE_NAME, set from the downward "
+                  "API); with --slurm, its Slurm NodeName (default slurm.node_name, else the "
+                  "host name)");
   cmd->add_option("--kubeconfig", args->kubeconfig,
                   "Kubeconfig for out-of-cluster use (default: in-cluster service account)");
   cmd->add_option("--nvml-library", args->nvml_library,
@@ -61,19 +67,8 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
   cmd->callback([args, cmd, &exit_code] {
     std::unique_ptr<kube::Client> kube_client, watch_client;
     KubeReporterOptions ro;
-    std::string node_name = args->node_name;
-    if (!args->standalone) {
-      if (node_name.empty() && std::getenv("NODE_NAME")) node_name = std::getenv("NODE_NAME");
-      if (node_name.empty()) {
-        std::cerr
-            << "gpuheal agent: no node name: give --node-name or set NODE_NAME (in a DaemonSet, "
-               "from fieldRef spec.nodeName), or run --standalone without Kubernetes\n";
-        exit_code = kExitUsage;
-        return;
-      }
-    } else if (!args->node_name.empty() || !args->kubeconfig.empty()) {
-      std::cerr << "gpuheal agent: --node-name and --kubeconfig are for reporting to Kubernetes; "
-                   "drop them or drop --standalone\n";
+    if (args->standalone && args->slurm) {
+      std::cerr << "gpuheal agent: --standalone and --slurm name two backends; give one\n";
       exit_code = kExitUsage;
       return;
     }
@@ -86,6 +81,41 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
         return;
       }
       cfg = std::move(*loaded);
+    }
+    // The flags choose the backend over the file's `backend:`.
+    if (args->standalone) cfg.backend = AgentConfig::Backend::kStandalone;
+    if (args->slurm) cfg.backend = AgentConfig::Backend::kSlurm;
+    const bool to_kube = cfg.backend == AgentConfig::Backend::kKubernetes;
+    const bool to_slurm = cfg.backend == AgentConfig::Backend::kSlurm;
+    std::string node_name = args->node_name;
+    if (to_kube) {
+      if (node_name.empty() && std::getenv("NODE_NAME")) node_name = std::getenv("NODE_NAME");
+      if (node_name.empty()) {
+        std::cerr
+            << "gpuheal agent: no node name: give --node-name or set NODE_NAME (in a DaemonSet, "
+               "from fieldRef spec.nodeName), or run --standalone without Kubernetes\n";
+        exit_code = kExitUsage;
+        return;
+      }
+    } else if (!args->kubeconfig.empty() || (!to_slurm && !args->node_name.empty())) {
+      std::cerr << "gpuheal agent: --node-name and --kubeconfig are for reporting to Kubernetes; "
+                   "drop them or drop "
+                << (to_slurm ? "--slurm (or backend: slurm)" : "--standalone") << "\n";
+      exit_code = kExitUsage;
+      return;
+    }
+    if (to_slurm) {
+      if (node_name.empty()) node_name = cfg.slurm.node_name;
+      if (node_name.empty()) {
+        char host[256] = {};
+        if (gethostname(host, sizeof host - 1) == 0) node_name = host;
+        node_name = node_name.substr(0, node_name.find('.'));
+      }
+      if (node_name.empty()) {
+        std::cerr << "gpuheal agent: no Slurm node name: give --node-name or slurm.node_name\n";
+        exit_code = kExitUsage;
+        return;
+      }
     }
     // Flags override the file.
     if (!args->kmsg.empty()) cfg.kmsg_path = args->kmsg;
@@ -135,7 +165,7 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
         cfg.nvidia.nvml = NvidiaConfig::Use::kOn;
       }
     }
-    if (!args->standalone) {
+    if (to_kube) {
       auto kcfg = args->kubeconfig.empty() ? kube::InClusterConfig()
                                            : kube::LoadKubeconfig(args->kubeconfig);
       if (!kcfg) {
@@ -160,6 +190,21 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
       if (watch) watch_client = std::move(*watch);
     }
     AgentPorts ports;
+    if (to_slurm) {
+      auto api = slurm::OpenLibslurm(cfg.slurm.library, cfg.slurm.conf);
+      if (!api) {
+        std::cerr << "gpuheal agent: " << api.error().message << "\n";
+        exit_code = api.error().code == ErrorCode::kUsage ? kExitUsage : 1;
+        return;
+      }
+      ports.slurm = std::move(*api);
+      ports.slurm_options.node_name = node_name;
+      ports.slurm_options.checkpoint_signal = cfg.slurm.checkpoint_signal;
+      ports.slurm_options.checkpoint_window = cfg.slurm.checkpoint_window;
+      ports.slurm_options.requeue = cfg.slurm.requeue;
+      ports.slurm_options.resume = cfg.slurm.resume;
+      ports.slurm_options.recheck = cfg.slurm.recheck_period;
+    }
     ports.api = std::move(kube_client);
     ports.reporter = ro;
     ports.watch_api = std::move(watch_client);

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "drill/drill.h"
+#include "drill/slurm_drill.h"
 #include "kube/client.h"
 #include "kube/kube_config.h"
 
@@ -38,8 +40,20 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
       "agents, a fault in one node's kernel log, and the T+ms timeline of the recovery");
   std::string scenarios;
   for (const auto& s : drill::Scenarios()) scenarios += (scenarios.empty() ? "" : ", ") + s;
-  cmd->add_option("--scenario", o->scenario, "What to rehearse: " + scenarios + " (default single)")
-      ->check(CLI::IsMember(drill::Scenarios()));
+  std::vector<std::string> all_scenarios = drill::Scenarios();
+  for (const auto& s : drill::SlurmScenarios()) {
+    if (std::find(all_scenarios.begin(), all_scenarios.end(), s) == all_scenarios.end())
+      all_scenarios.push_back(s);
+  }
+  cmd->add_option("--scenario", o->scenario,
+                  "What to rehearse: " + scenarios +
+                      " (default single); with --backend slurm: single, transient")
+      ->check(CLI::IsMember(all_scenarios));
+  cmd->add_option("--backend", o->backend,
+                  "Where the agent reports: kubernetes (default), or slurm: a Slurm cluster on "
+                  "loopback (scripts/slurm.sh) with this machine as its node, the fault in "
+                  "/dev/kmsg (root; docs/slurm.md)")
+      ->check(CLI::IsMember({"kubernetes", "slurm"}));
   cmd->add_option("--kubeconfig", o->kubeconfig,
                   "Drill in this cluster instead of starting a local control plane (it needs "
                   "kube-scheduler and "
@@ -103,6 +117,41 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
     if (o->nvml_double.empty()) o->nvml_double = build_dir + "/test/libnvml_double.so";
     if (o->nvml_double_ctl.empty()) o->nvml_double_ctl = build_dir + "/test/nvml_double_ctl";
     o->run_timeout = std::chrono::seconds(*timeout);
+    const auto& slurm_scenarios = drill::SlurmScenarios();
+    if (o->backend == "slurm") {
+      if (std::find(slurm_scenarios.begin(), slurm_scenarios.end(), o->scenario) ==
+          slurm_scenarios.end()) {
+        std::cerr << "gpuheal drill: --backend slurm rehearses --scenario single or transient, "
+                     "not "
+                  << o->scenario << "\n";
+        exit_code = kExitUsage;
+        return;
+      }
+      if (!o->kubeconfig.empty() || o->real_node || o->real_kmsg || o->fault_nodes > 0) {
+        std::cerr << "gpuheal drill: --kubeconfig, --real-node, --real-kmsg and --fault-nodes are "
+                     "for the Kubernetes backend; drop them or drop --backend slurm\n";
+        exit_code = kExitUsage;
+        return;
+      }
+      if (access("/dev/kmsg", W_OK) != 0) {
+        std::cerr << "gpuheal drill: --backend slurm writes the fault into /dev/kmsg and runs "
+                     "slurmd: run as root\n";
+        exit_code = kExitUsage;
+        return;
+      }
+      if (access((o->source_dir + "/scripts/slurm.sh").c_str(), R_OK) != 0) {
+        std::cerr << "gpuheal drill: no " << o->source_dir
+                  << "/scripts/slurm.sh to start a Slurm cluster with: give --source-dir of a "
+                     "gpuheal checkout\n";
+        exit_code = kExitUsage;
+        return;
+      }
+    } else if (std::find(drill::Scenarios().begin(), drill::Scenarios().end(), o->scenario) ==
+               drill::Scenarios().end()) {
+      std::cerr << "gpuheal drill: --scenario " << o->scenario << " is for --backend slurm\n";
+      exit_code = kExitUsage;
+      return;
+    }
     if (o->scenario == "correlated" && o->fault_nodes > o->nodes) {
       std::cerr << "gpuheal drill: --fault-nodes " << o->fault_nodes << " is more than --nodes "
                 << o->nodes << "\n";
@@ -196,7 +245,8 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
         off += static_cast<size_t>(n);
       }
     };
-    auto report = drill::RunDrill(*o, interrupted);
+    auto report = o->backend == "slurm" ? drill::RunSlurmDrill(*o, interrupted)
+                                        : drill::RunDrill(*o, interrupted);
     if (!report) {
       std::cerr << "gpuheal drill: " << report.error().message << "\n";
       exit_code = interrupted ? 130 : kExitFailure;

@@ -12,6 +12,7 @@
 #include "core/reasons.h"
 #include "core/sxid_catalog.h"
 #include "core/xid_catalog.h"
+#include "slurm/reason.h"
 
 namespace gpuheal::cli {
 namespace {
@@ -297,7 +298,7 @@ void RegisterExplain(CLI::App& app, int& exit_code) {
   CLI::App* contracts =
       cmd->add_subcommand("contracts", "The public contract listing the golden test guards");
   contracts->callback([&exit_code] {
-    std::cout << reason::ContractListing();
+    std::cout << reason::ContractListing() << slurm::ReasonContractListing();
     exit_code = kExitOk;
   });
 }

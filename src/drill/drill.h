@@ -17,12 +17,13 @@
 namespace gpuheal::drill {
 
 struct DrillOptions {
-  std::string scenario = "single";  // single correlated flap pdb controller-crash agent-restart
-                                    // critical runtime replace-karpenter replace-capi bmc
-  std::string kubeconfig;           // empty: start a local control plane (scripts/control-plane.sh)
-  std::string source_dir;           // where deploy/ and scripts/ are
-  std::string self;                 // this gpuheal binary: the controller and agents run from it
-  int xid = 0;                      // 0: the scenario's own (docs/drill.md)
+  std::string scenario = "single";     // single correlated flap pdb controller-crash agent-restart
+                                       // critical runtime replace-karpenter replace-capi bmc
+  std::string backend = "kubernetes";  // or slurm (src/drill/slurm_drill.h)
+  std::string kubeconfig;  // empty: start a local control plane (scripts/control-plane.sh)
+  std::string source_dir;  // where deploy/ and scripts/ are
+  std::string self;        // this gpuheal binary: the controller and agents run from it
+  int xid = 0;             // 0: the scenario's own (docs/drill.md)
   int nodes = 16, pools = 2, gpus = 8, standby = 1;
   int fault_nodes = 0;  // correlated: 0 picks the fewest that trip the circuit breaker
   int repeat = 1;

@@ -58,6 +58,11 @@ const std::vector<StepInfo>& Steps() {
       {"repair_replaced", "repair: Replaced"},
       {"repair_failed", "repair: Failed"},
       {"repair_blocked", "repair: Blocked"},
+      {"slurm_drained", "Slurm: node DRAIN"},
+      {"slurm_signalled", "Slurm: signal at batch step"},
+      {"slurm_requeued", "Slurm: job requeued"},
+      {"slurm_resumed", "Slurm: node resumed"},
+      {"slurm_job_running_again", "Slurm: job running again"},
   };
   return steps;
 }
