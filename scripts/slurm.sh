@@ -33,7 +33,19 @@ done
 source "$(dirname "$0")/free-port.sh"
 
 stop_all() {
-  local pidfile pid
+  local pidfile pid p parent
+  # The cluster's jobs first, while slurmctld still answers.
+  if [[ -f $dir/slurm.conf ]] && [[ -f $dir/slurmctld.pid ]]; then
+    SLURM_CONF=$dir/slurm.conf timeout 10 scancel --quiet --full --user=root 2>/dev/null || true
+  fi
+  # Whatever job is left: its batch script runs from this cluster's spool, under a slurmstepd.
+  for p in $(pgrep -f "$dir/spool/" 2>/dev/null || true); do
+    parent=$(ps -o ppid= -p "$p" 2>/dev/null | tr -d ' ' || true)
+    kill -9 "$p" 2>/dev/null || true
+    if [[ -n $parent && $(ps -o comm= -p "$parent" 2>/dev/null || true) == slurmstepd ]]; then
+      kill -9 "$parent" 2>/dev/null || true
+    fi
+  done
   for pidfile in "$dir"/slurmd.pid "$dir"/slurmctld.pid "$dir"/munged.pid; do
     [[ -f $pidfile ]] || continue
     pid=$(cat "$pidfile" 2>/dev/null || true)
@@ -42,8 +54,6 @@ stop_all() {
     for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$pid" 2>/dev/null || true
   done
-  # Job steps slurmd started (slurmstepd) belong to this cluster too.
-  pkill -9 -f "slurmstepd.*$dir" 2>/dev/null || true
 }
 
 case $cmd in

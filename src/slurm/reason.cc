@@ -56,12 +56,12 @@ std::optional<DrainReason> ParseReason(std::string_view reason) {
     if (open != std::string_view::npos && (open == 0 || rest[open - 1] == ' ')) {
       const std::string_view num = rest.substr(open + 2, rest.size() - open - 2 - 6);
       int n = 0;
-      bool digits = !num.empty() && num.size() <= 6;
-      for (char c : num) {
-        if (!std::isdigit(static_cast<unsigned char>(c)))
+      bool digits = !num.empty() && num.size() <= 6;  // at most 999,999: no overflow
+      for (size_t i = 0; digits && i < num.size(); ++i) {
+        if (!std::isdigit(static_cast<unsigned char>(num[i])))
           digits = false;
         else
-          n = n * 10 + (c - '0');
+          n = n * 10 + (num[i] - '0');
       }
       if (digits && n > 0) {
         r.more = n;

@@ -197,7 +197,7 @@ TEST_F(SlurmTest, Xid79DrainsTheNodeSignalsTheJobAndRequeuesIt) {
   // The node stays drained: an Xid 79 clears with a reboot with the GPU present.
   std::this_thread::sleep_for(1500ms);
   EXPECT_TRUE(NodeReason().starts_with("gpuheal: NvidiaXID79Error")) << NodeReason();
-  agent->Kill(SIGTERM);
+  EXPECT_EQ(agent->Kill(SIGTERM), 0) << "the agent must exit cleanly on SIGTERM";
 }
 
 // A critical fault of one GPU (Xid 119, GSP RPC timeout: drain and reset that GPU): Slurm cannot
@@ -218,7 +218,7 @@ TEST_F(SlurmTest, AGpuLevelFaultDrainsTheNodeAndLetsItsJobsFinish) {
   EXPECT_EQ(Lines("signals"), 0) << "a GPU-level fault sends no checkpoint signal";
   EXPECT_EQ(JobState(job), "RUNNING");
   EXPECT_EQ(Restarts(job), 0);
-  agent->Kill(SIGTERM);
+  EXPECT_EQ(agent->Kill(SIGTERM), 0) << "the agent must exit cleanly on SIGTERM";
 }
 
 // A job submitted with --no-requeue is signalled and then left to end; it is never requeued.
@@ -233,7 +233,7 @@ TEST_F(SlurmTest, AJobThatDoesNotAllowRequeueIsSignalledAndLeftRunning) {
   ASSERT_TRUE(left) << "the agent did not say the job is left to end";
   EXPECT_EQ(JobState(job), "RUNNING");
   EXPECT_EQ(Restarts(job), 0);
-  agent->Kill(SIGTERM);
+  EXPECT_EQ(agent->Kill(SIGTERM), 0) << "the agent must exit cleanly on SIGTERM";
 }
 
 // A node an administrator drained keeps its state and reason: gpuheal checkpoints the jobs but
@@ -255,7 +255,7 @@ TEST_F(SlurmTest, AnAdministratorsDrainIsLeftAlone) {
   EXPECT_TRUE(Eventually([&] { return Lines("signals") >= 1; }, 5s)) << "no USR1 reached the job";
   std::this_thread::sleep_for(2s);
   EXPECT_EQ(NodeReason(), "hw swap ticket 4711");
-  agent->Kill(SIGTERM);
+  EXPECT_EQ(agent->Kill(SIGTERM), 0) << "the agent must exit cleanly on SIGTERM";
 }
 
 // A transient fault (soft lockups escalated by repetition, cleared by the quiet period): gpuheal
@@ -293,7 +293,7 @@ TEST_F(SlurmTest, RecoveryResumesOnlyGpuhealsOwnDrain) {
   std::this_thread::sleep_for(8s);  // past the quiet period
   EXPECT_EQ(NodeReason(), "keep out: bios update");
   EXPECT_NE(NodeState(), "idle");
-  agent->Kill(SIGTERM);
+  EXPECT_EQ(agent->Kill(SIGTERM), 0) << "the agent must exit cleanly on SIGTERM";
 }
 
 // slurmctld gone: the agent still detects, says slurmctld is unreachable, and drains the node as
@@ -311,7 +311,7 @@ TEST_F(SlurmTest, ADrainWaitsForSlurmctldAndHappensWhenItIsBack) {
   Sh(fmt::format("slurmctld -f {} ", conf_));
   EXPECT_TRUE(Eventually([] { return NodeReason().starts_with("gpuheal: NvidiaXID79Error"); }, 60s))
       << NodeState() << " " << NodeReason();
-  agent->Kill(SIGTERM);
+  EXPECT_EQ(agent->Kill(SIGTERM), 0) << "the agent must exit cleanly on SIGTERM";
 }
 
 // The drill on a Slurm cluster of its own: both scenarios end ok, their timelines in order.
