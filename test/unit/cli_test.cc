@@ -130,6 +130,28 @@ TEST(Cli, ExplainUnknownXidIsAUsageError) {
   EXPECT_NE(r.out.find("not in the catalog"), std::string::npos) << r.out;
 }
 
+TEST(Cli, TheSlurmBackendsUsageErrors) {
+  auto r = Exec("agent --standalone --slurm");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("two backends"), std::string::npos) << r.out;
+  r = Exec("agent --slurm --kubeconfig /nonexistent");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("drop --slurm"), std::string::npos) << r.out;
+  // A slurm.conf that is not there: exit 2 before libslurm (which would end the process) reads it.
+  const std::string cfg = TempFile("slurm: {conf: /nonexistent/slurm.conf}\n");
+  r = Exec("agent --slurm --listen '' --state-dir /tmp --config " + cfg);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("/nonexistent/slurm.conf"), std::string::npos) << r.out;
+  r = Exec("agent --slurm --config " + TempFile("slurm: {checkpoint_window: soon}\n"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("slurm.checkpoint_window"), std::string::npos) << r.out;
+  r = Exec("drill --backend slurm --scenario pdb");
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = Exec("drill --scenario transient");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--backend slurm"), std::string::npos) << r.out;
+}
+
 TEST(Cli, ClassifyStdinAndFiles) {
   auto r = Exec("classify < " +
                 TempFile("[ 1.0] NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=a, DBE\nnoise\n"));
