@@ -61,6 +61,8 @@ case $cmd in
     for tool in munged slurmctld slurmd sinfo; do
       command -v "$tool" >/dev/null || { echo "slurm.sh: $tool not found; run scripts/setup.sh (Debian packages munge, slurmctld, slurmd, slurm-client)" >&2; exit 1; }
     done
+    # A cluster still running in this directory is stopped first, never orphaned.
+    [[ -d $dir ]] && stop_all
     rm -rf "$dir"
     mkdir -p "$dir"/munge "$dir"/state "$dir"/spool
     chmod 700 "$dir" "$dir"/munge

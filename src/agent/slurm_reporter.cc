@@ -19,6 +19,11 @@ bool DomainEnabled(const std::string& condition, const MonitorSwitches& on) {
   return true;
 }
 
+Counter& ActionCounter(Metrics& metrics, const char* action) {
+  return metrics.GetCounter("gpuheal_slurm_actions_total",
+                            "Actions on the node's Slurm state and jobs", {{"action", action}});
+}
+
 }  // namespace
 
 SlurmDesired DesiredSlurmState(const ActiveFaults& active, const MonitorSwitches& enabled) {
@@ -58,18 +63,10 @@ SlurmReporter::SlurmReporter(std::unique_ptr<slurm::Api> api, SlurmReporterOptio
     : api_(std::move(api)),
       opts_(std::move(opts)),
       rng_(std::random_device{}()),
-      drains_(metrics.GetCounter("gpuheal_slurm_actions_total",
-                                 "Actions on the node's Slurm state and jobs",
-                                 {{"action", "drain"}})),
-      resumes_(metrics.GetCounter("gpuheal_slurm_actions_total",
-                                  "Actions on the node's Slurm state and jobs",
-                                  {{"action", "resume"}})),
-      signals_(metrics.GetCounter("gpuheal_slurm_actions_total",
-                                  "Actions on the node's Slurm state and jobs",
-                                  {{"action", "signal"}})),
-      requeues_(metrics.GetCounter("gpuheal_slurm_actions_total",
-                                   "Actions on the node's Slurm state and jobs",
-                                   {{"action", "requeue"}})),
+      drains_(ActionCounter(metrics, "drain")),
+      resumes_(ActionCounter(metrics, "resume")),
+      signals_(ActionCounter(metrics, "signal")),
+      requeues_(ActionCounter(metrics, "requeue")),
       failures_total_(
           metrics.GetCounter("gpuheal_slurm_failures_total", "slurmctld requests that failed")),
       api_up_(metrics.GetGauge("gpuheal_slurm_up", "1 when the last slurmctld request succeeded")) {
@@ -178,9 +175,7 @@ std::chrono::steady_clock::time_point SlurmReporter::Step() {
       Log("info", drained ? "slurm: drain reason updated" : "slurm: drained the node",
           {{"node", opts_.node_name}, {"reason", reason}});
     }
-    if (want.node_level) {
-      Checkpoint(now, next);
-    }
+    if (want.node_level && !Checkpoint(now, next)) return retry();
   } else {
     window_start_.reset();
     window_done_ = false;
@@ -208,54 +203,57 @@ std::chrono::steady_clock::time_point SlurmReporter::Step() {
   return next;
 }
 
-void SlurmReporter::Checkpoint(std::chrono::steady_clock::time_point now,
+bool SlurmReporter::Checkpoint(std::chrono::steady_clock::time_point now,
                                std::chrono::steady_clock::time_point& next) {
-  if (window_done_) return;
+  if (window_done_) return true;
   if (!window_start_) window_start_ = now;
   auto jobs = api_->JobsOn(opts_.node_name);
   if (!jobs) {
     Fail(jobs.error().message);
-    next = std::min(next, now + opts_.initial_backoff);
-    return;
+    return false;
   }
   const bool window_over = now >= *window_start_ + opts_.checkpoint_window;
+  bool ok = true;
   for (const auto& j : *jobs) {
     if (!j.running || !j.batch) continue;
     if (opts_.checkpoint_signal > 0 && !signalled_.contains(j.id) && !window_over) {
       if (auto s = api_->SignalBatch(j.id, opts_.checkpoint_signal); !s) {
         Fail(s.error().message);
-      } else {
-        signals_.Inc();
-        Log("info", "slurm: checkpoint signal sent to the job's batch step",
-            {{"node", opts_.node_name},
-             {"job", j.id},
-             {"signal", opts_.checkpoint_signal},
-             {"window_ms", opts_.checkpoint_window.count()}});
+        ok = false;  // tried again at the retry, while the window lasts
+        continue;
       }
+      signals_.Inc();
       signalled_.insert(j.id);
+      Log("info", "slurm: checkpoint signal sent to the job's batch step",
+          {{"node", opts_.node_name},
+           {"job", j.id},
+           {"signal", opts_.checkpoint_signal},
+           {"window_ms", opts_.checkpoint_window.count()}});
     }
-    if (window_over) {
-      if (opts_.requeue && j.requeue) {
-        if (auto s = api_->Requeue(j.id); !s) {
-          Fail(s.error().message);
-        } else {
-          requeues_.Inc();
-          Log("info", "slurm: requeued the job at the end of its checkpoint window",
-              {{"node", opts_.node_name}, {"job", j.id}});
-        }
-      } else {
-        Log("info",
-            opts_.requeue ? "slurm: the job does not allow requeueing; it is left to end"
-                          : "slurm: requeueing is off (slurm.requeue); the job is left to end",
-            {{"node", opts_.node_name}, {"job", j.id}});
+    if (!window_over) continue;
+    if (opts_.requeue && j.requeue) {
+      if (auto s = api_->Requeue(j.id); !s) {
+        Fail(s.error().message);
+        ok = false;  // a job still running is requeued at the retry
+        continue;
       }
+      requeues_.Inc();
+      Log("info", "slurm: requeued the job at the end of its checkpoint window",
+          {{"node", opts_.node_name}, {"job", j.id}});
+    } else {
+      Log("info",
+          opts_.requeue ? "slurm: the job does not allow requeueing; it is left to end"
+                        : "slurm: requeueing is off (slurm.requeue); the job is left to end",
+          {{"node", opts_.node_name}, {"job", j.id}});
     }
   }
+  if (!ok) return false;
   if (window_over) {
     window_done_ = true;
   } else {
     next = std::min(next, *window_start_ + opts_.checkpoint_window);
   }
+  return true;
 }
 
 }  // namespace gpuheal

@@ -78,7 +78,8 @@ class SlurmReporter {
  private:
   void Run();
   void Fail(const std::string& what);
-  void Checkpoint(std::chrono::steady_clock::time_point now,
+  // The checkpoint window's actions due now; false when a request failed (retried with backoff).
+  bool Checkpoint(std::chrono::steady_clock::time_point now,
                   std::chrono::steady_clock::time_point& next);
 
   std::unique_ptr<slurm::Api> api_;
