@@ -21,6 +21,7 @@
 
 #include "agent_process.h"
 #include "drill/inject.h"
+#include "nvml_scenario.h"
 #include "slurm/reason.h"
 
 namespace gpuheal {
@@ -129,20 +130,24 @@ class SlurmTest : public ::testing::Test {
     return n;
   }
 
-  std::unique_ptr<AgentProcess> StartAgent(const std::string& extra_config = "") {
+  // `nvidia` replaces the config's nvidia: section (NVML off by default); `args` are added.
+  std::unique_ptr<AgentProcess> StartAgent(const std::string& extra_config = "",
+                                           const std::vector<std::string>& args = {},
+                                           const std::string& nvidia = "nvidia: {nvml: false}\n") {
     const std::string cfg = work_ + "/agent.yaml";
     std::ofstream(cfg) << "kmsg_start: end\n"
                        << "monitors: {storage: false, network: false, runtime: false}\n"
                        << "previous_boot: {enabled: false}\n"
-                       << "nvidia: {nvml: false}\n"
-                       << "slurm:\n"
+                       << nvidia << "slurm:\n"
                        << "  conf: " << conf_ << "\n"
                        << "  checkpoint_window: 3s\n"
                        << "  recheck_period: 1s\n"
                        << extra_config;
-    auto a = std::make_unique<AgentProcess>(std::vector<std::string>{
-        GPUHEAL_BIN, "agent", "--slurm", "--node-name", kNode, "--config", cfg, "--state-dir",
-        work_ + "/state", "--listen", "", "--accept-injected"});
+    std::vector<std::string> argv = {
+        GPUHEAL_BIN, "agent",       "--slurm",        "--node-name", kNode, "--config",
+        cfg,         "--state-dir", work_ + "/state", "--listen",    "",    "--accept-injected"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto a = std::make_unique<AgentProcess>(argv);
     auto started =
         a->WaitLog([](const auto& j) { return j.value("msg", "") == "agent started"; }, 10s);
     EXPECT_TRUE(started.has_value()) << "the agent did not start";
@@ -218,6 +223,42 @@ TEST_F(SlurmTest, AGpuLevelFaultDrainsTheNodeAndLetsItsJobsFinish) {
   EXPECT_EQ(Lines("signals"), 0) << "a GPU-level fault sends no checkpoint signal";
   EXPECT_EQ(JobState(job), "RUNNING");
   EXPECT_EQ(Restarts(job), 0);
+  EXPECT_EQ(agent->Kill(SIGTERM), 0) << "the agent must exit cleanly on SIGTERM";
+}
+
+// The same GPU-level fault healed without the node: with nvidia.reset.on_critical the agent drains
+// that GPU in NVML, waits for its compute processes to end, resets it (the NVML double plays
+// `nvidia-smi --gpu-reset`) and verifies it; the fault clears and gpuheal resumes its drain.
+TEST_F(SlurmTest, AGpuResetByTheAgentResumesTheNode) {
+  testing::Scenario sc;
+  const testing::TestGpu gpu = testing::UniqueGpu();
+  auto d = testing::HealthyDevice(gpu);
+  d["processes"] = {4242};
+  sc.Write({{"devices", {d}}});
+  const std::string nvidia = fmt::format(
+      "nvidia:\n  poll_period: 200ms\n  sysfs_pci_devices: {}\n"
+      "  reset:\n    on_critical: true\n    drain_timeout: 30s\n    timeout: 10s\n"
+      "    command: [\"{}\", \"reset\", \"{}\", \"{{bus_id}}\"]\n",
+      work_, NVML_DOUBLE_CTL, sc.path());
+  auto agent = StartAgent("", {"--nvml-library", NVML_DOUBLE}, nvidia);
+  sc.Write({{"devices", {d}},
+            {"events", {{{"id", "gsp"}, {"type", "XidCriticalError"}, {"data", 119}}}}});
+  ASSERT_TRUE(Eventually([] { return NodeReason().starts_with("gpuheal: NvidiaXID119"); }, 10s))
+      << NodeState() << " " << NodeReason();
+  EXPECT_EQ(slurm::ParseReason(NodeReason())->gpu, gpu.pci);
+  // The GPU's work still runs: drained in Slurm and in NVML, not reset.
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(sc.Read()["devices"][0].value("resets", 0), 0) << "must wait for the compute processes";
+  EXPECT_TRUE(NodeReason().starts_with("gpuheal: ")) << NodeReason();
+  // The work ends: reset, verified, the fault cleared, the node resumed.
+  auto scenario = sc.Read();
+  scenario["devices"][0]["processes"] = nlohmann::json::array();
+  sc.Write(scenario);
+  ASSERT_TRUE(Eventually([] { return NodeState() == "idle"; }, 20s))
+      << NodeState() << " " << NodeReason();
+  EXPECT_EQ(sc.Read()["devices"][0].value("resets", 0), 1);
+  EXPECT_TRUE(agent->WaitLog(
+      [](const auto& j) { return j.value("msg", "").starts_with("slurm: resumed the node"); }, 5s));
   EXPECT_EQ(agent->Kill(SIGTERM), 0) << "the agent must exit cleanly on SIGTERM";
 }
 
