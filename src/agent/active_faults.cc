@@ -61,6 +61,12 @@ std::string Describe(const ActiveFault& a, const std::map<std::string, std::stri
 
 }  // namespace
 
+bool WorstFirst(const ActiveFault* a, const ActiveFault* b) {
+  if (a->fault.severity != b->fault.severity) return a->fault.severity > b->fault.severity;
+  if (a->first_seen_unix != b->first_seen_unix) return a->first_seen_unix < b->first_seen_unix;
+  return a->key < b->key;
+}
+
 RecoveryRule RecoveryRuleOf(const Fault& f) {
   if (f.escalated) {
     // Raised on evidence of the GPU's own memory fault: it clears as that fault does (a new boot
@@ -233,12 +239,7 @@ GpuFaults ActiveFaults::GpuLevel() const {
 std::vector<DesiredCondition> ActiveFaults::Conditions(const MonitorSwitches& enabled) const {
   std::vector<DesiredCondition> out;
   for (Condition c : kAllConditions) {
-    const bool on = c == Condition::kAcceleratedHardwareReady ? enabled.nvidia
-                    : c == Condition::kKernelReady            ? enabled.kernel
-                    : c == Condition::kNetworkingReady        ? enabled.network
-                    : c == Condition::kStorageReady           ? enabled.storage
-                                                              : enabled.runtime;
-    if (!on) continue;
+    if (!enabled.On(c)) continue;
     const std::string type(ToString(c));
     std::vector<const ActiveFault*> mine;
     for (const auto& [k, a] : faults_) {
@@ -249,11 +250,7 @@ std::vector<DesiredCondition> ActiveFaults::Conditions(const MonitorSwitches& en
       continue;
     }
     // Worst first; among equals, the earliest.
-    std::sort(mine.begin(), mine.end(), [](const ActiveFault* a, const ActiveFault* b) {
-      if (a->fault.severity != b->fault.severity) return a->fault.severity > b->fault.severity;
-      if (a->first_seen_unix != b->first_seen_unix) return a->first_seen_unix < b->first_seen_unix;
-      return a->key < b->key;
-    });
+    std::sort(mine.begin(), mine.end(), WorstFirst);
     // The decision first (core/condition_decision.h): the controller acts on the agent's severity
     // and action, overrides and escalations included, not on its own reading of the reason.
     std::string msg = DecisionPrefix({mine[0]->fault.severity, mine[0]->fault.action}) +

@@ -31,6 +31,9 @@ struct ActiveFault {
   std::vector<std::string> sources;  // channels that reported it: kmsg, nvml, sysfs
 };
 
+// The order faults are named in: worst first; among equals, the earliest (then by key).
+bool WorstFirst(const ActiveFault* a, const ActiveFault* b);
+
 // How an active fault clears (docs/recovery.md).
 enum class RecoveryRule {
   kRebootWithGpuPresent,  // a new boot id and the GPU back on the PCI bus, or a successful GPU

@@ -39,6 +39,22 @@ struct MonitorSwitches {
   bool storage = true;  // StorageReady
   bool network = true;  // NetworkingReady
   bool runtime = true;  // ContainerRuntimeReady: the CRI runtime monitor
+  // Whether the monitor of condition domain `c` is on.
+  bool On(Condition c) const {
+    switch (c) {
+      case Condition::kAcceleratedHardwareReady:
+        return nvidia;
+      case Condition::kKernelReady:
+        return kernel;
+      case Condition::kNetworkingReady:
+        return network;
+      case Condition::kStorageReady:
+        return storage;
+      case Condition::kContainerRuntimeReady:
+        return runtime;
+    }
+    return true;
+  }
 };
 
 // The domain monitors beyond the kernel log (docs/domains.md). Each is a state the agent

@@ -1,23 +1,13 @@
 #include "agent/slurm_reporter.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <vector>
 
 #include "core/log.h"
+#include "kube/backoff.h"
 
 namespace gpuheal {
 namespace {
-
-bool DomainEnabled(const std::string& condition, const MonitorSwitches& on) {
-  if (condition == "AcceleratedHardwareReady") return on.nvidia;
-  if (condition == "KernelReady") return on.kernel;
-  if (condition == "NetworkingReady") return on.network;
-  if (condition == "StorageReady") return on.storage;
-  if (condition == "ContainerRuntimeReady") return on.runtime;
-  return true;
-}
 
 Counter& ActionCounter(Metrics& metrics, const char* action) {
   return metrics.GetCounter("gpuheal_slurm_actions_total",
@@ -29,20 +19,16 @@ Counter& ActionCounter(Metrics& metrics, const char* action) {
 SlurmDesired DesiredSlurmState(const ActiveFaults& active, const MonitorSwitches& enabled) {
   std::vector<const ActiveFault*> node_level, gpu_level;
   for (const auto& [k, a] : active.all()) {
-    if (a.fault.severity >= Severity::kFatal && DomainEnabled(a.fault.condition, enabled)) {
+    const auto domain = ParseCondition(a.fault.condition);
+    if (a.fault.severity >= Severity::kFatal && (!domain || enabled.On(*domain))) {
       node_level.push_back(&a);
     } else if (a.fault.severity < Severity::kFatal && !a.fault.pci.empty()) {
       // Below fatal, the active set holds only critical faults of one GPU.
       gpu_level.push_back(&a);
     }
   }
-  auto worst_first = [](const ActiveFault* a, const ActiveFault* b) {
-    if (a->fault.severity != b->fault.severity) return a->fault.severity > b->fault.severity;
-    if (a->first_seen_unix != b->first_seen_unix) return a->first_seen_unix < b->first_seen_unix;
-    return a->key < b->key;
-  };
-  std::sort(node_level.begin(), node_level.end(), worst_first);
-  std::sort(gpu_level.begin(), gpu_level.end(), worst_first);
+  std::sort(node_level.begin(), node_level.end(), WorstFirst);
+  std::sort(gpu_level.begin(), gpu_level.end(), WorstFirst);
   SlurmDesired d;
   const ActiveFault* top = !node_level.empty()  ? node_level[0]
                            : !gpu_level.empty() ? gpu_level[0]
@@ -138,11 +124,10 @@ std::chrono::steady_clock::time_point SlurmReporter::Step() {
     seen_gen_ = desired_gen_;
   }
   const auto now = std::chrono::steady_clock::now();
+  // After Fail(): the same backoff as the Kubernetes reporter's, from the failures so far.
   auto retry = [&] {
-    auto b = opts_.initial_backoff * (1 << std::min(failures_, 10));
-    if (b > opts_.max_backoff) b = opts_.max_backoff;
-    std::uniform_int_distribution<int64_t> jitter(0, b.count() / 4);
-    return now + b + std::chrono::milliseconds(jitter(rng_));
+    return now + kube::JitteredBackoff(opts_.initial_backoff, opts_.max_backoff,
+                                       std::max(failures_ - 1, 0), rng_);
   };
   auto node = api_->GetNode(opts_.node_name);
   if (!node) {

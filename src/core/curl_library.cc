@@ -9,6 +9,8 @@
 #include <mutex>
 #include <string>
 
+#include "core/dl_symbol.h"
+
 namespace gpuheal {
 namespace {
 
@@ -17,13 +19,6 @@ constexpr const char* kSoname = "libcurl.so.4";
 CurlLibrary g_lib{};
 std::string g_error;
 std::atomic<bool> g_loaded{false};
-
-template <typename Fn>
-bool Resolve(void* handle, const char* name, Fn& out, std::string& missing) {
-  out = reinterpret_cast<Fn>(dlsym(handle, name));
-  if (out == nullptr) missing = name;
-  return out != nullptr;
-}
 
 void Load() {
   void* h = dlopen(kSoname, RTLD_NOW | RTLD_LOCAL);
@@ -37,15 +32,15 @@ void Load() {
   }
   CURLcode (*global_init)(long) = nullptr;
   std::string missing;
-  if (!Resolve(h, "curl_global_init", global_init, missing) ||
-      !Resolve(h, "curl_easy_init", g_lib.easy_init, missing) ||
-      !Resolve(h, "curl_easy_setopt", g_lib.easy_setopt, missing) ||
-      !Resolve(h, "curl_easy_perform", g_lib.easy_perform, missing) ||
-      !Resolve(h, "curl_easy_getinfo", g_lib.easy_getinfo, missing) ||
-      !Resolve(h, "curl_easy_cleanup", g_lib.easy_cleanup, missing) ||
-      !Resolve(h, "curl_easy_strerror", g_lib.easy_strerror, missing) ||
-      !Resolve(h, "curl_slist_append", g_lib.slist_append, missing) ||
-      !Resolve(h, "curl_slist_free_all", g_lib.slist_free_all, missing)) {
+  if (!ResolveSymbol(h, "curl_global_init", global_init, missing) ||
+      !ResolveSymbol(h, "curl_easy_init", g_lib.easy_init, missing) ||
+      !ResolveSymbol(h, "curl_easy_setopt", g_lib.easy_setopt, missing) ||
+      !ResolveSymbol(h, "curl_easy_perform", g_lib.easy_perform, missing) ||
+      !ResolveSymbol(h, "curl_easy_getinfo", g_lib.easy_getinfo, missing) ||
+      !ResolveSymbol(h, "curl_easy_cleanup", g_lib.easy_cleanup, missing) ||
+      !ResolveSymbol(h, "curl_easy_strerror", g_lib.easy_strerror, missing) ||
+      !ResolveSymbol(h, "curl_slist_append", g_lib.slist_append, missing) ||
+      !ResolveSymbol(h, "curl_slist_free_all", g_lib.slist_free_all, missing)) {
     g_error = fmt::format("{} has no {}: libcurl 7.77 or newer is needed", kSoname, missing);
     return;
   }

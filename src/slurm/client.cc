@@ -11,6 +11,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/dl_symbol.h"
+
 namespace gpuheal::slurm {
 
 const char* const kLibslurmSoname = "libslurm.so.38";
@@ -41,13 +43,6 @@ struct Libslurm {
   char* (*node_state_string)(uint32_t) = nullptr;
   char* (*job_state_string)(uint32_t) = nullptr;
 };
-
-template <typename Fn>
-bool Resolve(void* handle, const char* name, Fn& out, std::string& missing) {
-  out = reinterpret_cast<Fn>(dlsym(handle, name));
-  if (out == nullptr) missing = name;
-  return out != nullptr;
-}
 
 // libslurm reads its configuration once per process.
 std::mutex g_mu;
@@ -240,29 +235,30 @@ Result<std::unique_ptr<Api>> OpenLibslurm(const std::string& library,
   }
   Libslurm lib;
   std::string missing;
-  if (!Resolve(h, "slurm_init", lib.init, missing) ||
-      !Resolve(h, "slurm_get_errno", lib.get_errno, missing) ||
-      !Resolve(h, "slurm_strerror", lib.strerror, missing) ||
-      !Resolve(h, "slurm_load_node_single", lib.load_node_single, missing) ||
-      !Resolve(h, "slurm_free_node_info_msg", lib.free_node_info_msg, missing) ||
-      !Resolve(h, "slurm_init_update_node_msg", lib.init_update_node_msg, missing) ||
-      !Resolve(h, "slurm_update_node", lib.update_node, missing) ||
-      !Resolve(h, "slurm_load_jobs", lib.load_jobs, missing) ||
-      !Resolve(h, "slurm_load_job", lib.load_job, missing) ||
-      !Resolve(h, "slurm_free_job_info_msg", lib.free_job_info_msg, missing) ||
-      !Resolve(h, "slurm_kill_job2", lib.kill_job2, missing) ||
-      !Resolve(h, "slurm_requeue", lib.requeue, missing) ||
-      !Resolve(h, "slurm_init_job_desc_msg", lib.init_job_desc_msg, missing) ||
-      !Resolve(h, "slurm_submit_batch_job", lib.submit_batch_job, missing) ||
-      !Resolve(h, "slurm_free_submit_response_response_msg", lib.free_submit_response, missing) ||
-      !Resolve(h, "slurm_hostlist_create", lib.hostlist_create, missing) ||
-      !Resolve(h, "slurm_hostlist_find", lib.hostlist_find, missing) ||
-      !Resolve(h, "slurm_hostlist_destroy", lib.hostlist_destroy, missing)) {
+  if (!ResolveSymbol(h, "slurm_init", lib.init, missing) ||
+      !ResolveSymbol(h, "slurm_get_errno", lib.get_errno, missing) ||
+      !ResolveSymbol(h, "slurm_strerror", lib.strerror, missing) ||
+      !ResolveSymbol(h, "slurm_load_node_single", lib.load_node_single, missing) ||
+      !ResolveSymbol(h, "slurm_free_node_info_msg", lib.free_node_info_msg, missing) ||
+      !ResolveSymbol(h, "slurm_init_update_node_msg", lib.init_update_node_msg, missing) ||
+      !ResolveSymbol(h, "slurm_update_node", lib.update_node, missing) ||
+      !ResolveSymbol(h, "slurm_load_jobs", lib.load_jobs, missing) ||
+      !ResolveSymbol(h, "slurm_load_job", lib.load_job, missing) ||
+      !ResolveSymbol(h, "slurm_free_job_info_msg", lib.free_job_info_msg, missing) ||
+      !ResolveSymbol(h, "slurm_kill_job2", lib.kill_job2, missing) ||
+      !ResolveSymbol(h, "slurm_requeue", lib.requeue, missing) ||
+      !ResolveSymbol(h, "slurm_init_job_desc_msg", lib.init_job_desc_msg, missing) ||
+      !ResolveSymbol(h, "slurm_submit_batch_job", lib.submit_batch_job, missing) ||
+      !ResolveSymbol(h, "slurm_free_submit_response_response_msg", lib.free_submit_response,
+                     missing) ||
+      !ResolveSymbol(h, "slurm_hostlist_create", lib.hostlist_create, missing) ||
+      !ResolveSymbol(h, "slurm_hostlist_find", lib.hostlist_find, missing) ||
+      !ResolveSymbol(h, "slurm_hostlist_destroy", lib.hostlist_destroy, missing)) {
     return Error{fmt::format("{} has no {}: it is not the libslurm of Slurm 22.05", so, missing)};
   }
   std::string ignored;
-  Resolve(h, "slurm_node_state_string", lib.node_state_string, ignored);
-  Resolve(h, "slurm_job_state_string", lib.job_state_string, ignored);
+  ResolveSymbol(h, "slurm_node_state_string", lib.node_state_string, ignored);
+  ResolveSymbol(h, "slurm_job_state_string", lib.job_state_string, ignored);
   {
     std::lock_guard lock(g_mu);
     if (!g_initialised) {
