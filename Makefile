@@ -2,6 +2,7 @@
 #   make drill  the main job: setup + build + a local control plane + the self-healing drill
 #               (DRILL_ARGS="--scenario pdb --repeat 5 ..." for more; docs/drill.md)
 #   make run    the standalone agent on this host's kernel log
+#   make install  gpuheal and the kubectl plugin kubectl-gpuheal into $(PREFIX)/bin
 #   make test   setup + build (incl. the test control plane, cached) + the format check + every test tier
 
 SHELL := /bin/bash
@@ -9,7 +10,9 @@ BUILD := build
 JOBS ?= $(shell nproc)
 STATE_DIR ?= $(HOME)/.cache/gpuheal/state
 
-.PHONY: setup build test integration e2e image deploy-manifests drill run golden asan tsan fuzz bench clean
+PREFIX ?= /usr/local
+
+.PHONY: install setup build test integration e2e image deploy-manifests drill run golden asan tsan fuzz bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -21,6 +24,10 @@ build: setup
 test: build
 	@bash scripts/check-format.sh
 	@bash scripts/run-tests.sh $(BUILD)
+
+# The binary and kubectl-gpuheal (the same binary as a kubectl plugin) into $(PREFIX)/bin.
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 # Only the integration tier (a real control plane built from Go modules, cached in ~/.cache/gpuheal).
 integration: build

@@ -6,7 +6,8 @@
 # (the real-node tier, label realnode, and `drill --real-node`): the kubelet and helm
 # (scripts/build-node-tools.sh, cached the same way) and the images of this build
 # (scripts/build-image.sh; GPUHEAL_IMAGE_DIR tells the real node where they are), and the Redfish
-# BMC emulator (scripts/build-bmc-emulator.sh, a virtualenv), and Karpenter's and Cluster API's
+# BMC emulator (scripts/build-bmc-emulator.sh, a virtualenv), the S3 server presigned uploads go
+# to (scripts/build-s3-server.sh, moto in a virtualenv), and Karpenter's and Cluster API's
 # CRDs (scripts/build-peer-crds.sh). LABELS (a
 # ctest -L regex) or GPUHEAL_SKIP_INTEGRATION=1 (no control plane at all) narrow the run.
 set -euo pipefail
@@ -21,6 +22,7 @@ else
   # The Redfish BMC emulator (sushy-tools, a virtualenv from PyPI) the BMC tests power-cycle.
   GPUHEAL_SUSHY_EMULATOR=$(bash scripts/build-bmc-emulator.sh | sed -n 's/^SUSHY_EMULATOR=//p')
   export GPUHEAL_SUSHY_EMULATOR
+  export GPUHEAL_S3_SERVER=$(bash scripts/build-s3-server.sh | sed -n 's/^S3_SERVER=//p')
   # Karpenter's and Cluster API's own CRDs (pinned modules through the Go module proxy).
   GPUHEAL_PEER_CRDS=$(bash scripts/build-peer-crds.sh | sed -n 's/^PEER_CRDS=//p')
   export GPUHEAL_PEER_CRDS

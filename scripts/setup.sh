@@ -15,6 +15,7 @@ PACKAGES=(
   clang-format        # scripts/check-format.sh, run by make test
   openssl curl time   # the test control plane: certificates, readiness probes, build timing
   libslurm-dev        # the Slurm backend's headers (libslurm itself is opened on demand)
+  libarchive-dev libssl-dev  # diagnostic bundles' headers: tar.gz and sha256 (opened on demand)
   munge slurmctld slurmd slurm-client  # the Slurm tier's cluster on loopback (scripts/slurm.sh)
   python3-venv        # test setup only: the Redfish BMC emulator's virtualenv (build-bmc-emulator.sh)
   # the real node of the test bed (scripts/real-node.sh) and the image (scripts/build-image.sh)

@@ -99,7 +99,8 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
                                                  "previous_boot",
                                                  "kernel",
                                                  "backend",
-                                                 "slurm"},
+                                                 "slurm",
+                                                 "diagnostics"},
                                  "the config must be a mapping of keys to values"));
   if (const YAML::Node v = root["backend"]) {
     const std::string b = v.IsScalar() ? v.as<std::string>() : "";
@@ -267,6 +268,26 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
     GPUHEAL_CHECK(p.String("pstore", cfg.previous_boot.pstore));
     GPUHEAL_CHECK(p.String("journal", cfg.previous_boot.journal));
   }
+  if (root["diagnostics"]) {
+    GPUHEAL_TRY(
+        d, Section::Open(err, root["diagnostics"], "diagnostics",
+                         {"enabled", "dir", "retention", "max_size_mb", "collector_timeout",
+                          "upload_timeout", "upload_attempts", "nvidia_smi", "kubelet_healthz"}));
+    GPUHEAL_CHECK(d.Bool("enabled", cfg.diagnostics.enabled));
+    GPUHEAL_CHECK(d.String("dir", cfg.diagnostics.dir));
+    GPUHEAL_CHECK(
+        d.Duration("retention", cfg.diagnostics.retention, false, std::chrono::seconds(1)));
+    int mb = static_cast<int>(cfg.diagnostics.max_bytes / (1024 * 1024));
+    GPUHEAL_CHECK(d.Int("max_size_mb", mb, 1, 4096));
+    cfg.diagnostics.max_bytes = static_cast<int64_t>(mb) * 1024 * 1024;
+    GPUHEAL_CHECK(d.Duration("collector_timeout", cfg.diagnostics.collector_timeout, false,
+                             std::chrono::milliseconds(100)));
+    GPUHEAL_CHECK(d.Duration("upload_timeout", cfg.diagnostics.upload_timeout, false,
+                             std::chrono::seconds(1)));
+    GPUHEAL_CHECK(d.Int("upload_attempts", cfg.diagnostics.upload_attempts, 1, 10));
+    GPUHEAL_CHECK(d.String("nvidia_smi", cfg.diagnostics.nvidia_smi));
+    GPUHEAL_CHECK(d.String("kubelet_healthz", cfg.diagnostics.kubelet_healthz));
+  }
   if (root["kernel"]) {
     GPUHEAL_TRY(
         k, Section::Open(err, root["kernel"], "kernel", {"oom_storm_count", "oom_storm_window"}));
@@ -303,7 +324,9 @@ Result<AgentConfig> ParseAgentConfig(std::string_view yaml, const std::string& s
 Result<AgentConfig> LoadAgentConfig(const std::string& path) {
   auto text = ReadWholeFile(path);
   if (!text) return Error{fmt::format("{}: cannot open config file", path)};
-  return ParseAgentConfig(*text, path);
+  auto cfg = ParseAgentConfig(*text, path);
+  if (cfg) cfg->config_file = path;
+  return cfg;
 }
 
 std::optional<AgentConfig::Bpf> ParseKmsgBpf(std::string_view v) {

@@ -132,6 +132,20 @@ struct SlurmConfig {
   std::chrono::milliseconds recheck_period = std::chrono::seconds(30);
 };
 
+// Diagnostic bundles (docs/diagnostics.md): what the agent collects for a NodeDiagnostic request
+// (Kubernetes mode) or `gpuheal bundle`, off the detection path.
+struct DiagnosticsConfig {
+  bool enabled = true;  // Kubernetes mode: answer this node's NodeDiagnostic requests
+  std::string dir;      // where bundles are built and kept; "": <state_dir>/diagnostics
+  std::chrono::milliseconds retention = std::chrono::minutes(10);  // then the bundle is deleted
+  int64_t max_bytes = 50LL * 1024 * 1024;  // the bundle's files together, before compression
+  std::chrono::milliseconds collector_timeout = std::chrono::seconds(5);  // each collector's
+  std::chrono::milliseconds upload_timeout = std::chrono::seconds(60);    // each PUT attempt's
+  int upload_attempts = 3;  // transport errors, 5xx and 429 are retried; other 4xx are final
+  std::string nvidia_smi = "nvidia-smi";  // `nvidia-smi -q` when it is on PATH; "" never
+  std::string kubelet_healthz = "http://127.0.0.1:10248/healthz";  // "" never asked
+};
+
 struct AgentConfig {
   // Where the agent reports: Kubernetes (the default), nowhere but stdout and /metrics
   // (--standalone), or Slurm (--slurm).
@@ -168,6 +182,9 @@ struct AgentConfig {
   // Kubernetes mode: lastHeartbeatTime of the agent's conditions is refreshed this often.
   std::chrono::milliseconds heartbeat_period = std::chrono::minutes(5);
   NvidiaConfig nvidia;
+  DiagnosticsConfig diagnostics;
+  // Not from YAML: the file it was read from ("" when none), for diagnostic bundles.
+  std::string config_file;
   // Not from YAML: an agent hosted in another process (gpuheal sim) leaves SIGINT/SIGTERM to its
   // host, which stops it with Stop().
   bool own_signals = true;

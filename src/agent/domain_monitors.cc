@@ -560,29 +560,21 @@ struct JournalApi {
 
 }  // namespace
 
-std::optional<PreviousBootCrash> ReadJournalCrash(const std::string& dir,
-                                                  const std::string& current_boot_id,
-                                                  std::string* error) {
+Result<JournalBoot> ReadJournalPreviousBoot(const std::string& dir,
+                                            const std::string& current_boot_id, size_t max_lines) {
   auto api = JournalApi::Load();
-  if (!api) {
-    if (error) *error = api.error().message;
-    return std::nullopt;
-  }
+  if (!api) return api.error();
   const JournalApi& sd = *api;
   std::unique_ptr<void, int (*)(void*)> unload(sd.handle, dlclose);
   sd_journal* j = nullptr;
   int r = sd.open_directory(&j, dir.c_str(), 0);
-  if (r < 0) {
-    if (error) *error = fmt::format("sd_journal_open_directory({}): {}", dir, strerror(-r));
-    return std::nullopt;
-  }
+  if (r < 0) return Error{fmt::format("sd_journal_open_directory({}): {}", dir, strerror(-r))};
   std::unique_ptr<sd_journal, decltype(sd.close)> closer(j, sd.close);
   sd.add_match(j, "_TRANSPORT=kernel", 0);
   // Backwards from the newest kernel message: skip this boot's, keep the boot before it.
   std::string current = current_boot_id;
   current.erase(std::remove(current.begin(), current.end(), '-'), current.end());
-  std::string previous;
-  std::vector<std::string> lines;
+  JournalBoot out;
   sd.seek_tail(j);
   while (sd.previous(j) > 0) {
     sd_id128_t boot;
@@ -591,20 +583,31 @@ std::optional<PreviousBootCrash> ReadJournalCrash(const std::string& dir,
     char id[SD_ID128_STRING_MAX];
     sd.id128_to_string(boot, id);
     if (current == id) continue;
-    if (previous.empty()) previous = id;
-    if (previous != id) break;  // the boot before the previous one
+    if (out.boot_id.empty()) out.boot_id = id;
+    if (out.boot_id != id) break;  // the boot before the previous one
     const void* data = nullptr;
     size_t len = 0;
     if (sd.get_data(j, "MESSAGE", &data, &len) >= 0 && len > 8) {
-      lines.emplace_back(static_cast<const char*>(data) + 8, len - 8);  // "MESSAGE="
+      out.lines.emplace_back(static_cast<const char*>(data) + 8, len - 8);  // "MESSAGE="
     }
-    if (lines.size() >= 100000) break;
+    if (out.lines.size() >= max_lines) break;
   }
-  std::reverse(lines.begin(), lines.end());
-  auto c = FindCrashInLines(lines);
+  std::reverse(out.lines.begin(), out.lines.end());
+  return out;
+}
+
+std::optional<PreviousBootCrash> ReadJournalCrash(const std::string& dir,
+                                                  const std::string& current_boot_id,
+                                                  std::string* error) {
+  auto boot = ReadJournalPreviousBoot(dir, current_boot_id);
+  if (!boot) {
+    if (error) *error = boot.error().message;
+    return std::nullopt;
+  }
+  auto c = FindCrashInLines(boot->lines);
   if (c) {
     c->source = "journal " + dir;
-    c->boot_id = previous;
+    c->boot_id = boot->boot_id;
   }
   return c;
 }

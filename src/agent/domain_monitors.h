@@ -146,6 +146,16 @@ struct PreviousBootCrash {
 };
 std::optional<PreviousBootCrash> FindCrashInLines(const std::vector<std::string>& lines);
 std::optional<PreviousBootCrash> ReadPstoreCrash(const std::string& dir);
+// The kernel's messages of the boot before `current_boot_id` in the journal under `dir`, oldest
+// first, at most `max_lines` (the newest of them); `boot_id` gets that boot's id. An error when
+// libsystemd cannot be loaded or the journal cannot be opened.
+struct JournalBoot {
+  std::string boot_id;
+  std::vector<std::string> lines;
+};
+Result<JournalBoot> ReadJournalPreviousBoot(const std::string& dir,
+                                            const std::string& current_boot_id,
+                                            size_t max_lines = 100000);
 std::optional<PreviousBootCrash> ReadJournalCrash(const std::string& dir,
                                                   const std::string& current_boot_id,
                                                   std::string* error);

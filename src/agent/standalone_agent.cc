@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <future>
 #include <random>
 
 #include "agent/boot_id.h"
@@ -48,7 +49,8 @@ StandaloneAgent::StandaloneAgent(AgentConfig config, int out_fd)
 StandaloneAgent::~StandaloneAgent() {
   StopSaver();
   node_watch_.reset();
-  dcgm_.reset();  // their threads post to the loop: stop them first
+  diagnostics_.reset();  // its worker posts to the loop for the agent's state
+  dcgm_.reset();         // their threads post to the loop: stop them first
   if (previous_boot_.joinable()) previous_boot_.join();
   runtime_monitor_.reset();
   mount_monitor_.reset();
@@ -65,6 +67,8 @@ Result<std::unique_ptr<StandaloneAgent>> StandaloneAgent::Create(AgentConfig con
   std::unique_ptr<StandaloneAgent> a(new StandaloneAgent(std::move(config), out_fd));
   a->kube_client_ = std::move(ports.api);
   a->watch_client_ = std::move(ports.watch_api);
+  a->diag_client_ = std::move(ports.diagnostics_api);
+  a->diag_secrets_ = std::move(ports.diagnostics_secrets);
   a->reporter_options_ = std::move(ports.reporter);
   a->slurm_client_ = std::move(ports.slurm);
   a->slurm_options_ = std::move(ports.slurm_options);
@@ -315,6 +319,29 @@ Status StandaloneAgent::Init() {
     };
     node_watch_->SetHandlers({post, changed, nullptr});
     node_watch_->Start();
+  }
+
+  if (diag_client_ && config_.diagnostics.enabled && !reporter_options_.node_name.empty()) {
+    DiagnosticServiceOptions o;
+    o.node_name = reporter_options_.node_name;
+    o.config = config_.diagnostics;
+    if (o.config.dir.empty()) o.config.dir = config_.state_dir + "/diagnostics";
+    o.context = ContextFor(config_);
+    o.context.boot_id = boot_id_;
+    o.secrets = diag_secrets_;
+    o.agent_state = [this]() -> nlohmann::json {
+      // Built on the loop thread, which owns the state; a loop that does not answer within a
+      // second (stopping) gives a bundle without it.
+      auto p = std::make_shared<std::promise<nlohmann::json>>();
+      auto fut = p->get_future();
+      loop_->Post([this, p] { p->set_value(DiagnosticState()); });
+      if (fut.wait_for(std::chrono::seconds(1)) != std::future_status::ready)
+        return {{"error", "the agent's loop did not answer within 1 s"}};
+      return fut.get();
+    };
+    diagnostics_ =
+        std::make_unique<DiagnosticService>(std::move(diag_client_), std::move(o), metrics_);
+    if (auto s = diagnostics_->Start(); !s) return s;
   }
 
   if (!config_.listen.empty()) {
@@ -977,6 +1004,10 @@ void StandaloneAgent::Emit(const Fault& f, uint64_t detected_usec) {
   const bool acted = f.trusted || config_.accept_injected;
   if (!acted) j["ignored"] = true;
   std::string line = ToJsonLine(j);
+  if (diagnostics_) {
+    recent_faults_.push_back(line);
+    if (recent_faults_.size() > 100) recent_faults_.pop_front();
+  }
   line.push_back('\n');
   // Counted before the line is out: a reader of both never sees the line ahead of its count.
   if (acted && !f.Follower()) {
@@ -989,6 +1020,31 @@ void StandaloneAgent::Emit(const Fault& f, uint64_t detected_usec) {
     latency_->Observe(static_cast<double>(detected_usec - *f.kmsg_usec) / 1e6);
   }
   output_->Write(std::move(line), f.source == "kmsg" ? f.kmsg_seq : std::nullopt);
+}
+
+nlohmann::json StandaloneAgent::DiagnosticState() const {
+  nlohmann::json recent = nlohmann::json::array();
+  for (const auto& l : recent_faults_) recent.push_back(nlohmann::json::parse(l, nullptr, false));
+  nlohmann::json config_text;
+  if (!config_.config_file.empty()) {
+    if (auto text = ReadWholeFile(config_.config_file)) config_text = *text;
+  }
+  return {
+      {"version", GPUHEAL_VERSION},
+      {"node", reporter_options_.node_name},
+      {"boot_id", boot_id_},
+      {"cursor",
+       {{"kmsg", config_.kmsg_path},
+        {"saved_seq", saved_seq_ ? nlohmann::json(*saved_seq_) : nlohmann::json()},
+        {"last_seq", last_seq_},
+        {"newest_seen_seq", max_seen_seq_ ? nlohmann::json(*max_seen_seq_) : nlohmann::json()}}},
+      {"kmsg_wakeup", kmsg_wakeup_},
+      {"active_faults", active_.ToJson()},
+      {"recent_faults", std::move(recent)},
+      {"health", Health()},
+      {"config_file", config_.config_file},
+      {"config", config_text},
+      {"state_dir", config_.state_dir}};
 }
 
 void StandaloneAgent::SaveCursor() {

@@ -17,6 +17,7 @@
 #include "agent/active_faults.h"
 #include "agent/config.h"
 #include "agent/dcgm_monitor.h"
+#include "agent/diag_service.h"
 #include "agent/domain_monitors.h"
 #include "agent/event_loop.h"
 #include "agent/kube_reporter.h"
@@ -45,6 +46,10 @@ struct AgentPorts {
   KubeReporterOptions reporter;
   // The watch of this agent's own Node (GPU recovery requests); null: none.
   std::unique_ptr<kube::Api> watch_api;
+  // NodeDiagnostic requests for this node (docs/diagnostics.md); null: none answered. Secrets:
+  // literal values no bundle may carry (the API token).
+  std::unique_ptr<kube::Api> diagnostics_api;
+  std::vector<std::string> diagnostics_secrets;
   // The kernel log; null: config.kmsg_path opened with KmsgReader.
   std::unique_ptr<KernelLog> kernel_log;
   // With a Slurm client the agent drains, checkpoints and resumes its Slurm node (docs/slurm.md).
@@ -181,6 +186,12 @@ class StandaloneAgent {
   std::unique_ptr<SlurmReporter> slurm_;
   std::unique_ptr<kube::Api> watch_client_;  // the watch of this agent's own Node
   std::unique_ptr<kube::Informer<kube::Node>> node_watch_;
+  std::unique_ptr<kube::Api> diag_client_;  // handed to diagnostics_ in Init()
+  std::vector<std::string> diag_secrets_;
+  std::unique_ptr<DiagnosticService> diagnostics_;
+  // The agent collector's state for a bundle, built on the loop thread.
+  nlohmann::json DiagnosticState() const;
+  std::deque<std::string> recent_faults_;  // the last faults' JSON lines, newest last
   std::string handled_request_id_, handled_request_raw_;  // at most once per id (persisted)
   std::string requests_path_;
   RecoveryStatus request_status_;

@@ -65,7 +65,8 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
                   "NVML library to load (default $GPUHEAL_NVML_LIBRARY, else nvidia.nvml_library, "
                   "libnvidia-ml.so.1)");
   cmd->callback([args, cmd, &exit_code] {
-    std::unique_ptr<kube::Client> kube_client, watch_client;
+    std::unique_ptr<kube::Client> kube_client, watch_client, diag_client;
+    std::vector<std::string> diag_secrets;
     KubeReporterOptions ro;
     if (args->standalone && args->slurm) {
       std::cerr << "gpuheal agent: --standalone and --slurm name two backends; give one\n";
@@ -178,6 +179,15 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
       // A second connection for the watch of this Node (GPU recovery requests): a long watch must
       // never hold up a status write.
       auto watch = kube::Client::Create(*kcfg);
+      // And one for NodeDiagnostic requests (watch and status writes), with the secrets a
+      // bundle must never carry: the token and the client key.
+      if (cfg.diagnostics.enabled) {
+        if (auto diag = kube::Client::Create(*kcfg)) diag_client = std::move(*diag);
+        if (kcfg->token) {
+          if (auto t = kcfg->token->Get()) diag_secrets.push_back(*t);
+        }
+        if (!kcfg->client_key_pem.empty()) diag_secrets.push_back(kcfg->client_key_pem);
+      }
       auto client = kube::Client::Create(std::move(*kcfg));
       if (!client) {
         std::cerr << "gpuheal agent: " << client.error().message << "\n";
@@ -208,6 +218,8 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
     ports.api = std::move(kube_client);
     ports.reporter = ro;
     ports.watch_api = std::move(watch_client);
+    ports.diagnostics_api = std::move(diag_client);
+    ports.diagnostics_secrets = std::move(diag_secrets);
     auto agent = StandaloneAgent::Create(std::move(cfg), STDOUT_FILENO, std::move(ports));
     if (!agent) {
       std::cerr << "gpuheal agent: " << agent.error().message << "\n";

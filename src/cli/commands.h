@@ -19,6 +19,8 @@ void RegisterSim(CLI::App& app, int& exit_code);
 void RegisterDrill(CLI::App& app, int& exit_code);
 void RegisterCleanup(CLI::App& app, int& exit_code);
 void RegisterBmc(CLI::App& app, int& exit_code);
+// diagnose, bundle, repairs (cmd_diagnose.cc).
+void RegisterDiagnostics(CLI::App& app, int& exit_code);
 
 // Blocks SIGINT and SIGTERM in the calling thread and returns them as a set for sigwait(). Call
 // it before any thread starts: threads inherit the mask, so the signals reach only sigwait.

@@ -1,13 +1,21 @@
 // gpuheal: self-healing for GPU nodes. One binary, several roles (see `gpuheal --help`).
 
 #include <CLI/CLI.hpp>
+#include <cstring>
 #include <functional>
 #include <iostream>
+#include <string>
 
 #include "cli/commands.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"gpuheal: detect GPU node faults from the kernel log and the NVIDIA driver"};
+  // Installed (or linked) as kubectl-gpuheal, the binary is a kubectl plugin: `kubectl gpuheal
+  // diagnose NODE`, `kubectl gpuheal status`, `kubectl gpuheal repairs`, `kubectl gpuheal explain`.
+  const char* slash = argc > 0 ? std::strrchr(argv[0], '/') : nullptr;
+  const std::string self = argc > 0 ? (slash ? slash + 1 : argv[0]) : "gpuheal";
+  const bool plugin = self == "kubectl-gpuheal";
+  CLI::App app{"gpuheal: detect GPU node faults from the kernel log and the NVIDIA driver",
+               plugin ? "kubectl gpuheal" : "gpuheal"};
   app.set_version_flag("--version", std::string("gpuheal ") + GPUHEAL_VERSION);
   app.require_subcommand(1);
   int exit_code = gpuheal::cli::kExitOk;
@@ -22,6 +30,7 @@ int main(int argc, char** argv) {
   gpuheal::cli::RegisterDrill(app, exit_code);
   gpuheal::cli::RegisterCleanup(app, exit_code);
   gpuheal::cli::RegisterBmc(app, exit_code);
+  gpuheal::cli::RegisterDiagnostics(app, exit_code);
   // `gpuheal explain flags`: every subcommand's flags, the CLI contract the golden test guards.
   app.get_subcommand("explain")
       ->add_subcommand("flags", "Every command's flags (the CLI contract)")

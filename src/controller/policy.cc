@@ -26,7 +26,7 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
   GPUHEAL_TRY(top, Section::Open(e, root, "",
                                  {"toleration", "checkpoint", "eviction", "skip", "pools",
                                   "breaker", "attempts", "probation", "provider", "paused",
-                                  "critical", "records", "ladder"},
+                                  "critical", "records", "ladder", "diagnostics"},
                                  "the policy must be a mapping of keys to values"));
   if (const YAML::Node t = root["toleration"]) {
     if (!t.IsMap())
@@ -139,6 +139,19 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
       p.critical_node_level = a == "node";
     }
     GPUHEAL_CHECK(c.Duration("request_timeout", p.critical_request_timeout));
+  }
+  if (root["diagnostics"]) {
+    GPUHEAL_TRY(d, Section::Open(e, root["diagnostics"], "diagnostics",
+                                 {"upload_url_template", "timeout"}));
+    GPUHEAL_CHECK(d.String("upload_url_template", p.diagnostics_url_template));
+    const std::string& t = p.diagnostics_url_template;
+    if (!t.empty() && t.rfind("http://", 0) != 0 && t.rfind("https://", 0) != 0) {
+      return e.At(root["diagnostics"]["upload_url_template"],
+                  "\"diagnostics.upload_url_template\" must be an http:// or https:// URL; "
+                  "{node}, {repair} and {time} are replaced (e.g. "
+                  "https://bundles.example.com/{node}/{repair}.tar.gz)");
+    }
+    GPUHEAL_CHECK(d.Duration("timeout", p.diagnostics_timeout, false, std::chrono::seconds(1)));
   }
   if (root["records"]) {
     GPUHEAL_TRY(rc, Section::Open(e, root["records"], "records", {"keep"}));
@@ -371,6 +384,21 @@ Result<Policy> LoadPolicy(const std::string& path) {
   auto text = ReadWholeFile(path);
   if (!text) return Error{fmt::format("{}: cannot read the policy file", path)};
   return ParsePolicy(*text, path);
+}
+
+std::string Policy::DiagnosticsUrl(const std::string& node, const std::string& repair,
+                                   const std::string& time) const {
+  std::string out = diagnostics_url_template;
+  for (const auto& [key, value] : {std::pair<std::string, const std::string&>{"{node}", node},
+                                   {"{repair}", repair},
+                                   {"{time}", time}}) {
+    size_t at = 0;
+    while ((at = out.find(key, at)) != std::string::npos) {
+      out.replace(at, key.size(), value);
+      at += value.size();
+    }
+  }
+  return out;
 }
 
 }  // namespace gpuheal::controller

@@ -75,6 +75,14 @@ struct Policy {
   bool critical_node_level = false;  // critical.action: gpu-reset (false) | node (true)
   std::chrono::milliseconds critical_request_timeout = std::chrono::minutes(15);
 
+  // diagnostics: before the first remediation that destroys the evidence (delete-node, redfish,
+  // exec), the node's agent is asked for a bundle (a NodeDiagnostic) uploaded to this URL
+  // ({node}, {repair}, {time} replaced); the repair waits for it at most `diagnostics_timeout`.
+  std::string diagnostics_url_template;  // "": no diagnostic
+  std::chrono::milliseconds diagnostics_timeout = std::chrono::seconds(20);
+  std::string DiagnosticsUrl(const std::string& node, const std::string& repair,
+                             const std::string& time) const;
+
   std::chrono::milliseconds TolerationFor(const std::string& condition) const;
   // The repair ladder: per node-level severity the providers tried in order, each after the one
   // before it failed; a severity without one has `provider` alone.

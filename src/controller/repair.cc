@@ -422,6 +422,8 @@ Next Repairer::Repair(const kube::Node& node, const NodeFault& f, RepairRecord& 
                           ToString(policy_.LadderFor(r.cr.severity).front())));
     return Until(now, deadline);
   }
+  // 6. The evidence first, when the policy names where it goes.
+  if (auto wait = AttachDiagnostic(node, r, now)) return *wait;
   return remediator_->Remediate(node, f, r, now);
 }
 

@@ -124,6 +124,11 @@ class Repairer final : private RepairContext {
   };
   std::vector<EvictionGroup> BudgetGroups(const std::vector<const kube::Pod*>& pods) const;
 
+  // repair_diagnostic.cc. Before the first remediation that destroys the evidence (policy
+  // diagnostics): a NodeDiagnostic of the node, waited for at most diagnostics.timeout.
+  // nullopt: go on; else when to look again.
+  std::optional<Next> AttachDiagnostic(const kube::Node& node, RepairRecord& r, SysTime now);
+
   // repair_gpu.cc. The GPU-level rung: the node's agent drains and resets the GPUs.
   Next RepairGpu(const kube::Node& node, const NodeFault& f, RepairRecord& r);
 

@@ -17,7 +17,8 @@ namespace gpuheal {
 
 Result<ProcessResult> RunArgv(const std::vector<std::string>& argv,
                               std::chrono::milliseconds timeout,
-                              const std::vector<std::pair<std::string, std::string>>& env) {
+                              const std::vector<std::pair<std::string, std::string>>& env,
+                              size_t max_output) {
   if (argv.empty() || argv[0].empty()) return Error{"no program to run"};
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) return Error{fmt::format("pipe: {}", std::strerror(errno))};
@@ -84,7 +85,7 @@ Result<ProcessResult> RunArgv(const std::vector<std::string>& argv,
       break;
     }
     res.output.append(buf, static_cast<size_t>(r));
-    if (res.output.size() > 8192) res.output.erase(0, res.output.size() - 4096);
+    if (res.output.size() > 2 * max_output) res.output.erase(0, res.output.size() - max_output);
   }
   close(out[0]);
   int status = 0;
@@ -106,7 +107,7 @@ Result<ProcessResult> RunArgv(const std::vector<std::string>& argv,
     }
     usleep(2000);
   }
-  if (res.output.size() > 4096) res.output.erase(0, res.output.size() - 4096);
+  if (res.output.size() > max_output) res.output.erase(0, res.output.size() - max_output);
   res.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return res;
 }

@@ -301,6 +301,60 @@ error_code NodeRepairObj(od::object o, NodeRepair& r) {
   });
 }
 
+error_code StrList(od::value v, std::vector<std::string>& out) {
+  return Items(v, [&](od::value iv) {
+    std::string item;
+    auto e = Str(iv, item);
+    if (!e) out.push_back(std::move(item));
+    return e;
+  });
+}
+
+error_code NodeDiagnosticObj(od::object o, NodeDiagnostic& d) {
+  return Fields(o, [&](std::string_view k, od::value v) -> error_code {
+    if (k == "metadata") return Meta(v, d.meta);
+    if (k == "spec") {
+      return Fields(v, [&](std::string_view sk, od::value sv) -> error_code {
+        if (sk == "nodeName") return Str(sv, d.node_name);
+        if (sk == "repair") return Str(sv, d.repair);
+        if (sk == "include") return StrList(sv, d.include);
+        if (sk == "exclude") return StrList(sv, d.exclude);
+        if (sk != "upload") return kOk;
+        return Fields(sv, [&](std::string_view uk, od::value uv) -> error_code {
+          return uk == "url" ? Str(uv, d.upload_url) : kOk;
+        });
+      });
+    }
+    if (k != "status") return kOk;
+    return Fields(v, [&](std::string_view sk, od::value sv) -> error_code {
+      if (sk == "phase") return Str(sv, d.phase);
+      if (sk == "message") return Str(sv, d.message);
+      if (sk == "startTime") return Str(sv, d.start_time);
+      if (sk == "completionTime") return Str(sv, d.completion_time);
+      if (sk == "durationMs") return Int(sv, d.duration_ms);
+      if (sk == "bundle") {
+        return Fields(sv, [&](std::string_view bk, od::value bv) -> error_code {
+          if (bk == "size") return Int(bv, d.bundle_size);
+          if (bk == "sha256") return Str(bv, d.bundle_sha256);
+          if (bk == "location") return Str(bv, d.bundle_location);
+          if (bk == "nodePath") return Str(bv, d.bundle_node_path);
+          return kOk;
+        });
+      }
+      if (sk != "collectors") return kOk;
+      return Items(sv, [&](od::value cv) {
+        return Fields(cv, [&](std::string_view ck, od::value cvv) -> error_code {
+          if (ck != "name") return kOk;
+          std::string name;
+          auto e = Str(cvv, name);
+          if (!e) d.collectors.push_back(std::move(name));
+          return e;
+        });
+      });
+    });
+  });
+}
+
 template <typename T, error_code (*Obj)(od::object, T&)>
 Result<T> DecodeOne(std::string_view json, std::string_view what) {
   simdjson::padded_string padded(json);
@@ -372,6 +426,12 @@ Result<NodeRepair> DecodeNodeRepair(std::string_view j) {
 }
 Result<List<NodeRepair>> DecodeNodeRepairList(std::string_view j) {
   return DecodeListOf<NodeRepair, NodeRepairObj>(j, "NodeRepairList");
+}
+Result<NodeDiagnostic> DecodeNodeDiagnostic(std::string_view j) {
+  return DecodeOne<NodeDiagnostic, NodeDiagnosticObj>(j, "NodeDiagnostic");
+}
+Result<List<NodeDiagnostic>> DecodeNodeDiagnosticList(std::string_view j) {
+  return DecodeListOf<NodeDiagnostic, NodeDiagnosticObj>(j, "NodeDiagnosticList");
 }
 Result<List<Node>> DecodeNodeList(std::string_view j) {
   return DecodeListOf<Node, NodeObj>(j, "NodeList");

@@ -113,6 +113,31 @@ struct NodeRepair {
   int64_t rung_attempt = 0;  // status.rungAttempt: 1 for the first try of the current provider
 };
 
+// The NodeDiagnostic collection (cluster-scoped).
+inline constexpr std::string_view kNodeDiagnosticsPath =
+    "/apis/gpuheal.io/v1alpha1/nodediagnostics";
+
+// gpuheal.io/v1alpha1 NodeDiagnostic (deploy/crds/nodediagnostics.yaml): a request for one node's
+// diagnostic bundle, answered by that node's agent.
+struct NodeDiagnostic {
+  ObjectMeta meta;
+  std::string node_name;                    // spec.nodeName
+  std::string upload_url;                   // spec.upload.url ("" : kept on the node only)
+  std::vector<std::string> include;         // spec.include
+  std::vector<std::string> exclude;         // spec.exclude
+  std::string repair;                       // spec.repair
+  std::string phase;                        // status.phase
+  std::string message;                      // status.message
+  std::string start_time, completion_time;  // status.startTime, status.completionTime
+  int64_t bundle_size = 0;                  // status.bundle.size
+  std::string bundle_sha256;                // status.bundle.sha256
+  std::string bundle_location;              // status.bundle.location
+  std::string bundle_node_path;             // status.bundle.nodePath
+  int64_t duration_ms = 0;                  // status.durationMs
+  std::vector<std::string> collectors;      // status.collectors[].name
+  bool operator==(const NodeDiagnostic&) const = default;
+};
+
 // Decoders from one object's JSON. Errors name what is missing or malformed.
 Result<Node> DecodeNode(std::string_view json);
 Result<Pod> DecodePod(std::string_view json);
@@ -136,6 +161,8 @@ Result<List<PodDisruptionBudget>> DecodePdbList(std::string_view json);
 Result<List<Lease>> DecodeLeaseList(std::string_view json);
 Result<NodeRepair> DecodeNodeRepair(std::string_view json);
 Result<List<NodeRepair>> DecodeNodeRepairList(std::string_view json);
+Result<NodeDiagnostic> DecodeNodeDiagnostic(std::string_view json);
+Result<List<NodeDiagnostic>> DecodeNodeDiagnosticList(std::string_view json);
 
 // One watch event line: {"type": "...", "object": {...}}.
 struct WatchEventRaw {

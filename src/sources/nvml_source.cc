@@ -27,6 +27,33 @@ bool Quiet(nvmlReturn_t r) {
          r == NVML_ERROR_FUNCTION_NOT_FOUND;
 }
 
+std::string EventNames(unsigned long long mask) {
+  std::string out;
+  const std::pair<unsigned long long, const char*> names[] = {{0x1, "SingleBitEccError"},
+                                                              {0x2, "DoubleBitEccError"},
+                                                              {0x4, "PState"},
+                                                              {0x8, "XidCriticalError"},
+                                                              {0x10, "Clock"},
+                                                              {0x80, "PowerSourceChange"},
+                                                              {0x100, "MigConfigChange"},
+                                                              {0x200, "SingleBitEccErrorStorm"},
+                                                              {0x400, "DramRetirementEvent"},
+                                                              {0x800, "DramRetirementFailure"},
+                                                              {0x1000, "NonFatalPoison"},
+                                                              {0x2000, "FatalPoison"},
+                                                              {0x4000, "GpuUnavailableError"},
+                                                              {0x8000, "GpuRecoveryAction"}};
+  for (auto [bit, name] : names) {
+    if (mask & bit) out += (out.empty() ? "" : ", ") + std::string(name);
+  }
+  return out.empty() ? "none" : out;
+}
+
+template <typename T>
+std::string Opt(const std::optional<T>& v) {
+  return v ? fmt::format("{}", *v) : std::string("n/a");
+}
+
 }  // namespace
 
 Result<std::unique_ptr<NvmlSource>> NvmlSource::Open(const std::string& library) {
@@ -363,6 +390,37 @@ size_t CountPciGpus(const std::string& sysfs_pci_devices) {
     if (cls.rfind("0x03", 0) == 0) ++n;
   }
   return n;
+}
+
+std::string FormatNvmlReport(const NvmlSource& source, const NvmlPoll& poll) {
+  std::string out;
+  for (size_t i = 0; i < source.gpus().size(); ++i) {
+    const NvmlGpu& g = source.gpus()[i];
+    const GpuSnapshot& p = poll.gpus[i];
+    out += fmt::format("\nGPU {}: {} {} {}\n", g.index, g.bus_id, g.uuid, g.name);
+    out += fmt::format("  supported events: {}\n", EventNames(g.supported_events));
+    out += fmt::format("  lost: {}\n", p.lost);
+    out += fmt::format("  ECC volatile: uncorrected {}, corrected {}\n",
+                       Opt(p.ecc_volatile_uncorrected), Opt(p.ecc_volatile_corrected));
+    out += fmt::format("  remapped rows: uncorrectable {}, pending {}, failure {}\n",
+                       Opt(p.remap_uncorrectable), Opt(p.remap_pending), Opt(p.remap_failure));
+    out += fmt::format("  retired pages pending: {}\n", Opt(p.retired_pages_pending));
+    out += fmt::format("  NVLinks up: {}, down: {}, error counters: {}\n", p.nvlinks_up.size(),
+                       p.nvlinks_down.size(), Opt(p.nvlink_errors));
+    out +=
+        fmt::format("  clock event reasons: {}\n",
+                    p.clock_event_reasons ? fmt::format("{:#x}", *p.clock_event_reasons) : "n/a");
+    out += fmt::format("  PCIe: gen {}/{} width x{}/x{}\n", Opt(p.pcie_gen), Opt(p.pcie_gen_max),
+                       Opt(p.pcie_width), Opt(p.pcie_width_max));
+    out += fmt::format("  temperature: {} C (slowdown {} C)\n", Opt(p.temperature),
+                       Opt(p.temperature_slowdown));
+    out += fmt::format("  recovery action: {}\n", Opt(p.recovery_action));
+    out += fmt::format("  persistence mode: {}\n", Opt(p.persistence_mode));
+    out += fmt::format("  drain state: {}\n",
+                       p.drained ? (*p.drained ? "drained" : "not drained") : "n/a");
+  }
+  for (const std::string& n : poll.notices) out += "note: " + n + "\n";
+  return out;
 }
 
 }  // namespace gpuheal

@@ -107,6 +107,11 @@ class NvmlSource {
   std::set<std::string> skipped_;  // "pci/call" that answered not supported / no permission
 };
 
+// What `gpuheal nvml-check` prints for one poll (and a diagnostic bundle keeps): per GPU its
+// identity, supported events, ECC, remapped rows, NVLinks, clocks, PCIe, temperature, recovery
+// action, persistence and drain state (read, never changed); then the poll's notices.
+std::string FormatNvmlReport(const NvmlSource& source, const NvmlPoll& poll);
+
 // NVIDIA GPUs on the PCI bus (vendor 0x10de, display class 0x03xx), whatever the driver says.
 size_t CountPciGpus(const std::string& sysfs_pci_devices = "/sys/bus/pci/devices");
 

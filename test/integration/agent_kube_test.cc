@@ -9,8 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
+#include <thread>
 
 #include "agent/config.h"
+#include "agent/diag_bundle.h"
+#include "agent/diag_collectors.h"
 #include "agent_process.h"
 #include "apply_manifest.h"
 #include "drill/inject.h"
@@ -18,6 +22,7 @@
 #include "kube_test_util.h"
 #include "nvml_scenario.h"
 #include "run_binary.h"
+#include "s3_server.h"
 
 namespace gpuheal {
 namespace {
@@ -114,20 +119,10 @@ class AgentKube : public ::testing::Test {
 
   // `gpuheal controller` on the shipped NodeRepair CRD, leading on its own Lease; the breaker off
   // (other tests' nodes stay unhealthy). Stopped at TearDown if the test did not.
-  AgentProcess& StartController(const std::string& lease) {
-    static bool crd = false;  // once per control plane: a second create is a 409
-    if (!crd)
-      gpuheal::testing::ApplyManifest(
-          *client_, std::string(GPUHEAL_SOURCE_DIR) + "/deploy/crds/noderepairs.yaml");
-    crd = true;
-    EXPECT_TRUE(Eventually(
-        [&] {
-          auto r = client_->Get("/apis/gpuheal.io/v1alpha1/noderepairs");
-          return r && r->status == 200;
-        },
-        30s));
+  AgentProcess& StartController(const std::string& lease, const std::string& policy_extra = "") {
+    gpuheal::testing::EnsureCrd(*client_, "noderepairs.yaml", kube::kNodeRepairsPath);
     const std::string policy = state_dir_ + "/policy.yaml";
-    std::ofstream(policy) << "breaker:\n  share_percent: 100\n";
+    std::ofstream(policy) << "breaker:\n  share_percent: 100\n" << policy_extra;
     controller_ = std::make_unique<AgentProcess>(std::vector<std::string>{
         GPUHEAL_BIN, "controller", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--policy",
         policy, "--listen", "", "--lease-namespace", "default", "--lease-name", lease});
@@ -767,6 +762,319 @@ TEST_F(AgentKube, ShippedManifestsGiveTheAgentItsOwnNodeOnly) {
   auto secrets = (*as_agent)->Get("/api/v1/namespaces/gpuheal-system/secrets");
   ASSERT_TRUE(secrets.ok());
   EXPECT_EQ(secrets->status, 403);
+  // NodeDiagnostic requests: it answers its own node's (status only), never another node's, and
+  // never creates one (which could send another node's bundle to a URL of its choosing).
+  gpuheal::testing::EnsureCrd(*client_, "nodediagnostics.yaml", kube::kNodeDiagnosticsPath);
+  for (const auto& n : {node_, node_b}) {
+    auto r = client_->Create(std::string(kube::kNodeDiagnosticsPath),
+                             {{"apiVersion", "gpuheal.io/v1alpha1"},
+                              {"kind", "NodeDiagnostic"},
+                              {"metadata", {{"name", n + "-adm"}}},
+                              {"spec", {{"nodeName", n}}}});
+    ASSERT_EQ(r->status, 201) << r->Describe();
+  }
+  auto diag_status = [&](const std::string& n) {
+    auto r = (*as_agent)->Patch(std::string(kube::kNodeDiagnosticsPath) + "/" + n + "-adm/status",
+                                kube::PatchType::kMerge,
+                                {{"status", {{"phase", "Failed"}, {"message", "probe"}}}});
+    return r.ok() ? r->status : -1;
+  };
+  // The policy's new resources take a moment to be in force, as above.
+  ASSERT_TRUE(Eventually([&] { return diag_status(node_b) == 403; }, 10s));
+  EXPECT_EQ(diag_status(node_), 200);
+  auto forged = (*as_agent)->Create(std::string(kube::kNodeDiagnosticsPath),
+                                    {{"apiVersion", "gpuheal.io/v1alpha1"},
+                                     {"kind", "NodeDiagnostic"},
+                                     {"metadata", {{"name", node_ + "-forged"}}},
+                                     {"spec", {{"nodeName", node_b}}}});
+  ASSERT_TRUE(forged.ok());
+  EXPECT_EQ(forged->status, 403) << forged->Describe();
+}
+
+// ---------------------------------------------------------------------------------------------
+// NodeDiagnostic requests (docs/diagnostics.md): the agent of the node collects, bundles and
+// uploads to an S3-compatible server (tools/s3-server: moto, with presigned URLs checked as S3
+// checks them) through a SigV4 presigned URL the test makes.
+
+// What a child logged so far (read for up to 100 ms), for failure messages.
+std::string LogText(AgentProcess& p) {
+  p.WaitLog([](const auto&) { return false; }, 100ms);
+  std::string out;
+  for (const auto& j : p.logs()) out += j.dump() + "\n";
+  return out;
+}
+
+gpuheal::testing::S3Server& S3() {
+  static gpuheal::testing::S3Server* s3 = [] {
+    auto* s = new gpuheal::testing::S3Server();
+    s->Start();
+    s->CreateBucket("bundles");
+    return s;
+  }();
+  return *s3;
+}
+
+void InstallDiagnosticsCrd(kube::Client& client) {
+  gpuheal::testing::EnsureCrd(client, "nodediagnostics.yaml", kube::kNodeDiagnosticsPath);
+}
+
+nlohmann::json Diagnostic(kube::Client& client, const std::string& name) {
+  auto r = client.Get(std::string(kube::kNodeDiagnosticsPath) + "/" + name);
+  if (!r || !r->ok()) return nlohmann::json();
+  return nlohmann::json::parse(r->body);
+}
+
+std::string DiagnosticPhase(kube::Client& client, const std::string& name) {
+  const auto j = Diagnostic(client, name);
+  return j.is_object() ? j.value("status", nlohmann::json::object()).value("phase", "") : "";
+}
+
+void CreateDiagnostic(kube::Client& client, const std::string& name, const std::string& node,
+                      const std::string& url, const nlohmann::json& more = {}) {
+  nlohmann::json spec = {{"nodeName", node}};
+  if (!url.empty()) spec["upload"] = {{"url", url}};
+  if (more.is_object()) spec.update(more);
+  auto r =
+      client.Create(std::string(kube::kNodeDiagnosticsPath), {{"apiVersion", "gpuheal.io/v1alpha1"},
+                                                              {"kind", "NodeDiagnostic"},
+                                                              {"metadata", {{"name", name}}},
+                                                              {"spec", spec}});
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->status, 201) << r->Describe();
+}
+
+std::map<std::string, std::string> BundleMembers(const std::string& bytes, const std::string& dir) {
+  const std::string file = dir + "/downloaded.tar.gz";
+  std::ofstream(file, std::ios::binary) << bytes;
+  auto members = ReadBundle(file);
+  EXPECT_TRUE(members.ok()) << (members.ok() ? "" : members.error().message);
+  std::map<std::string, std::string> out;
+  if (members.ok()) {
+    for (auto& [path, data] : *members) out[path] = std::move(data);
+  }
+  return out;
+}
+
+TEST_F(AgentKube, NodeDiagnosticIsCollectedBundledAndUploadedToS3) {
+  InstallDiagnosticsCrd(*client_);
+  auto& s3 = S3();
+  // Secrets that must not reach the bundle: a secret-named environment value, also written to
+  // the kernel log (which the kernel collector copies whole), and the admin kubeconfig's key.
+  const std::string secret = "s3cr3t-" + node_ + "-value";
+  setenv("GPUHEAL_TEST_API_TOKEN", secret.c_str(), 1);
+  const std::string marker = "gpuheal-diag-marker-" + node_;
+  ASSERT_TRUE(WriteKmsg("/dev/kmsg", {marker + " token=" + secret}).ok());
+  gpuheal::testing::Scenario sc;
+  const auto gpu = StartAgentWithOneGpu(sc, "GPU-" + node_);
+  unsetenv("GPUHEAL_TEST_API_TOKEN");
+
+  const std::string key = node_ + "/bundle.tar.gz";
+  const std::string url = s3.PresignPut("bundles", key, 600);
+  const std::string name = node_ + "-diag";
+  const auto created = std::chrono::steady_clock::now();
+  CreateDiagnostic(*client_, name, node_, url);
+  ASSERT_TRUE(Eventually([&] { return DiagnosticPhase(*client_, name) == "Succeeded"; }, 30s))
+      << Diagnostic(*client_, name).dump(2) << "\n"
+      << LogText(*agent_);
+  const auto took = std::chrono::steady_clock::now() - created;
+  const auto st = Diagnostic(*client_, name)["status"];
+  // In the status: where the bundle is (the URL without its signature), its size and hash, and
+  // every collector with its outcome.
+  EXPECT_EQ(st["bundle"]["location"], s3.endpoint() + "/bundles/" + key);
+  EXPECT_EQ(st.dump().find("X-Amz-Signature"), std::string::npos) << st.dump();
+  std::set<std::string> names;
+  for (const auto& c : st["collectors"]) names.insert(c["name"].get<std::string>());
+  EXPECT_EQ(names, std::set<std::string>(CollectorNames().begin(), CollectorNames().end()));
+  EXPECT_LT(st.value("durationMs", 0), 7000);
+  EXPECT_LT(took, 10s);
+  EXPECT_TRUE(st.contains("startTime") && st.contains("completionTime")) << st.dump();
+
+  // In S3: the same bytes, a manifest listing every collector, and the node's state.
+  auto bytes = s3.GetObject("bundles", key);
+  ASSERT_TRUE(bytes.has_value());
+  EXPECT_EQ(static_cast<int64_t>(bytes->size()), st["bundle"]["size"].get<int64_t>());
+  EXPECT_EQ(gpuheal::testing::s3_detail::Sha256Hex(*bytes), st["bundle"]["sha256"]);
+  auto members = BundleMembers(*bytes, state_dir_);
+  ASSERT_TRUE(members.count("manifest.json"));
+  const auto manifest = nlohmann::json::parse(members["manifest.json"]);
+  EXPECT_EQ(manifest["node"], node_);
+  EXPECT_EQ(manifest["request"], name);
+  std::set<std::string> in_manifest;
+  for (const auto& c : manifest["collectors"]) {
+    in_manifest.insert(c["name"].get<std::string>());
+    for (const auto& f : c["files"]) EXPECT_TRUE(members.count(f.get<std::string>())) << f;
+  }
+  EXPECT_EQ(in_manifest, names);
+  EXPECT_NE(members["kernel/dmesg.txt"].find(marker), std::string::npos) << "the whole buffer";
+  EXPECT_NE(members["nvml/nvml.txt"].find(gpu.bus_id), std::string::npos)
+      << members["nvml/nvml.txt"];
+  EXPECT_NE(members["agent/state.json"].find("\"active_faults\""), std::string::npos);
+  EXPECT_TRUE(members.count("system/meminfo"));
+  EXPECT_TRUE(members.count("pcie/devices.json"));
+  EXPECT_NE(members["agent/environment.txt"].find("GPUHEAL_TEST_API_TOKEN=<redacted>"),
+            std::string::npos);
+  // No secret anywhere: not the value, not the signature, not a private key.
+  const std::string signature = url.substr(url.find("X-Amz-Signature=") + 16);
+  for (const auto& [path, data] : members) {
+    EXPECT_EQ(data.find(secret), std::string::npos) << path;
+    EXPECT_EQ(data.find(signature), std::string::npos) << path;
+    EXPECT_EQ(data.find("PRIVATE KEY"), std::string::npos) << path;
+  }
+  // The bundle stays on the node for the retention time.
+  EXPECT_TRUE(std::filesystem::exists(st["bundle"]["nodePath"].get<std::string>()));
+}
+
+TEST_F(AgentKube, NodeDiagnosticFailuresSayWhyAndNothingPartialSucceeds) {
+  InstallDiagnosticsCrd(*client_);
+  auto& s3 = S3();
+  const std::string cfg = state_dir_ + "/diag.yaml";
+  std::ofstream(cfg) << "nvidia:\n  nvml: false\ndiagnostics:\n  upload_attempts: 2\n";
+  StartAgent({"--config", cfg});
+  // Expired: S3 refuses with 403 AccessDenied, the request is Failed and says so.
+  const std::string expired = s3.PresignPut("bundles", node_ + "/expired.tar.gz", 60,
+                                            std::chrono::system_clock::now() - 1h);
+  CreateDiagnostic(*client_, node_ + "-expired", node_, expired);
+  // A bucket that does not exist: 404 NoSuchBucket.
+  CreateDiagnostic(*client_, node_ + "-nobucket", node_,
+                   s3.PresignPut("no-such-bucket", "x.tar.gz", 600));
+  // Nobody listening: retried, then Failed.
+  const int port = gpuheal::testing::FreeLoopbackPort();
+  CreateDiagnostic(*client_, node_ + "-down", node_,
+                   fmt::format("http://127.0.0.1:{}/bundles/x.tar.gz", port));
+  // An unknown collector.
+  CreateDiagnostic(*client_, node_ + "-unknown", node_, "",
+                   {{"include", nlohmann::json::array({"kernel", "crystal-ball"})}});
+  // Only two collectors, kept on the node (no upload).
+  CreateDiagnostic(*client_, node_ + "-local", node_, "",
+                   {{"include", nlohmann::json::array({"kernel", "system"})}});
+  for (const char* n : {"-expired", "-nobucket", "-down", "-unknown", "-local"}) {
+    ASSERT_TRUE(Eventually(
+        [&] {
+          const auto p = DiagnosticPhase(*client_, node_ + n);
+          return p == "Failed" || p == "Succeeded";
+        },
+        40s))
+        << n << ": " << Diagnostic(*client_, node_ + n).dump(2);
+  }
+  auto message = [&](const char* n) {
+    return Diagnostic(*client_, node_ + n)["status"].value("message", "");
+  };
+  EXPECT_EQ(DiagnosticPhase(*client_, node_ + "-expired"), "Failed");
+  EXPECT_NE(message("-expired").find("HTTP 403 AccessDenied: Request has expired"),
+            std::string::npos)
+      << message("-expired");
+  EXPECT_EQ(message("-expired").find("X-Amz-Signature"), std::string::npos);
+  EXPECT_FALSE(s3.GetObject("bundles", node_ + "/expired.tar.gz").has_value());
+  EXPECT_EQ(DiagnosticPhase(*client_, node_ + "-nobucket"), "Failed");
+  EXPECT_NE(message("-nobucket").find("404 NoSuchBucket"), std::string::npos)
+      << message("-nobucket");
+  EXPECT_EQ(DiagnosticPhase(*client_, node_ + "-down"), "Failed");
+  EXPECT_NE(message("-down").find("after 2 attempts"), std::string::npos) << message("-down");
+  EXPECT_NE(message("-down").find("stays on the node"), std::string::npos) << message("-down");
+  EXPECT_EQ(DiagnosticPhase(*client_, node_ + "-unknown"), "Failed");
+  EXPECT_NE(message("-unknown").find("unknown collector \"crystal-ball\""), std::string::npos)
+      << message("-unknown");
+  EXPECT_EQ(DiagnosticPhase(*client_, node_ + "-local"), "Succeeded");
+  const auto local = Diagnostic(*client_, node_ + "-local")["status"];
+  EXPECT_EQ(local["collectors"].size(), 2u) << local.dump();
+  EXPECT_FALSE(local["bundle"].contains("location"));
+  EXPECT_TRUE(std::filesystem::exists(local["bundle"]["nodePath"].get<std::string>()));
+  // Another node's request is not this agent's to answer.
+  CreateDiagnostic(*client_, node_ + "-other", node_ + "-elsewhere", "");
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(DiagnosticPhase(*client_, node_ + "-other"), "");
+}
+
+TEST_F(AgentKube, TheKubectlPluginDiagnosesANodeAndListsRepairs) {
+  InstallDiagnosticsCrd(*client_);
+  auto& s3 = S3();
+  const std::string cfg = state_dir_ + "/diag.yaml";
+  std::ofstream(cfg) << "nvidia:\n  nvml: false\n";
+  StartAgent({"--config", cfg});
+  // kubectl runs a plugin as the executable kubectl-<name> on PATH with the rest of its argv.
+  const std::string bin = state_dir_ + "/bin";
+  std::filesystem::create_directories(bin);
+  std::filesystem::create_symlink(GPUHEAL_BIN, bin + "/kubectl-gpuheal");
+  const std::string plugin = bin + "/kubectl-gpuheal";
+  const std::string key = node_ + "/plugin.tar.gz";
+  const auto r = gpuheal::testing::RunShell(
+      fmt::format("{} diagnose {} --kubeconfig {} --upload-url '{}' --timeout 60s 2>&1", plugin,
+                  node_, ControlPlaneEnv::kubeconfig(), s3.PresignPut("bundles", key, 600)));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Succeeded"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("location: " + s3.endpoint() + "/bundles/" + key), std::string::npos)
+      << r.out;
+  EXPECT_TRUE(s3.GetObject("bundles", key).has_value());
+  const auto help = gpuheal::testing::RunShell(plugin + " --help 2>&1");
+  EXPECT_NE(help.out.find("kubectl gpuheal"), std::string::npos) << help.out;
+  const auto xid = gpuheal::testing::RunShell(plugin + " explain xid 79 2>&1");
+  EXPECT_EQ(xid.code, 0) << xid.out;
+  EXPECT_NE(xid.out.find("79"), std::string::npos) << xid.out;
+  gpuheal::testing::EnsureCrd(*client_, "noderepairs.yaml", kube::kNodeRepairsPath);
+  const auto repairs = gpuheal::testing::RunShell(plugin + " repairs --kubeconfig " +
+                                                  ControlPlaneEnv::kubeconfig() + " 2>&1");
+  EXPECT_EQ(repairs.code, 0) << repairs.out;
+  EXPECT_NE(repairs.out.find("NODE"), std::string::npos) << repairs.out;
+  const auto status = gpuheal::testing::RunShell(plugin + " status --kubeconfig " +
+                                                 ControlPlaneEnv::kubeconfig() + " 2>&1");
+  EXPECT_EQ(status.code, 0) << status.out;
+  EXPECT_NE(status.out.find(node_), std::string::npos) << status.out;
+  // A node that does not exist: a usage error, nothing created.
+  const auto missing = gpuheal::testing::RunShell(plugin + " diagnose no-such-node --kubeconfig " +
+                                                  ControlPlaneEnv::kubeconfig() + " 2>&1");
+  EXPECT_EQ(missing.code, 2) << missing.out;
+}
+
+TEST_F(AgentKube, TheControllerAttachesABundleBeforeDeletingTheNode) {
+  InstallDiagnosticsCrd(*client_);
+  auto& s3 = S3();
+  const std::string cfg = state_dir_ + "/diag.yaml";
+  std::ofstream(cfg) << "nvidia:\n  nvml: false\n";
+  StartAgent({"--config", cfg});
+  StartController("diag-" + node_,
+                  fmt::format("toleration:\n  AcceleratedHardwareReady: 1s\n"
+                              "checkpoint:\n  catastrophic_window: 1s\n"
+                              "provider:\n  name: delete-node\n  replacement_timeout: 0s\n"
+                              "diagnostics:\n  upload_url_template: {}/bundles/{{node}}/"
+                              "{{repair}}.tar.gz\n  timeout: 30s\n",
+                              s3.endpoint()));
+  Inject(79, pci_);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto n = client_->Get(kube::NodePath(node_));
+        return n && n->status == 404;
+      },
+      60s))
+      << LogText(*controller_);
+  auto list = client_->ListAll<kube::NodeRepair>(std::string(kube::kNodeRepairsPath),
+                                                 kube::DecodeNodeRepairList);
+  ASSERT_TRUE(list.ok());
+  std::optional<kube::NodeRepair> rec;
+  for (auto& r : list->items) {
+    if (r.node == node_) rec = r;
+  }
+  ASSERT_TRUE(rec.has_value());
+  // The bundle was taken first: its action comes before the rung's start, and it is in S3.
+  ptrdiff_t diag_at = -1, rung_at = -1;
+  for (size_t i = 0; i < rec->actions.size(); ++i) {
+    const auto& a = rec->actions[i];
+    if (a.find("diagnostic " + rec->meta.name + " done: Succeeded") != std::string::npos)
+      diag_at = static_cast<ptrdiff_t>(i);
+    if (a == "deleted the Node object") rung_at = static_cast<ptrdiff_t>(i);
+  }
+  std::string actions;
+  for (const auto& a : rec->actions) actions += a + "\n";
+  ASSERT_GE(diag_at, 0) << actions;
+  ASSERT_GE(rung_at, 0) << actions;
+  EXPECT_LT(diag_at, rung_at) << actions;
+  const std::string key = node_ + "/" + rec->meta.name + ".tar.gz";
+  auto bytes = s3.GetObject("bundles", key);
+  ASSERT_TRUE(bytes.has_value()) << key;
+  auto members = BundleMembers(*bytes, state_dir_);
+  EXPECT_NE(members["kernel/dmesg.txt"].find("Xid (PCI:" + pci_), std::string::npos)
+      << "the fault's own kernel line is in the evidence";
+  const auto d = Diagnostic(*client_, rec->meta.name);
+  EXPECT_EQ(d["spec"]["repair"], rec->meta.name);
 }
 
 }  // namespace

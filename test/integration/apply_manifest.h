@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kube/client.h"
@@ -28,6 +29,21 @@ inline std::vector<nlohmann::json> ApplyManifest(kube::Client& c, const std::str
         << (r ? r->Describe() : r.error().message);
   }
   return *objs;
+}
+
+// Creates the CRD deploy/crds/`file` unless the API server already serves `collection`, and
+// waits until it does.
+inline void EnsureCrd(kube::Client& c, const std::string& file, std::string_view collection) {
+  auto served = [&] {
+    auto r = c.Get(std::string(collection));
+    return r && r->status == 200;
+  };
+  if (served()) return;
+  ApplyManifest(c, std::string(GPUHEAL_SOURCE_DIR) + "/deploy/crds/" + file);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!served() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(served()) << collection << " is not served after creating " << file;
 }
 
 }  // namespace gpuheal::testing
