@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 "$build/bench/bench_classify"
 if [[ $(id -u) -eq 0 ]]; then
   "$build/bench/bench_kmsg"
+  "$build/bench/bench_diagnostics"
 else
-  echo "bench_kmsg skipped: it writes to /dev/kmsg and needs root" >&2
+  echo "bench_kmsg and bench_diagnostics skipped: they write to /dev/kmsg and need root" >&2
 fi
 "$build/bench/bench_footprint"
 "$build/bench/bench_kube_decode"

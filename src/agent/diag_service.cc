@@ -90,23 +90,32 @@ void DiagnosticService::Work() {
     queued_.erase(name);
     handled_.insert(name);
     lock.unlock();
-    if (auto d = informer_->Get(name); d && !Terminal(d->phase)) Handle(*d);
+    bool started = true;
+    if (auto d = informer_->Get(name); d && !Terminal(d->phase)) started = Handle(*d);
     lock.lock();
+    if (!started) {
+      // The API server did not take the first status write: again in a while, after the others.
+      handled_.erase(name);
+      cv_.wait_for(lock, std::chrono::seconds(2), [this] { return stop_; });
+      if (!queued_.count(name)) {
+        queued_.insert(name);
+        queue_.push_back(name);
+      }
+    }
   }
 }
 
-bool DiagnosticService::Patch(const std::string& name, const nlohmann::json& status) {
+long DiagnosticService::Patch(const std::string& name, const nlohmann::json& status) {
   auto r = api_->Patch(std::string(kube::kNodeDiagnosticsPath) + "/" + name + "/status",
                        kube::PatchType::kMerge, {{"status", status}});
   if (!r || !r->ok()) {
     Log("warn", "diagnostics: cannot write the request's status",
         {{"request", name}, {"error", r ? r->Describe() : r.error().message}});
-    return false;
   }
-  return true;
+  return r ? r->status : 0;
 }
 
-void DiagnosticService::Handle(const kube::NodeDiagnostic& d) {
+bool DiagnosticService::Handle(const kube::NodeDiagnostic& d) {
   const auto started = std::chrono::steady_clock::now();
   const std::string start_time = Now();
   auto elapsed = [&] {
@@ -130,18 +139,19 @@ void DiagnosticService::Handle(const kube::NodeDiagnostic& d) {
   auto names = SelectCollectors(d.include, d.exclude);
   if (!names) {
     fail("spec.include/exclude: " + names.error().message);
-    return;
+    return true;
   }
   const bool resumed = d.phase == "Collecting" || d.phase == "Uploading";
-  if (!Patch(d.meta.name, {{"phase", "Collecting"},
-                           {"startTime", start_time},
-                           {"message", fmt::format("{}collecting {} on {}",
-                                                   resumed ? "taken up again after an agent "
-                                                             "restart: "
-                                                           : "",
-                                                   fmt::join(*names, ", "), o_.node_name)}})) {
-    return;
-  }
+  const long first =
+      Patch(d.meta.name, {{"phase", "Collecting"},
+                          {"startTime", start_time},
+                          {"message", fmt::format("{}collecting {} on {}",
+                                                  resumed ? "taken up again after an agent "
+                                                            "restart: "
+                                                          : "",
+                                                  fmt::join(*names, ", "), o_.node_name)}});
+  if (first == 404) return true;  // deleted meanwhile
+  if (first < 200 || first >= 300) return false;
   Log("info", "diagnostics: collecting", {{"request", d.meta.name}, {"collectors", *names}});
   CollectContext ctx = o_.context;
   if (o_.agent_state) ctx.agent_state = o_.agent_state();
@@ -155,7 +165,7 @@ void DiagnosticService::Handle(const kube::NodeDiagnostic& d) {
   auto info = WriteBundle(path, h, std::move(results), o_.config.max_bytes);
   if (!info) {
     fail("building the bundle: " + info.error().message);
-    return;
+    return true;
   }
   // The collectors as the manifest says (after the size cap).
   nlohmann::json collectors = nlohmann::json::array();
@@ -189,7 +199,7 @@ void DiagnosticService::Handle(const kube::NodeDiagnostic& d) {
            {"bundle", bundle},
            {"collectors", collectors}});
     outcomes("Succeeded").Inc();
-    return;
+    return true;
   }
   bundle["location"] = UrlWithoutQuery(d.upload_url);
   Patch(d.meta.name, {{"phase", "Uploading"},
@@ -206,7 +216,7 @@ void DiagnosticService::Handle(const kube::NodeDiagnostic& d) {
     fail(up.message + fmt::format("; the bundle stays on the node at {} for {} s", path,
                                   o_.config.retention.count() / 1000),
          {{"attempts", up.attempts}, {"bundle", bundle}, {"collectors", collectors}});
-    return;
+    return true;
   }
   Patch(d.meta.name, {{"phase", "Succeeded"},
                       {"message", up.message},
@@ -216,6 +226,7 @@ void DiagnosticService::Handle(const kube::NodeDiagnostic& d) {
   outcomes("Succeeded").Inc();
   Log("info", "diagnostics: bundle uploaded",
       {{"request", d.meta.name}, {"bytes", info->size}, {"ms", elapsed()}});
+  return true;
 }
 
 void DiagnosticService::Sweep() {

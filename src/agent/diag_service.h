@@ -51,8 +51,10 @@ class DiagnosticService {
  private:
   void OnRequest(const kube::NodeDiagnostic& d);
   void Work();
-  void Handle(const kube::NodeDiagnostic& d);
-  bool Patch(const std::string& name, const nlohmann::json& status);
+  // False: the request could not be started (its first status write failed); try again later.
+  bool Handle(const kube::NodeDiagnostic& d);
+  // The status write's HTTP status (0: no answer).
+  long Patch(const std::string& name, const nlohmann::json& status);
 
   std::unique_ptr<kube::Api> api_;
   DiagnosticServiceOptions o_;

@@ -264,5 +264,64 @@ TEST(Cli, InjectWritesTheDriverFormat) {
             std::string::npos);
 }
 
+// Diagnostic commands (docs/diagnostics.md): usage errors exit 2 before anything is created;
+// `gpuheal bundle` writes this host's bundle; `make install`'s kubectl-gpuheal answers as the
+// plugin.
+TEST(Cli, DiagnoseBundleAndRepairsUsageErrors) {
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"diagnose", "node is required"},
+      {"diagnose n1 --timeout soon", "--timeout soon: not a duration"},
+      {"diagnose n1 --include kernel,tea-leaves", "unknown collector \"tea-leaves\""},
+      {"diagnose n1 --upload-url s3://bucket/key", "must be an http:// or https:// URL"},
+      {"diagnose n1 --kubeconfig /nonexistent/kubeconfig", "/nonexistent/kubeconfig"},
+      {"bundle --exclude nope", "unknown collector \"nope\""},
+      {"bundle --collector-timeout 0s", "--collector-timeout 0s: not a duration"},
+      {"bundle --config " + TempFile("diagnostics:\n  max_size_mb: 0\n"), ":2:"},
+      {"repairs -o yaml", "yaml"},
+      {"repairs --kubeconfig /nonexistent/kubeconfig", "/nonexistent/kubeconfig"},
+  };
+  for (const auto& c : cases) {
+    auto r = Exec(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << ": " << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << ": " << r.out;
+  }
+}
+
+TEST(Cli, BundleWritesThisHostsBundle) {
+  char tmpl[] = "/tmp/gpuheal-cli-bundle-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string out = dir + "/b.tar.gz";
+  auto r = Exec("bundle --include system,agent,pcie -f " + out);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(out + ": "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("system"), std::string::npos) << r.out;
+  auto list = testing::RunShell("tar -tzf " + out + " 2>&1");
+  EXPECT_EQ(list.code, 0) << list.out;
+  EXPECT_EQ(list.out.rfind("manifest.json\n", 0), 0u) << list.out;
+  EXPECT_NE(list.out.find("system/meminfo"), std::string::npos) << list.out;
+  EXPECT_EQ(list.out.find("kernel/"), std::string::npos) << "not included: " << list.out;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Cli, InstallPutsTheKubectlPluginBesideTheBinary) {
+  char tmpl[] = "/tmp/gpuheal-cli-install-XXXXXX";
+  const std::string prefix = mkdtemp(tmpl);
+  const std::string build = std::filesystem::path(GPUHEAL_BIN).parent_path().string();
+  auto inst = testing::RunShell("cmake --install " + build + " --prefix " + prefix + " 2>&1");
+  ASSERT_EQ(inst.code, 0) << inst.out;
+  EXPECT_TRUE(std::filesystem::is_symlink(prefix + "/bin/kubectl-gpuheal"));
+  auto help = testing::RunShell(prefix + "/bin/kubectl-gpuheal --help 2>&1");
+  EXPECT_EQ(help.code, 0) << help.out;
+  EXPECT_NE(help.out.find("Usage: kubectl gpuheal"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("diagnose"), std::string::npos) << help.out;
+  auto xid = testing::RunShell(prefix + "/bin/kubectl-gpuheal explain xid 48 --json 2>&1");
+  EXPECT_EQ(xid.code, 0) << xid.out;
+  EXPECT_NE(xid.out.find("NvidiaXID48Error"), std::string::npos) << xid.out;
+  std::filesystem::remove_all(prefix);
+}
+
 }  // namespace
 }  // namespace gpuheal
