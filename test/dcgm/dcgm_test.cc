@@ -9,6 +9,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "agent/diag_collectors.h"
 #include "agent_process.h"
 #include "nvml_scenario.h"
 #include "sources/dcgm_source.h"
@@ -99,6 +100,41 @@ TEST(DcgmSource, HealthIncidentsLostHostEngineAndReconnect) {
   sc.Write({{"gpus", {0}}});
   ASSERT_TRUE((*s)->Reconnect());
   EXPECT_TRUE((*s)->HealthCheck());
+}
+
+// A diagnostic bundle's GPU collectors (docs/diagnostics.md): DCGM's health watches and the NVML
+// readings of every GPU, through the doubles' real ABIs.
+TEST(DcgmSource, DiagnosticCollectorsReadDcgmHealthAndEveryGpusNvmlReadings) {
+  DcgmScenario dsc;
+  dsc.Write({{"gpus", {0, 1}},
+             {"incidents", {{{"gpu", 1}, {"system", 16}, {"health", 20}, {"msg", "DBE in HBM"}}}}});
+  testing::Scenario nsc;
+  json devices = json::array();
+  std::vector<std::string> bus_ids;
+  for (int i = 0; i < 8; ++i) {
+    const auto g = testing::UniqueGpu();
+    bus_ids.push_back(g.bus_id);
+    devices.push_back(testing::HealthyDevice(g));
+  }
+  nsc.Write({{"devices", devices}});
+  CollectContext ctx;
+  ctx.nvidia.nvml = NvidiaConfig::Use::kOn;
+  ctx.nvidia.nvml_library = NVML_DOUBLE;
+  ctx.nvidia.dcgm = true;
+  ctx.nvidia.dcgm_library = DCGM_DOUBLE;
+  auto rs = RunCollectors(ctx, {"nvml", "dcgm"});
+  ASSERT_EQ(rs.size(), 2u);
+  ASSERT_EQ(rs[0].files.size(), 1u) << rs[0].error;
+  const std::string& nvml = rs[0].files[0].data;
+  EXPECT_NE(nvml.find("GPUs: 8"), std::string::npos) << nvml;
+  for (const auto& b : bus_ids) EXPECT_NE(nvml.find(b), std::string::npos) << b;
+  EXPECT_NE(nvml.find("remapped rows: uncorrectable 0, pending 0, failure 0"), std::string::npos);
+  ASSERT_EQ(rs[1].files.size(), 1u) << rs[1].error;
+  const auto health = json::parse(rs[1].files[0].data);
+  EXPECT_EQ(health["gpu_ids"], json::array({0, 1}));
+  ASSERT_EQ(health["incidents"].size(), 1u) << health.dump();
+  EXPECT_EQ(health["incidents"][0]["gpu_id"], 1);
+  EXPECT_EQ(health["incidents"][0]["message"], "DBE in HBM");
 }
 
 TEST(DcgmSource, MissingOrWrongLibraryIsAClearError) {

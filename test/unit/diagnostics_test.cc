@@ -208,6 +208,28 @@ TEST(DiagCollectors, PcieRecordsNvidiaDevicesTheirBridgesLinksAndAer) {
   EXPECT_EQ(g["upstream"], nlohmann::json::array({"0000:00:01.0"}));
 }
 
+TEST(DiagCollectors, PreviousBootCopiesPstoreAndFindsItsPanic) {
+  TempDir dir;
+  const std::string pstore = dir.path() + "/pstore";
+  fs::create_directories(pstore);
+  std::ofstream(pstore + "/dmesg-ramoops-0")
+      << "<6>[ 100.000000] systemd: started\n"
+         "<0>[ 101.000000] Kernel panic - not syncing: Fatal exception in interrupt\n"
+         "<0>[ 101.000001] CPU: 3 PID: 0 Comm: swapper/3\n";
+  CollectContext ctx;
+  ctx.previous_boot.pstore = pstore;
+  ctx.previous_boot.journal = dir.path() + "/no-journal";
+  auto r = RunCollector(ctx, "previous-boot");
+  ASSERT_EQ(r.files.size(), 2u) << r.error;
+  EXPECT_EQ(r.files[0].path, "summary.json");
+  EXPECT_EQ(r.files[1].path, "pstore/dmesg-ramoops-0");
+  EXPECT_NE(r.files[1].data.find("Fatal exception"), std::string::npos);
+  const auto j = nlohmann::json::parse(r.files[0].data);
+  EXPECT_EQ(j["crash"]["kind"], "KernelPanic") << j.dump(2);
+  EXPECT_EQ(j["pstore_files"], nlohmann::json::array({"dmesg-ramoops-0"}));
+  EXPECT_EQ(j["journal_error"], "no persistent journal directory");
+}
+
 TEST(DiagCollectors, SkippedCollectorsSayWhy) {
   CollectContext ctx;
   ctx.nvidia.nvml = NvidiaConfig::Use::kOff;
