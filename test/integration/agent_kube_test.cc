@@ -985,6 +985,40 @@ TEST_F(AgentKube, NodeDiagnosticFailuresSayWhyAndNothingPartialSucceeds) {
   EXPECT_EQ(DiagnosticPhase(*client_, node_ + "-other"), "");
 }
 
+// Detection and diagnosis are separate paths: while a request's collector hangs (an nvidia-smi
+// that takes 4 s), a fatal Xid still reaches its condition at once; the hung collector is cut at
+// its deadline and the bundle built without it.
+TEST_F(AgentKube, ACollectingDiagnosticNeverDelaysDetection) {
+  InstallDiagnosticsCrd(*client_);
+  const std::string slow = state_dir_ + "/slow-nvidia-smi";
+  std::ofstream(slow) << "#!/bin/sh\necho slow start\nsleep 4\n";
+  std::filesystem::permissions(slow, std::filesystem::perms::owner_all);
+  const std::string cfg = state_dir_ + "/diag.yaml";
+  std::ofstream(cfg) << "nvidia:\n  nvml: false\ndiagnostics:\n  collector_timeout: 3s\n"
+                     << "  nvidia_smi: " << slow << "\n";
+  StartAgent({"--config", cfg});
+  ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "True", "NvidiaGPUIsReady"));
+  const std::string name = node_ + "-slow";
+  CreateDiagnostic(*client_, name, node_, "");
+  ASSERT_TRUE(Eventually([&] { return DiagnosticPhase(*client_, name) == "Collecting"; }, 10s));
+  const auto injected = std::chrono::steady_clock::now();
+  Inject(79, pci_);
+  ASSERT_TRUE(WaitCondition("AcceleratedHardwareReady", "False", "NvidiaXID79Error", 10s));
+  const auto detected = std::chrono::steady_clock::now() - injected;
+  EXPECT_LT(detected, 1500ms) << "the condition waited for the collectors";
+  EXPECT_EQ(DiagnosticPhase(*client_, name), "Collecting") << "still collecting meanwhile";
+  ASSERT_TRUE(Eventually([&] { return DiagnosticPhase(*client_, name) == "Succeeded"; }, 15s))
+      << Diagnostic(*client_, name).dump(2);
+  const auto st = Diagnostic(*client_, name)["status"];
+  bool cut = false;
+  for (const auto& c : st["collectors"]) {
+    if (c["name"] == "nvidia-smi")
+      cut = c.value("error", "").find("did not finish before the deadline") != std::string::npos;
+  }
+  EXPECT_TRUE(cut) << st.dump(2);
+  EXPECT_LT(st.value("durationMs", 0), 7000) << st.dump(2);
+}
+
 TEST_F(AgentKube, TheKubectlPluginDiagnosesANodeAndListsRepairs) {
   InstallDiagnosticsCrd(*client_);
   auto& s3 = S3();
