@@ -159,7 +159,7 @@ bool DiagnosticService::Handle(const kube::NodeDiagnostic& d) {
   std::vector<std::string> secrets = o_.secrets;
   if (const size_t q = d.upload_url.find('?'); q != std::string::npos)
     secrets.push_back(d.upload_url.substr(q + 1));
-  Redactor(std::move(secrets)).Apply(results);
+  Redactor(secrets).Apply(results);
   const std::string path = o_.config.dir + "/" + d.meta.name + ".tar.gz";
   BundleHeader h{o_.node_name, d.meta.name, GPUHEAL_VERSION, start_time};
   auto info = WriteBundle(path, h, std::move(results), o_.config.max_bytes);
@@ -210,7 +210,11 @@ bool DiagnosticService::Handle(const kube::NodeDiagnostic& d) {
   uo.timeout = o_.config.upload_timeout;
   uo.attempts = o_.config.upload_attempts;
   uo.cancel = &cancel_;
-  const UploadResult up = UploadFile(path, d.upload_url, uo);
+  UploadResult up = UploadFile(path, d.upload_url, uo);
+  // The agent is stopping: the request stays Uploading, and the next agent takes it up again.
+  if (!up.ok && cancel_) return true;
+  // A server's error text may echo the request: never the URL's signature.
+  up.message = Redactor(secrets).Apply(up.message);
   if (!up.ok) {
     // The bundle stays on the node for the retention time: the status says where.
     fail(up.message + fmt::format("; the bundle stays on the node at {} for {} s", path,

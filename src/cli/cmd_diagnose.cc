@@ -21,6 +21,7 @@
 #include "agent/diag_bundle.h"
 #include "agent/diag_collectors.h"
 #include "cli/commands.h"
+#include "cli/table.h"
 #include "core/time.h"
 #include "core/yaml_fields.h"
 #include "kube/client.h"
@@ -58,17 +59,7 @@ void PrintCollectors(const nlohmann::json& collectors) {
                     std::to_string(c.value("bytes", 0)), std::to_string(c.value("durationMs", 0)),
                     note.empty() ? "-" : note});
   }
-  std::vector<size_t> width(rows[0].size(), 0);
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      line += i + 1 == row.size() ? row[i] : fmt::format("{:<{}}  ", row[i], width[i]);
-    }
-    std::cout << "  " << line << "\n";
-  }
+  PrintTable(rows, "  ");
 }
 
 std::vector<std::string> SplitList(const std::vector<std::string>& in) {
@@ -383,17 +374,7 @@ void RegisterRepairs(CLI::App& app, int& exit_code) {
                       r.rung.empty() ? "-" : r.rung, r.meta.creation_timestamp,
                       r.message.empty() ? "-" : r.message});
     }
-    std::vector<size_t> width(rows[0].size(), 0);
-    for (const auto& row : rows) {
-      for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-    }
-    for (const auto& row : rows) {
-      std::string line;
-      for (size_t i = 0; i < row.size(); ++i) {
-        line += i + 1 == row.size() ? row[i] : fmt::format("{:<{}}  ", row[i], width[i]);
-      }
-      std::cout << line << "\n";
-    }
+    PrintTable(rows);
     if (a->output == "timeline") {
       for (const auto& r : items) {
         std::cout << "\n" << r.meta.name << " (" << r.node << ", " << r.reason << ")\n";

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "cli/commands.h"
+#include "cli/table.h"
 #include "core/keys.h"
 #include "core/pci.h"
 #include "core/reasons.h"
@@ -256,17 +257,7 @@ void RegisterStatus(CLI::App& app, int& exit_code) {
     if (args->output == "json") {
       std::cout << json.dump(2) << "\n";
     } else {
-      std::vector<size_t> width(rows[0].size(), 0);
-      for (const auto& row : rows) {
-        for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-      }
-      for (const auto& row : rows) {
-        std::string line;
-        for (size_t i = 0; i < row.size(); ++i) {
-          line += i + 1 == row.size() ? row[i] : fmt::format("{:<{}}  ", row[i], width[i]);
-        }
-        std::cout << line << "\n";
-      }
+      PrintTable(rows);
       PrintSummary(Summary(**client, nodes->items, *args));
     }
     exit_code = kExitOk;

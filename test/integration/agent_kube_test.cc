@@ -1064,6 +1064,11 @@ TEST_F(AgentKube, TheControllerAttachesABundleBeforeDeletingTheNode) {
   auto& s3 = S3();
   const std::string cfg = state_dir_ + "/diag.yaml";
   std::ofstream(cfg) << "nvidia:\n  nvml: false\n";
+  // A pool of its own: other tests' nodes stay faulty, and the pool gate would count them.
+  ASSERT_TRUE(client_
+                  ->Patch(kube::NodePath(node_), kube::PatchType::kMerge,
+                          {{"metadata", {{"labels", {{"gpuheal.io/pool", node_}}}}}})
+                  ->ok());
   StartAgent({"--config", cfg});
   StartController("diag-" + node_,
                   fmt::format("toleration:\n  AcceleratedHardwareReady: 1s\n"

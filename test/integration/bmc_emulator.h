@@ -41,23 +41,28 @@ inline int FreeLoopbackPort() {
   return ntohs(a.sin_port);
 }
 
-inline std::string SushyEmulatorPath() {
-  if (const char* p = std::getenv("GPUHEAL_SUSHY_EMULATOR"); p && *p) return p;
-  const std::string cmd =
-      "bash " + std::string(GPUHEAL_SOURCE_DIR) + "/scripts/build-bmc-emulator.sh";
+// A test-setup tool's path: $`env`, else the `KEY=` line that scripts/`script` prints (it
+// installs the tool on first use), then exported for the rest of the process. "" if neither.
+inline std::string SetupToolPath(const char* env, const std::string& script,
+                                 const std::string& key) {
+  if (const char* p = std::getenv(env); p && *p) return p;
+  const std::string cmd = "bash " + std::string(GPUHEAL_SOURCE_DIR) + "/scripts/" + script;
   FILE* f = popen(cmd.c_str(), "r");
   if (!f) return "";
   char buf[4096];
   std::string out;
   while (fgets(buf, sizeof buf, f)) out += buf;
   pclose(f);
-  const std::string key = "SUSHY_EMULATOR=";
-  auto at = out.find(key);
+  auto at = out.find(key + "=");
   if (at == std::string::npos) return "";
-  std::string path = out.substr(at + key.size());
+  std::string path = out.substr(at + key.size() + 1);
   while (!path.empty() && (path.back() == '\n' || path.back() == '\r')) path.pop_back();
-  setenv("GPUHEAL_SUSHY_EMULATOR", path.c_str(), 1);
+  setenv(env, path.c_str(), 1);
   return path;
+}
+
+inline std::string SushyEmulatorPath() {
+  return SetupToolPath("GPUHEAL_SUSHY_EMULATOR", "build-bmc-emulator.sh", "SUSHY_EMULATOR");
 }
 
 class BmcEmulator {

@@ -181,22 +181,7 @@ class S3Server {
   // The server's launcher: $GPUHEAL_S3_SERVER, else what scripts/build-s3-server.sh prints
   // (it installs on first use), then exported for the rest of the process. "" if neither.
   static std::string ServerPath() {
-    if (const char* p = std::getenv("GPUHEAL_S3_SERVER"); p && *p) return p;
-    const std::string cmd =
-        "bash " + std::string(GPUHEAL_SOURCE_DIR) + "/scripts/build-s3-server.sh";
-    FILE* f = popen(cmd.c_str(), "r");
-    if (!f) return "";
-    char buf[4096];
-    std::string out;
-    while (fgets(buf, sizeof buf, f)) out += buf;
-    pclose(f);
-    const std::string key = "S3_SERVER=";
-    auto at = out.find(key);
-    if (at == std::string::npos) return "";
-    std::string path = out.substr(at + key.size());
-    while (!path.empty() && (path.back() == '\n' || path.back() == '\r')) path.pop_back();
-    setenv("GPUHEAL_S3_SERVER", path.c_str(), 1);
-    return path;
+    return SetupToolPath("GPUHEAL_S3_SERVER", "build-s3-server.sh", "S3_SERVER");
   }
 
   // Starts the server on a free loopback port, in its own process group, its output in a log

@@ -71,7 +71,7 @@ TEST(DiagBundle, WrittenAsTarGzWithTheManifestFirstAndReadBack) {
   auto info = WriteBundle(path, {"node-1", "req-1", "0.1.0", "t"}, rs, 1 << 20);
   ASSERT_TRUE(info.ok()) << info.error().message;
   EXPECT_FALSE(fs::exists(path + ".part"));
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u) << "a bundle is readable by root only";
   EXPECT_EQ(info->size, static_cast<int64_t>(fs::file_size(path)));
@@ -110,9 +110,9 @@ TEST(DiagRedactor, SecretsNeverSurvive) {
       "jwt eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW0ifQ.c2lnbmF0dXJlc2ln\n"
       "short stays\n";
   const std::string out = r.Apply(in);
-  for (const char* gone : {"literal-secret-abc", "env-secret-123456", "abcdefghijklmnop",
-                           "tok-value", "hunter22", "LS0tLS1", "f00d", "AKIA/x",
-                           "eyJzdWIiOiJzeXN0ZW0ifQ"}) {
+  for (const char* gone :
+       {"literal-secret-abc", "env-secret-123456", "abcdefghijklmnop", "tok-value", "hunter22",
+        "LS0tLS1", "f00d", "AKIA/x", "eyJzdWIiOiJzeXN0ZW0ifQ"}) {
     EXPECT_EQ(out.find(gone), std::string::npos) << gone << " in:\n" << out;
   }
   EXPECT_NE(out.find("Bearer <redacted>"), std::string::npos) << out;
@@ -276,8 +276,7 @@ TEST(DiagConfig, KeysAndErrors) {
   EXPECT_EQ(c->diagnostics.dir, "/var/tmp/b");
   auto bad = ParseAgentConfig("diagnostics:\n  max_size: 5\n", "agent.yaml");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("agent.yaml:2:3"), std::string::npos)
-      << bad.error().message;
+  EXPECT_NE(bad.error().message.find("agent.yaml:2:3"), std::string::npos) << bad.error().message;
   auto zero = ParseAgentConfig("diagnostics:\n  upload_attempts: 0\n", "agent.yaml");
   EXPECT_FALSE(zero.ok());
 }
@@ -294,8 +293,7 @@ TEST(DiagPolicy, TheUploadTemplateIsCheckedAndFilledIn) {
   auto bad = controller::ParsePolicy("diagnostics:\n  upload_url_template: s3://bucket/x\n",
                                      "policy.yaml");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("policy.yaml:2:24"), std::string::npos)
-      << bad.error().message;
+  EXPECT_NE(bad.error().message.find("policy.yaml:2:24"), std::string::npos) << bad.error().message;
   EXPECT_NE(bad.error().message.find("must be an http:// or https:// URL"), std::string::npos);
 }
 
