@@ -163,6 +163,13 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
       exit_code = kExitUsage;
       return;
     }
+    if (o->scenario == "rack" && o->nodes < 8) {
+      std::cerr << "gpuheal drill: --scenario rack faults a rack of 4 nodes and one more: give "
+                   "--nodes 8 or more (got "
+                << o->nodes << ")\n";
+      exit_code = kExitUsage;
+      return;
+    }
     if (o->nodes < o->pools) {
       std::cerr << "gpuheal drill: --nodes " << o->nodes << " is fewer than --pools " << o->pools
                 << "\n";
@@ -175,8 +182,8 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
       exit_code = kExitUsage;
       return;
     }
-    if (o->real_kmsg &&
-        (o->scenario == "correlated" || o->scenario == "critical" || o->scenario == "runtime")) {
+    if (o->real_kmsg && (o->scenario == "correlated" || o->scenario == "critical" ||
+                         o->scenario == "runtime" || o->scenario == "rack")) {
       std::cerr << "gpuheal drill: --real-kmsg is for one faulty node whose GPUs speak through the "
                    "kernel log: not with --scenario "
                 << o->scenario << "\n";

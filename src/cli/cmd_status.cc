@@ -1,6 +1,7 @@
 // gpuheal status: the fleet's health as the agents report it, from the Node objects: the five
 // domain conditions, the reasons of the unhealthy ones and the GPUs they name; then the
-// controller's side: pools, standbys, repairs in flight and the circuit breaker.
+// controller's side: pools, standbys, repairs in flight, infrastructure incidents and the circuit
+// breaker.
 
 #include <fmt/format.h>
 
@@ -37,7 +38,8 @@ bool Tainted(const kube::Node& n, std::string_view key) {
 }
 
 // The fleet as the controller sees it: per pool its nodes in service, quarantined and standing
-// by; the repairs in flight (open NodeRepair records); the circuit breaker, from the last of the
+// by; the repairs in flight (open NodeRepair records) and the failure domains whose incident holds
+// their remediation (status.incident); the circuit breaker, from the last of the
 // controller's CircuitBreakerOpened / CircuitBreakerClosed Events on its Lease.
 nlohmann::ordered_json Summary(kube::Client& client, const std::vector<kube::Node>& nodes,
                                const StatusArgs& a) {
@@ -70,6 +72,7 @@ nlohmann::ordered_json Summary(kube::Client& client, const std::vector<kube::Nod
                             {"unhealthy", c[4]}});
   }
   out["repairs_in_flight"] = nlohmann::ordered_json::array();
+  std::map<std::string, std::vector<std::string>> incidents;  // domain -> held nodes
   auto repairs = client.ListAll<kube::NodeRepair>(std::string(kube::kNodeRepairsPath),
                                                   kube::DecodeNodeRepairList);
   if (!repairs) {
@@ -85,9 +88,14 @@ nlohmann::ordered_json Summary(kube::Client& client, const std::vector<kube::Nod
            {"record", r.meta.name},
            {"phase", r.phase},
            {"reason", r.reason},
-           {"since", since == r.phase_times.end() ? "" : since->second}});
+           {"since", since == r.phase_times.end() ? "" : since->second},
+           {"incident", r.incident}});
+      if (!r.incident.empty()) incidents[r.incident].push_back(r.node);
     }
   }
+  out["incidents"] = nlohmann::ordered_json::array();
+  for (const auto& [domain, held] : incidents)
+    out["incidents"].push_back({{"domain", domain}, {"held_nodes", held}});
   nlohmann::ordered_json breaker = {{"state", "closed"}, {"since", ""}};
   auto events = client.Get(fmt::format(
       "/api/v1/namespaces/{}/events?fieldSelector={}", a.lease_namespace,
@@ -140,6 +148,13 @@ void PrintSummary(const nlohmann::ordered_json& s) {
                              r["phase"].get<std::string>(), r["reason"].get<std::string>(),
                              r["record"].get<std::string>(), r["since"].get<std::string>());
   }
+  std::cout << "\nINFRASTRUCTURE INCIDENTS: " << s["incidents"].size() << "\n";
+  for (const auto& i : s["incidents"]) {
+    std::string held;
+    for (const auto& n : i["held_nodes"]) held += (held.empty() ? "" : ", ") + n.get<std::string>();
+    std::cout << fmt::format("  {}  remediation held on {} node(s): {}\n",
+                             i["domain"].get<std::string>(), i["held_nodes"].size(), held);
+  }
   const auto& b = s["breaker"];
   std::cout << "\nCIRCUIT BREAKER: " << b["state"].get<std::string>();
   if (!b["since"].get<std::string>().empty())
@@ -172,7 +187,7 @@ void RegisterStatus(CLI::App& app, int& exit_code) {
   cmd->add_option("-l,--selector", args->selector,
                   "Label selector for the nodes, e.g. gpuheal.io/pool=a");
   cmd->add_flag("--summary", args->summary_only,
-                "Only the summary: pools, repairs in flight, the circuit breaker");
+                "Only the summary: pools, repairs in flight, incidents, the circuit breaker");
   cmd->add_option("--pool-label", args->pool_label,
                   "Node label naming the pool (falls back to karpenter.sh/nodepool)")
       ->capture_default_str();

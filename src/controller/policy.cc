@@ -23,11 +23,12 @@ std::set<std::string> Domains() {
 Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
   Policy p;
   if (root.IsNull()) return p;
-  GPUHEAL_TRY(top, Section::Open(e, root, "",
-                                 {"toleration", "checkpoint", "eviction", "skip", "pools",
-                                  "breaker", "attempts", "probation", "provider", "paused",
-                                  "critical", "records", "ladder", "diagnostics"},
-                                 "the policy must be a mapping of keys to values"));
+  GPUHEAL_TRY(top,
+              Section::Open(e, root, "",
+                            {"toleration", "checkpoint", "eviction", "skip", "pools", "breaker",
+                             "attempts", "probation", "provider", "paused", "critical", "records",
+                             "ladder", "diagnostics", "failure_domains"},
+                            "the policy must be a mapping of keys to values"));
   if (const YAML::Node t = root["toleration"]) {
     if (!t.IsMap())
       return e.At(t, "\"toleration\" must map condition types (or \"default\") to durations");
@@ -152,6 +153,22 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
                   "https://bundles.example.com/{node}/{repair}.tar.gz)");
     }
     GPUHEAL_CHECK(d.Duration("timeout", p.diagnostics_timeout, false, std::chrono::seconds(1)));
+  }
+  if (root["failure_domains"]) {
+    GPUHEAL_TRY(f, Section::Open(e, root["failure_domains"], "failure_domains",
+                                 {"labels", "nodes", "window"}));
+    auto& fd = p.failure_domains;
+    GPUHEAL_CHECK(f.Strings("labels", fd.labels, false, "a list of node label keys"));
+    for (const auto& l : fd.labels) {
+      if (l.empty() || l.find_first_of(" =,") != std::string::npos) {
+        return e.At(f["labels"],
+                    fmt::format("\"failure_domains.labels\": \"{}\" is not a node label key "
+                                "(e.g. topology.kubernetes.io/zone or example.com/rack)",
+                                l));
+      }
+    }
+    GPUHEAL_CHECK(f.Int("nodes", fd.nodes, 2, 100000));
+    GPUHEAL_CHECK(f.Duration("window", fd.window));
   }
   if (root["records"]) {
     GPUHEAL_TRY(rc, Section::Open(e, root["records"], "records", {"keep"}));

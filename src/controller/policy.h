@@ -17,6 +17,17 @@ namespace gpuheal::controller {
 enum class Provider { kNone, kDeleteNode, kExec, kStandby, kRedfish };
 std::string_view ToString(Provider p);
 
+// failure_domains: K nodes of one domain (a value of one of these node labels: a rack, a PDU, a
+// leaf switch, a zone) with node-level faults that began within one window are an infrastructure
+// incident (controller/incidents.h): quarantine and drain go on, node-level remediation waits.
+struct FailureDomains {
+  std::vector<std::string> labels;  // empty: no failure domains
+  int nodes = 3;
+  // At most the AcceleratedHardwareReady toleration, so the incident is known before the first
+  // of its nodes would be remediated.
+  std::chrono::milliseconds window = std::chrono::minutes(10);
+};
+
 struct Policy {
   // How long a domain may stay False before remediation (quarantine and drain do not wait).
   std::map<std::string, std::chrono::milliseconds> toleration = {
@@ -70,6 +81,7 @@ struct Policy {
     std::chrono::milliseconds recovery_timeout = std::chrono::minutes(15);
   } redfish;
   bool paused = false;
+  FailureDomains failure_domains;
   // Critical (GPU-level) faults, from the agent's gpuheal.io/gpu-faults: ask the node's agent to
   // drain and reset those GPUs (the node stays in service), or treat the node like a fatal one.
   bool critical_node_level = false;  // critical.action: gpu-reset (false) | node (true)

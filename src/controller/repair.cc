@@ -116,6 +116,7 @@ bool Repairer::WriteStatus(RepairRecord& r) {
       {"rung", r.cr.rung},       {"rungIndex", r.cr.rung_index}};
   if (r.cr.rung_attempt > 0) status["rungAttempt"] = r.cr.rung_attempt;
   if (!r.cr.replacement.empty()) status["replacement"] = r.cr.replacement;
+  status["incident"] = r.cr.incident.empty() ? nlohmann::json() : nlohmann::json(r.cr.incident);
   auto res = api_.Patch(kNodeRepairs + "/" + r.cr.meta.name + "/status", kube::PatchType::kMerge,
                         {{"status", status}});
   if (!res || !res->ok()) {
@@ -415,14 +416,29 @@ Next Repairer::Repair(const kube::Node& node, const NodeFault& f, RepairRecord& 
   // 3, 4. Checkpoint, then evict through the Eviction API.
   if (auto wait = Drain(node, f, r, now)) return *wait;
 
-  // 5. Remediate after the toleration window: the condition may still recover on its own.
+  // 5. Node-level remediation waits while the node's failure domain has an infrastructure
+  // incident: rebooting or replacing the nodes of a rack that lost power one by one does harm.
+  // A rung already under way goes on.
+  if (!r.At("Remediating")) {
+    const GateResult incident = IncidentGate(node);
+    if (r.cr.incident != incident.domain) {
+      r.cr.incident = incident.domain;
+      r.dirty = true;
+    }
+    if (incident) {
+      Held(node, r, incident);
+      return milliseconds(5000);
+    }
+  }
+
+  // 6. Remediate after the toleration window: the condition may still recover on its own.
   const auto deadline = f.since + policy_.TolerationFor(f.condition);
   if (now < deadline) {
     r.Message(fmt::format("drained; remediation with provider {} after the toleration window",
                           ToString(policy_.LadderFor(r.cr.severity).front())));
     return Until(now, deadline);
   }
-  // 6. The evidence first, when the policy names where it goes.
+  // 7. The evidence first, when the policy names where it goes.
   if (auto wait = AttachDiagnostic(node, r, now)) return *wait;
   return remediator_->Remediate(node, f, r, now);
 }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "controller/budget_backoff.h"
+#include "controller/incidents.h"
 #include "controller/node_fault.h"
 #include "controller/policy.h"
 #include "controller/record.h"
@@ -43,9 +44,10 @@ namespace gpuheal::controller {
 // A gate's verdict. The names are the `gate` label of gpuheal_controller_blocked_total and the
 // start of the NodeRepair message ("pool gate: 3 of 10 nodes ...").
 struct GateResult {
-  enum class Kind { kNone, kPaused, kAttemptCap, kBreaker, kPool };
+  enum class Kind { kNone, kPaused, kAttemptCap, kBreaker, kPool, kIncident };
   Kind kind = Kind::kNone;
-  std::string why;  // the message written to the record and the Event
+  std::string why;     // the message written to the record and the Event
+  std::string domain;  // kIncident: the failure domain, "label=value" (status.incident)
   explicit operator bool() const { return kind != Kind::kNone; }
 };
 std::string_view ToString(GateResult::Kind k);
@@ -109,8 +111,12 @@ class Repairer final : private RepairContext {
   GateResult Gate(const kube::Node& node, int attempts, bool pool_gate);
   // Held-gate bookkeeping shared by both rungs: the message, a metric and an Event when it changes.
   void Held(const kube::Node& node, RepairRecord& r, const GateResult& held);
+  // The failure-domain incident that holds `node`'s node-level remediation (kind kNone: none).
+  // Notes incidents that began or ended since the last look (a log line, Events, metrics).
+  GateResult IncidentGate(const kube::Node& node);
   void CheckBreakerKey(SysTime now);
-  void BreakerEvent(const std::string& type, const std::string& reason, const std::string& msg);
+  // An Event on the controller's Lease (the breaker's and the incidents' story); none without one.
+  void LeaseEvent(const std::string& type, const std::string& reason, const std::string& msg);
 
   // repair_drain.cc. Checkpoint, then evict. nullopt: drained, go on; else when to look again.
   std::optional<Next> Drain(const kube::Node& node, const NodeFault& f, RepairRecord& r,
@@ -162,6 +168,7 @@ class Repairer final : private RepairContext {
   bool breaker_open_ = false;
   SysTime breaker_last_over_{}, breaker_opened_at_{}, breaker_reset_at_{}, breaker_key_checked_{};
   std::string lease_namespace_, lease_name_;
+  std::map<std::string, Incident> incidents_;  // open, by domain ("label=value"); under mu_
   Histogram* fault_to_quarantine_ = nullptr;
   Histogram* fault_to_drained_ = nullptr;
 };

@@ -1,5 +1,6 @@
 // The gates that hold every disruptive step (never the quarantine): the pause, the attempt cap,
-// the cluster circuit breaker and the per-pool share of nodes out of service.
+// the cluster circuit breaker and the per-pool share of nodes out of service; and the one that
+// holds node-level remediation alone: an infrastructure incident of the node's failure domain.
 
 #include <fmt/format.h>
 
@@ -37,8 +38,8 @@ void Repairer::CheckBreakerKey(SysTime now) {
   breaker_reset_at_ = std::max(breaker_reset_at_, *at);
 }
 
-void Repairer::BreakerEvent(const std::string& type, const std::string& reason,
-                            const std::string& msg) {
+void Repairer::LeaseEvent(const std::string& type, const std::string& reason,
+                          const std::string& msg) {
   if (lease_name_.empty()) return;
   Enqueue(
       {{"Lease", "coordination.k8s.io/v1", lease_namespace_, lease_name_, ""}, type, reason, msg});
@@ -56,6 +57,8 @@ std::string_view ToString(GateResult::Kind k) {
       return "circuit breaker open";
     case GateResult::Kind::kPool:
       return "pool gate";
+    case GateResult::Kind::kIncident:
+      return "infrastructure incident";
   }
   return "";
 }
@@ -75,7 +78,7 @@ void Repairer::Held(const kube::Node& node, RepairRecord& r, const GateResult& h
 GateResult Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate) {
   using K = GateResult::Kind;
   const auto held = [](K kind, std::string detail) {
-    return GateResult{kind, fmt::format("{}: {}", ToString(kind), detail)};
+    return GateResult{kind, fmt::format("{}: {}", ToString(kind), detail), ""};
   };
   const auto now = clock_.Now();
   auto paused = node.meta.labels.find(std::string(keys::kPausedLabel));
@@ -135,11 +138,11 @@ GateResult Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate) 
   if (open != was_open) {
     Log(open ? "warn" : "info", open ? "circuit breaker opened" : "circuit breaker closed",
         {{"why", why}});
-    BreakerEvent(open ? "Warning" : "Normal",
-                 std::string(open ? reason::kBreakerOpened : reason::kBreakerClosed),
-                 open      ? "evictions and remediation held: " + why
-                 : by_hand ? "closed by hand (" + std::string(keys::kBreakerReset) + ")"
-                           : "closed after a quiet period: " + why);
+    LeaseEvent(open ? "Warning" : "Normal",
+               std::string(open ? reason::kBreakerOpened : reason::kBreakerClosed),
+               open      ? "evictions and remediation held: " + why
+               : by_hand ? "closed by hand (" + std::string(keys::kBreakerReset) + ")"
+                         : "closed after a quiet period: " + why);
   }
   if (open) return held(K::kBreaker, why);
   if (!pool_gate) return {};
@@ -159,6 +162,56 @@ GateResult Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate) 
     return held(K::kPool,
                 fmt::format("{} of {} nodes in pool \"{}\" unhealthy, at most {} repaired at once",
                             unhealthy, size, pool, allowed));
+  }
+  return {};
+}
+
+GateResult Repairer::IncidentGate(const kube::Node& node) {
+  if (policy_.failure_domains.labels.empty()) return {};
+  const std::vector<Incident> now_open = FindIncidents(world_.nodes(), policy_.failure_domains);
+  std::vector<Incident> began, ended;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::map<std::string, Incident> open;
+    for (const auto& inc : now_open) {
+      if (!incidents_.count(inc.Domain())) began.push_back(inc);
+      open.emplace(inc.Domain(), inc);
+    }
+    for (const auto& [domain, inc] : incidents_) {
+      if (!open.count(domain)) ended.push_back(inc);
+    }
+    incidents_ = std::move(open);
+  }
+  metrics_
+      .GetGauge("gpuheal_controller_incidents_open",
+                "Failure domains whose infrastructure incident holds node-level remediation")
+      .Set(static_cast<double>(now_open.size()));
+  for (const auto& inc : began) {
+    metrics_
+        .GetCounter("gpuheal_controller_incidents_total",
+                    "Infrastructure incidents: failure domains with several nodes faulting at once")
+        .Inc();
+    const std::string why = inc.Describe(policy_.failure_domains);
+    Log("warn", "infrastructure incident", {{"domain", inc.Domain()}, {"why", why}});
+    LeaseEvent("Warning", std::string(reason::kIncidentOpened), why);
+    for (const auto& name : inc.nodes) {
+      if (auto n = world_.node(name))
+        Event(*n, "Warning", std::string(reason::kIncidentOpened), why);
+    }
+  }
+  for (const auto& inc : ended) {
+    const std::string why = fmt::format(
+        "{}: fewer than {} node(s) with faults that count; node-level remediation "
+        "goes on",
+        inc.Domain(), policy_.failure_domains.nodes);
+    Log("info", "infrastructure incident ended", {{"domain", inc.Domain()}});
+    LeaseEvent("Normal", std::string(reason::kIncidentClosed), why);
+  }
+  if (auto inc = IncidentOf(node, now_open)) {
+    return GateResult{GateResult::Kind::kIncident,
+                      fmt::format("{}: {}", ToString(GateResult::Kind::kIncident),
+                                  inc->Describe(policy_.failure_domains)),
+                      inc->Domain()};
   }
   return {};
 }

@@ -38,5 +38,9 @@ inline constexpr std::string_view kBmcEndpoint = "gpuheal.io/bmc-endpoint";
 // On a Node that joined its pool as the replacement of a node the delete-node provider deleted:
 // the NodeRepair record of that repair. Set once; a node replaces at most one.
 inline constexpr std::string_view kReplaces = "gpuheal.io/replaces";
+// On a Node: an RFC 3339 time. The node's fault, if it began at or before that time, no longer
+// counts towards an infrastructure incident of its failure domains (policy failure_domains), and
+// the node's remediation is no longer held by one (docs/controller.md).
+inline constexpr std::string_view kIncidentRelease = "gpuheal.io/incident-release";
 
 }  // namespace gpuheal::keys

@@ -29,6 +29,7 @@
 #include "core/keys.h"
 #include "core/log.h"
 #include "core/severity.h"
+#include "core/time.h"
 #include "drill/child.h"
 #include "drill/inject.h"
 #include "kube/client.h"
@@ -50,6 +51,10 @@ constexpr const char* kSystemNs = "gpuheal-system";
 constexpr const char* kBmcSecret = "gpuheal-drill-bmc";  // bmc: the emulator's credentials
 constexpr const char* kLease = "gpuheal-drill";
 constexpr int kAgentsOnEveryNodeUpTo = 64;
+// rack: the simulated nodes' failure-domain label (a drill's own; clusters name theirs in the
+// policy's failure_domains.labels), four nodes to a rack.
+constexpr const char* kRackLabel = "drill.gpuheal.io/rack";
+constexpr int kRackSize = 4;
 
 int64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -98,6 +103,8 @@ struct Plan {
   // bmc: the target's BMC is a Redfish emulator; the ladder power-cycles the node through it and
   // the drill plays the machine (its agent stops at power off and starts on a new boot at on).
   bool bmc = false;
+  // rack: the nodes carry kRackLabel; the first fault_nodes - 1 targets share a rack.
+  bool racks = false;
 };
 
 std::string PolicyYaml(const std::string& toleration, const std::string& probation,
@@ -170,6 +177,23 @@ Plan PlanFor(const DrillOptions& o) {
                                "ForceRestart], request_timeout: 5s, recovery_timeout: 60s}}}}",
                                kSystemNs, kBmcSecret)) +
         "ladder: {catastrophic: [redfish, delete-node]}\n";
+  } else if (o.scenario == "rack") {
+    // A rack's four nodes lose their GPUs at once (Xid 79) and a fifth node elsewhere does too:
+    // one infrastructure incident holds the rack's remediation (its nodes are still quarantined
+    // and drained); the fifth is repaired as usual. The breaker and the pool gate are widened so
+    // that the failure domain alone holds what is held.
+    p.racks = true;
+    p.fault_nodes = kRackSize + 1;
+    // The remediation is a command that succeeds (the record Replaced): the standby provider
+    // would leave a third faulty node of a pool without a standby waiting, not remediating.
+    p.policy = PolicyYaml("2s", "2s", "{name: exec, command: [/bin/true], timeout: 30s}");
+    for (auto [from, to] :
+         {std::pair<std::string, std::string>{"share_percent: 30", "share_percent: 60"},
+          {"max_unavailable_percent: 20", "max_unavailable_percent: 60"}}) {
+      p.policy.replace(p.policy.find(from), from.size(), to);
+    }
+    p.policy +=
+        fmt::format("failure_domains: {{labels: [{}], nodes: 3, window: 5m}}\n", kRackLabel);
   } else if (o.scenario == "runtime") {
     // The node's container runtime (a real containerd the drill starts on its own socket) stops
     // answering CRI Status: ContainerRuntimeReady=False, then the same repair as a fatal Xid, the
@@ -690,6 +714,12 @@ class Drill {
     if (o_.live) o_.live(s);
   }
   std::string bmc_dir_, bmc_url_, bmc_password_;  // bmc: the emulator's
+  // rack: what the rack's repairs showed while the incident held them, before the release.
+  struct RackSeen {
+    int held = 0, remediated = 0;  // rack nodes with status.incident; that reached Remediating
+    bool released = false;         // the release annotation was written
+    std::string detail;
+  } rack_;
 
   Status Setup() {
     if (o_.work_dir.empty()) {
@@ -1135,6 +1165,10 @@ class Drill {
     so.agent_kube = cfg_;
     so.agent_kube.timeout = 10s;
     so.agent_quiet_period = plan.agent_quiet;
+    if (plan.racks) {
+      so.rack_label = kRackLabel;
+      so.rack_size = kRackSize;
+    }
     // Fault targets: the first nodes of each pool in turn, each running one of the workload's pods.
     std::vector<std::string> targets;
     for (int j = 0; j < plan.fault_nodes && j < o_.nodes; ++j)
@@ -1408,6 +1442,8 @@ class Drill {
       done = true;
       machine.join();
       if (!boot_error.empty()) fail("node booted", boot_error);
+    } else if (plan.racks) {
+      RackIncident(targets, obs, deadline, fail);
     } else if (!plan.replace.empty()) {
       PlayProvisioner(plan, owner, ns, prefix, targets[0], obs, deadline, fail);
       wait([&] { return obs.Has("repair_replaced") && obs.Has("capacity_restored"); },
@@ -1791,6 +1827,78 @@ class Drill {
              fmt::format("{} registered Ready, owned by {}", owner.fresh, fresh_owner->what));
   }
 
+  // rack: the node outside the rack is remediated while the rack's four are held by one incident;
+  // then the operator's release (gpuheal.io/incident-release on its nodes) lets them go on.
+  void RackIncident(const std::vector<std::string>& targets, Observer& obs,
+                    std::chrono::steady_clock::time_point deadline,
+                    const std::function<void(const std::string&, const std::string&)>& fail) {
+    rack_ = {};
+    const std::vector<std::string> rack(targets.begin(), targets.end() - 1);
+    const std::string& outside = targets.back();
+    const std::string domain = fmt::format("{}=rack-0", kRackLabel);
+    // Under the observer's lock: whether `node`'s repair reached `phase`, and its incident.
+    auto reached = [&](const std::string& node, const char* phase) {
+      for (const auto& [name, r] : obs.repairs()) {
+        if (r.node == node && r.phase_times.count(phase)) return true;
+      }
+      return false;
+    };
+    auto incident = [&](const std::string& node) {
+      std::string out;
+      for (const auto& [name, r] : obs.repairs()) {
+        if (r.node == node && r.phase != "Recovered" && r.phase != "Replaced" &&
+            r.phase != "Failed")
+          out = r.incident;
+      }
+      return out;
+    };
+    auto wait = [&](const std::function<bool()>& pred, const std::string& what) {
+      if (obs.WaitFor(pred, deadline, interrupted_)) return true;
+      if (!interrupted_) fail("finished in time", "timed out waiting for " + what);
+      return false;
+    };
+    if (!wait([&] { return reached(outside, "Remediating"); },
+              "the repair of the node outside the rack"))
+      return;
+    obs.Mark("outside_remediating", outside + ": its repair reached Remediating");
+    // The rack's nodes faulted with it: let through, they would be remediating within a
+    // reconcile or two; give them as long again as the incident's re-check.
+    obs.WaitFor([] { return false; }, std::chrono::steady_clock::now() + 6s, interrupted_);
+    {
+      std::lock_guard<std::mutex> l(obs.mu());
+      for (const auto& n : rack) {
+        rack_.held += incident(n) == domain;
+        rack_.remediated += reached(n, "Remediating");
+      }
+      rack_.detail = fmt::format(
+          "{} of {} nodes of rack-0 held by the incident {} (status.incident), {} remediated; {} "
+          "remediated with status.incident \"{}\"",
+          rack_.held, rack.size(), domain, rack_.remediated, outside, incident(outside));
+    }
+    obs.Mark("incident_held", rack_.detail);
+    // The operator's release, on the rack's nodes (kubectl annotate nodes -l LABEL=rack-0).
+    const std::string at = kube::RfcTime(std::chrono::system_clock::now());
+    for (const auto& n : rack) {
+      auto r = client_->Patch(
+          kube::NodePath(n), kube::PatchType::kMerge,
+          {{"metadata", {{"annotations", {{std::string(keys::kIncidentRelease), at}}}}}});
+      if (!r || !r->ok()) {
+        fail("operator release",
+             "annotating " + n + ": " + (r ? r->Describe() : r.error().message));
+        return;
+      }
+    }
+    rack_.released = true;
+    obs.Mark("incident_released",
+             fmt::format("{}={} on the rack's {} nodes", keys::kIncidentRelease, at, rack.size()));
+    wait(
+        [&] {
+          return std::all_of(rack.begin(), rack.end(),
+                             [&](const std::string& n) { return reached(n, "Remediating"); });
+        },
+        "the rack's repairs to go on after the release");
+  }
+
   // Under the observer's lock.
   void Checks(const Plan& plan, const std::vector<std::string>& targets,
               const std::set<std::string>& standby, int replicas, Observer& obs, RunResult& res) {
@@ -1847,6 +1955,40 @@ class Drill {
     check("quarantined", obs.Has("taint"),
           obs.Has("taint") ? "tainted and cordoned by the controller"
                            : "no gpuheal.io/gpu-fault taint");
+    if (plan.racks) {
+      const std::vector<std::string> rack(targets.begin(), targets.end() - 1);
+      const std::string& outside = targets.back();
+      auto remediating = [&](const std::string& node) {
+        for (const auto* r : records(node)) {
+          if (r->phase_times.count("Remediating")) return true;
+        }
+        return false;
+      };
+      int drained = 0;
+      for (const auto& n : rack) {
+        for (const auto& [uid, p] : obs.pods()) {
+          if (p.initial && p.node == n && p.deleting_us) {
+            ++drained;
+            break;
+          }
+        }
+      }
+      check("one incident held the rack",
+            rack_.held == static_cast<int>(rack.size()) && rack_.remediated == 0, rack_.detail);
+      check("rack drained meanwhile", drained == static_cast<int>(rack.size()),
+            fmt::format("{} of {} rack nodes had their pods taken away while held", drained,
+                        rack.size()));
+      check("node outside the rack repaired", remediating(outside),
+            remediating(outside) ? outside + " reached Remediating"
+                                 : outside + " never reached Remediating");
+      const bool all = std::all_of(rack.begin(), rack.end(), remediating);
+      check("operator release", rack_.released && all,
+            rack_.released ? fmt::format("after {}: {}", keys::kIncidentRelease,
+                                         all ? "every rack node reached Remediating"
+                                             : "not every rack node reached Remediating")
+                           : "the release was not written");
+      return;
+    }
     if (o_.scenario == "correlated") {
       // What the gates must let through: the breaker holds everything when more than its share of
       // GPU nodes is faulty at once; otherwise a pool with more faulty nodes than it may lose at
@@ -2135,7 +2277,8 @@ const std::vector<std::string>& Scenarios() {
                                              "runtime",
                                              "replace-karpenter",
                                              "replace-capi",
-                                             "bmc"};
+                                             "bmc",
+                                             "rack"};
   return s;
 }
 

@@ -115,9 +115,10 @@ Result<std::unique_ptr<Sim>> Sim::Start(std::unique_ptr<kube::Client> client,
                                         std::unique_ptr<kube::Client> watch_client,
                                         SimOptions opts) {
   if (opts.nodes < 0 || opts.pools < 1 || opts.standby_per_pool < 0 || opts.gpus_per_node < 0 ||
-      opts.api_threads < 1) {
+      opts.api_threads < 1 || opts.rack_size < 1) {
     return Error{
-        "sim: --nodes, --standby and --gpus must be 0 or more, --pools and API threads 1 or more",
+        "sim: --nodes, --standby and --gpus must be 0 or more, --pools, API threads and the rack "
+        "size 1 or more",
         ErrorCode::kUsage};
   }
   if (opts.prefix.empty() || opts.prefix.size() > 40)
@@ -129,10 +130,14 @@ Result<std::unique_ptr<Sim>> Sim::Start(std::unique_ptr<kube::Client> client,
   const SimOptions& o = s->opts_;
   for (int p = 0; p < o.pools; ++p) {
     const std::string pool = fmt::format("{}-pool-{}", o.prefix, p);
-    for (int i = p; i < o.nodes; i += o.pools)
-      s->nodes_.push_back({fmt::format("{}-{}-{}", o.prefix, p, i / o.pools), pool, false, ""});
+    const bool racks = !o.rack_label.empty();
+    for (int i = p; i < o.nodes; i += o.pools) {
+      s->nodes_.push_back({fmt::format("{}-{}-{}", o.prefix, p, i / o.pools), pool, false, "",
+                           racks ? fmt::format("rack-{}", i / o.rack_size) : ""});
+    }
     for (int i = 0; i < o.standby_per_pool; ++i) {
-      s->nodes_.push_back({fmt::format("{}-{}-standby-{}", o.prefix, p, i), pool, true, ""});
+      s->nodes_.push_back({fmt::format("{}-{}-standby-{}", o.prefix, p, i), pool, true, "",
+                           racks ? "rack-spare" : ""});
     }
   }
   if (!o.real_kmsg_node.empty() &&
@@ -343,6 +348,7 @@ Status Sim::RegisterNode(const SimNode& n) {
           {"nvidia.com/gpu.present", "true"},
           {"gpuheal.io/sim", "true"}}}}},
       {"spec", {{"providerID", "sim://" + n.name}}}};
+  if (!n.rack.empty()) node["metadata"]["labels"][opts_.rack_label] = n.rack;
   if (n.standby) {
     node["spec"]["taints"] = json::array(
         {{{"key", std::string(keys::kStandbyTaint)}, {"value", "true"}, {"effect", "NoSchedule"}}});

@@ -60,12 +60,18 @@ struct SimOptions {
   std::string real_kmsg_node;
   // The hosted agents' recovery.quiet_period (0: the agent's default, 10 min).
   std::chrono::milliseconds agent_quiet_period{0};
+  // Failure domains: with a label key, the nodes in service carry it with value rack-<k>, k =
+  // (the node's ordinal over all pools, <prefix>-<i % pools>-<i / pools> being ordinal i) /
+  // rack_size, so a rack holds nodes of every pool; standby nodes are in rack-spare.
+  std::string rack_label;
+  int rack_size = 4;
 };
 
 struct SimNode {
   std::string name, pool;
   bool standby = false;
-  std::string ip;  // InternalIP, and the hostIP of its pods
+  std::string ip;    // InternalIP, and the hostIP of its pods
+  std::string rack;  // the value of SimOptions::rack_label ("" without one)
 };
 
 class Sim {

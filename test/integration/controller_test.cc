@@ -985,6 +985,83 @@ TEST_F(ControllerTest, BreakerHoldsEvictionAndClosesByHandOrAfterAQuietPeriod) {
       d.WaitLog([](const json& j) { return j.value("msg", "") == "circuit breaker closed"; }, 5s));
 }
 
+// Failure domains on the real API server: four nodes of one rack faulting together are one
+// infrastructure incident (quarantined and drained, not deleted); a node of another rack faulting
+// with them is replaced; `gpuheal status` shows the incident; the operator's release of the rack's
+// nodes lets the four be replaced.
+TEST_F(ControllerTest, ARackFaultingAtOnceIsOneIncidentThatHoldsRemediation) {
+  const std::string label = "example.com/rack-" + id_;
+  std::vector<std::string> rack;
+  for (int i = 0; i < 4; ++i) {
+    // A pool each: the pool gate holds nothing here.
+    rack.push_back(Node(fmt::format("r{}", i),
+                        {{label, "r12"}, {"gpuheal.io/pool", fmt::format("r{}-{}", i, id_)}}));
+    Pod(fmt::format("rk{}-{}", i, id_), rack.back());
+  }
+  const std::string out = Node("out", {{label, "r13"}, {"gpuheal.io/pool", "out-" + id_}});
+  StartController(fmt::format(
+      "checkpoint:\n  window: 1s\ntoleration:\n  AcceleratedHardwareReady: 2s\nprovider:\n  "
+      "name: delete-node\n  replacement_timeout: 0s\nfailure_domains:\n  labels: [{}]\n  "
+      "nodes: 3\n  window: 5m\n",
+      label));
+  for (const auto& n : rack) SetCondition(n, "False", "NvidiaXID79Error");
+  SetCondition(out, "False", "NvidiaXID79Error");
+  ASSERT_TRUE(Eventually([&] { return Phase(out) == "Replaced"; }, 30s)) << Message(out);
+  const std::string domain = label + "=r12";
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return std::all_of(rack.begin(), rack.end(), [&](const std::string& n) {
+          auto rs = Repairs(n);
+          return !rs.empty() && Status(rs.back()).value("incident", "") == domain;
+        });
+      },
+      20s));
+  std::this_thread::sleep_for(3s);  // past the 2 s toleration: held, not late
+  for (size_t i = 0; i < rack.size(); ++i) {
+    const auto& n = rack[i];
+    EXPECT_TRUE(GetNode(n).is_object()) << n << " must not be deleted";
+    EXPECT_TRUE(HasTaint(n, "gpuheal.io/gpu-fault")) << n;
+    EXPECT_TRUE(PodGone(fmt::format("rk{}-{}", i, id_))) << n << ": drained while held";
+    EXPECT_EQ(Message(n).rfind("infrastructure incident: 4 node(s) of " + domain, 0), 0u)
+        << Message(n);
+    EXPECT_FALSE(Status(Repairs(n).back()).value("phases", json::object()).contains("Remediating"));
+  }
+  EXPECT_TRUE(
+      Eventually([&] { return EventReasons(rack[0]).count("InfrastructureIncident"); }, 10s));
+  // `gpuheal status` names the incident and the nodes it holds.
+  json summary;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto r = gpuheal::testing::RunGpuheal(
+            "status --summary -o json --lease-namespace default -l " + label + "=r12" +
+                " --kubeconfig " + ControlPlaneEnv::kubeconfig(),
+            false);
+        summary = json::parse(r.out, nullptr, false);
+        if (r.code != 0 || !summary.is_object()) return false;
+        for (const auto& i : summary["incidents"]) {
+          if (i["domain"] == domain && i["held_nodes"].size() == 4) return true;
+        }
+        return false;
+      },
+      10s))
+      << summary.dump();
+  const auto table = gpuheal::testing::RunGpuheal(
+      "status --summary --lease-namespace default --kubeconfig " + ControlPlaneEnv::kubeconfig());
+  EXPECT_NE(table.out.find(domain + "  remediation held on 4 node(s)"), std::string::npos)
+      << table.out;
+  // The operator releases the rack's nodes: the four are replaced, whichever goes first.
+  for (const auto& n : rack) {
+    ASSERT_TRUE(client_
+                    ->Patch(kube::NodePath(n), kube::PatchType::kMerge,
+                            {{"metadata",
+                              {{"annotations", {{"gpuheal.io/incident-release", kube_time()}}}}}})
+                    ->ok());
+  }
+  for (const auto& n : rack) {
+    EXPECT_TRUE(Eventually([&] { return Phase(n) == "Replaced"; }, 30s)) << n << ": " << Message(n);
+  }
+}
+
 // A catastrophic fault's NoExecute would have Kubernetes' taint manager evict every pod past the
 // breaker: while a gate holds the node is NoSchedule (and its pods stay); NoExecute once it opens.
 TEST_F(ControllerTest, ACatastrophicFaultIsNoExecuteOnlyWhenTheGatesAllowIt) {

@@ -242,6 +242,19 @@ TEST_F(DrillTest, CorrelatedCatastrophicFaultsAreHeldByTheGatesToo) {
       << "no pod of a faulty node taken away: " << r.dump(2);
 }
 
+// Four nodes of one rack and a fifth elsewhere lose their GPUs at once: one infrastructure
+// incident holds the rack's remediation while its nodes are quarantined and drained, the fifth is
+// remediated, and the operator's release lets the rack's go on.
+TEST_F(DrillTest, RackIncidentHoldsTheRackAndRepairsTheNodeElsewhere) {
+  const json r = Run("rack", {"--nodes", "8"});
+  for (const char* c : {"quarantined", "one incident held the rack", "rack drained meanwhile",
+                        "node outside the rack repaired", "operator release"}) {
+    EXPECT_TRUE(CheckOk(r, c)) << c << ": " << r.dump(2);
+  }
+  ExpectInOrder(r, {"taint", "outside_remediating", "incident_held", "incident_released",
+                    "repair_remediating"});
+}
+
 // The node is replaced, not repaired: delete-node deletes its Karpenter NodeClaim or Cluster API
 // Machine (their CRDs from the upstream modules), the drill plays the provisioner's
 // infrastructure side (the machine and its Node go, a new one joins the pool with an owner of its

@@ -471,6 +471,118 @@ TEST_F(RepairerTest, TheBreakerOpensOnACorrelatedEventAndClosesByHand) {
   EXPECT_GE(api.Count("POST", "/events"), 1u) << "the breaker's Events on the Lease";
 }
 
+// A rack whose four nodes fault at once: one infrastructure incident. Each of its nodes is still
+// quarantined and drained, but none is remediated (here: deleted) while a node of another rack,
+// faulting at the same time, is. The operator's release on one node of the rack lets them go on.
+class IncidentTest : public RepairerTest {
+ protected:
+  void SetUp() override {
+    RepairerTest::SetUp();
+    for (int i = 0; i < 10; ++i) AddNode("h" + std::to_string(i), "healthy");  // under the breaker
+    policy.provider = Provider::kDeleteNode;
+    policy.replacement_timeout = 0ms;
+    policy.failure_domains.labels = {"example.com/rack"};
+    policy.failure_domains.nodes = 3;
+    policy.failure_domains.window = 5min;
+    for (const char* n : {"r0", "r1", "r2", "r3", "out"}) {
+      AddNode(n, std::string("pool-") + n);  // a pool each: the pool gate holds nothing
+      Label(n, std::string(n) == "out" ? "B" : "A");
+      AddPod(std::string("p-") + n, n);
+      Fault(n);
+    }
+  }
+  void Label(const std::string& node, const std::string& value) {
+    auto o = *api.Object(kube::NodePath(node));
+    o["metadata"]["labels"]["example.com/rack"] = value;
+    api.Put(kube::NodePath(node), o);
+  }
+  const std::vector<std::string> rack = {"r0", "r1", "r2", "r3"};
+};
+
+TEST_F(IncidentTest, HoldsTheRacksRemediationButNotItsQuarantineOrDrain) {
+  auto r = Make();
+  for (const auto& n : rack) Settle(*r, n, 15min);
+  Settle(*r, "out", 15min);
+  EXPECT_FALSE(api.Object(kube::NodePath("out"))) << "the node of rack B is replaced";
+  EXPECT_EQ(Last("out").phase, "Replaced");
+  EXPECT_TRUE(Last("out").incident.empty());
+  for (const auto& n : rack) {
+    ASSERT_TRUE(api.Object(kube::NodePath(n))) << n << " must not be deleted";
+    EXPECT_TRUE(Quarantined(n)) << n;
+    EXPECT_FALSE(api.Object(kube::PodPath("jobs", "p-" + n))) << n << "'s pod is evicted";
+    const auto rec = Last(n);
+    EXPECT_EQ(rec.phase, "Drained") << n;
+    EXPECT_FALSE(rec.phase_times.count("Remediating")) << n;
+    EXPECT_EQ(rec.incident, "example.com/rack=A") << n;
+    EXPECT_EQ(rec.message.rfind("infrastructure incident: 4 node(s) of example.com/rack=A", 0), 0u)
+        << rec.message;
+  }
+  const std::string m = metrics.Render();
+  EXPECT_NE(m.find("gpuheal_controller_incidents_open 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("gpuheal_controller_incidents_total 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("gpuheal_controller_blocked_total{gate=\"infrastructure incident\"}"),
+            std::string::npos)
+      << m;
+  r->FlushEvents();
+  size_t incident_events = 0;
+  for (const auto& c : api.Calls()) {
+    incident_events += c.method == "POST" && c.path.find("/events") != std::string::npos &&
+                       c.body.find("\"InfrastructureIncident\"") != std::string::npos;
+  }
+  EXPECT_GE(incident_events, 4u) << "one on each node of the incident";
+
+  // The operator releases the rack's nodes (kubectl annotate nodes -l example.com/rack=A): each
+  // goes on to its remediation, whichever of them is deleted first.
+  clock.Advance(1s);
+  for (const auto& n : rack)
+    Annotate(kube::NodePath(n), keys::kIncidentRelease, kube::RfcTime(clock.Now()));
+  for (const auto& n : rack) Settle(*r, n, 1min);
+  for (const auto& n : rack) {
+    EXPECT_FALSE(api.Object(kube::NodePath(n))) << n << " is replaced after the release";
+    EXPECT_EQ(Last(n).phase, "Replaced") << n;
+  }
+  EXPECT_NE(metrics.Render().find("gpuheal_controller_incidents_open 0"), std::string::npos);
+}
+
+TEST_F(IncidentTest, EndsWhenTheDomainRecovers) {
+  auto r = Make();
+  for (const auto& n : rack) Settle(*r, n, 15min);
+  ASSERT_EQ(Last("r0").incident, "example.com/rack=A");
+  // Two nodes of the rack come back on their own (the power is back): two faults are left, fewer
+  // than an incident needs, and those two are repaired.
+  Heal("r0");
+  Heal("r1");
+  for (const auto& n : {"r2", "r3"}) Settle(*r, n, 1min);
+  for (const auto& n : {"r2", "r3"}) {
+    EXPECT_EQ(Last(n).phase, "Replaced") << n;
+    EXPECT_TRUE(Last(n).incident.empty()) << n;
+  }
+  EXPECT_TRUE(api.Object(kube::NodePath("r0")));
+}
+
+TEST_F(IncidentTest, ARungUnderWayGoesOn) {
+  // Without failure domains the first node reaches its remediation; the incident that the policy
+  // then names does not take it back.
+  // (provider standby: the standby has the node's place, the record stays Remediating).
+  policy.failure_domains.labels.clear();
+  policy.provider = Provider::kStandby;
+  AddNode("s-r0", "pool-r0", true);
+  {
+    auto r = Make();
+    Settle(*r, "r0", 10min + 30s);
+    ASSERT_EQ(Last("r0").phase, "Remediating");
+  }
+  policy.failure_domains.labels = {"example.com/rack"};
+  auto r = Make();
+  Settle(*r, "r1", 1min);
+  ASSERT_EQ(Last("r1").incident, "example.com/rack=A") << "the rack's incident is open";
+  r->Reconcile("r0");
+  const auto rec = Last("r0");
+  EXPECT_EQ(rec.phase, "Remediating");
+  EXPECT_TRUE(rec.incident.empty());
+  EXPECT_EQ(rec.message.find("infrastructure incident"), std::string::npos) << rec.message;
+}
+
 TEST_F(RepairerTest, TheAttemptCapBlocksAndLeavesTheNodeQuarantined) {
   policy.max_repairs = 1;
   AddNode("n1");
