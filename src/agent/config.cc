@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <set>
 
@@ -100,7 +101,8 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
                                                  "kernel",
                                                  "backend",
                                                  "slurm",
-                                                 "diagnostics"},
+                                                 "diagnostics",
+                                                 "predictive"},
                                  "the config must be a mapping of keys to values"));
   if (const YAML::Node v = root["backend"]) {
     const std::string b = v.IsScalar() ? v.as<std::string>() : "";
@@ -267,6 +269,36 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
     GPUHEAL_CHECK(p.Bool("enabled", cfg.previous_boot.enabled));
     GPUHEAL_CHECK(p.String("pstore", cfg.previous_boot.pstore));
     GPUHEAL_CHECK(p.String("journal", cfg.previous_boot.journal));
+  }
+  if (root["predictive"]) {
+    GPUHEAL_TRY(pr, Section::Open(err, root["predictive"], "predictive",
+                                  {"enabled", "window", "thresholds"}));
+    GPUHEAL_CHECK(pr.Bool("enabled", cfg.predictive.enabled));
+    std::chrono::milliseconds window = cfg.predictive.window;
+    GPUHEAL_CHECK(pr.Duration("window", window, false, std::chrono::seconds(1)));
+    cfg.predictive.window = std::chrono::duration_cast<std::chrono::seconds>(window);
+    if (const YAML::Node t = pr["thresholds"]) {
+      std::string known;
+      for (auto s : PrecursorSignals()) known += (known.empty() ? "" : ", ") + std::string(s);
+      if (!t.IsMap()) {
+        return err.At(t, "\"predictive.thresholds\" must map signals (" + known +
+                             ") to incident counts (0: not counted)");
+      }
+      for (auto it = t.begin(); it != t.end(); ++it) {
+        const std::string k = it->first.as<std::string>();
+        if (std::find(PrecursorSignals().begin(), PrecursorSignals().end(), k) ==
+            PrecursorSignals().end()) {
+          return err.At(it->first, fmt::format("unknown signal \"{}\" in predictive.thresholds "
+                                               "(known: {})",
+                                               k, known));
+        }
+        GPUHEAL_TRY(n, AsInt(err, it->second, "predictive.thresholds." + k, 0, 1000000));
+        if (n == 0)
+          cfg.predictive.thresholds.erase(k);
+        else
+          cfg.predictive.thresholds[k] = n;
+      }
+    }
   }
   if (root["diagnostics"]) {
     GPUHEAL_TRY(

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/precursors.h"
 #include "core/result.h"
 #include "core/severity.h"
 #include "core/yaml_fields.h"
@@ -183,6 +184,7 @@ struct AgentConfig {
   std::chrono::milliseconds heartbeat_period = std::chrono::minutes(5);
   NvidiaConfig nvidia;
   DiagnosticsConfig diagnostics;
+  PrecursorConfig predictive;  // precursor signals per GPU: GPUs at risk (gpuheal.io/gpu-at-risk)
   // Not from YAML: the file it was read from ("" when none), for diagnostic bundles.
   std::string config_file;
   // Not from YAML: an agent hosted in another process (gpuheal sim) leaves SIGINT/SIGTERM to its

@@ -44,7 +44,10 @@ const std::vector<double> kLatencyBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0
 }  // namespace
 
 StandaloneAgent::StandaloneAgent(AgentConfig config, int out_fd)
-    : config_(std::move(config)), out_fd_(out_fd), node_state_(config_.escalation) {}
+    : config_(std::move(config)),
+      out_fd_(out_fd),
+      node_state_(config_.escalation),
+      precursors_(config_.predictive) {}
 
 StandaloneAgent::~StandaloneAgent() {
   StopSaver();
@@ -287,6 +290,7 @@ Status StandaloneAgent::Init() {
   if (reporter_) {
     reporter_->SetConditions(active_.Conditions(config_.monitors));
     reporter_->SetAnnotation(std::string(keys::kGpuFaults), GpuFaultsToJson(active_.GpuLevel()));
+    reporter_->SetAnnotation(std::string(keys::kGpuAtRisk), AtRiskToJson(precursors_.at_risk()));
     reporter_->Start();
   }
   if (slurm_) {
@@ -639,6 +643,7 @@ void StandaloneAgent::HandleFault(Fault f, uint64_t detected) {
   Emit(*reported, detected);
   if (active_.Observe(*reported, std::time(nullptr), boot_id_))
     ActiveFaultsChanged(static_cast<int64_t>(detected));
+  if (precursors_.Observe(*reported, std::chrono::system_clock::now())) AtRiskChanged();
   if (reported->severity < Severity::kFatal && reported->severity >= Severity::kWarn && reporter_) {
     std::string where = reported->pci.empty() ? reported->device : "GPU " + reported->pci;
     if (!reported->uuid.empty()) where += " (" + reported->uuid + ")";
@@ -859,6 +864,8 @@ void StandaloneAgent::OnGpuActionStep(const GpuActionStep& s) {
       Log("info", "fault cleared by GPU reset",
           {{"reason", a.fault.reason}, {"key", a.key}, {"rule", "gpu-reset"}});
     }
+    // Its pending remaps applied: its precursor counts start again.
+    if (precursors_.ClearGpu(s.pci)) AtRiskChanged();
     ActiveFaultsChanged(0);
     FlushState();
   }
@@ -984,7 +991,18 @@ bool StandaloneAgent::StateWrite(const Status& s, std::string_view what) {
   return false;
 }
 
+void StandaloneAgent::AtRiskChanged() {
+  const AtRiskGpus& gpus = precursors_.at_risk();
+  metrics_
+      .GetGauge("gpuheal_gpus_at_risk",
+                "GPUs whose precursor signals reached their thresholds (gpuheal.io/gpu-at-risk)")
+      .Set(static_cast<double>(gpus.size()));
+  Log(gpus.empty() ? "info" : "warn", "GPUs at risk", {{"gpus", AtRiskToJson(gpus)}});
+  if (reporter_) reporter_->SetAnnotation(std::string(keys::kGpuAtRisk), AtRiskToJson(gpus));
+}
+
 void StandaloneAgent::CheckQuietFaults() {
+  if (precursors_.Expire(std::chrono::system_clock::now())) AtRiskChanged();
   const auto quiet = std::chrono::duration_cast<std::chrono::seconds>(config_.quiet_period);
   auto cleared = active_.ClearQuiet(std::time(nullptr), quiet);
   if (cleared.empty()) return;

@@ -25,6 +25,7 @@
 #include "agent/monitor_queue.h"
 #include "agent/node_state.h"
 #include "agent/nvml_monitor.h"
+#include "agent/precursors.h"
 #include "agent/slurm_reporter.h"
 #include "agent/state_file.h"
 #include "core/clock.h"
@@ -105,6 +106,8 @@ class StandaloneAgent {
   // Active faults changed (observed or cleared): hand the conditions over; saved by FlushState.
   void ActiveFaultsChanged(int64_t detected_usec);
   void CheckQuietFaults();
+  // The GPUs at risk changed: their annotation, metric and log line.
+  void AtRiskChanged();
   // Group commit: saves the active faults changed since the last call (write, rename, fsync),
   // then the cursor. A failed write leaves the cursor where it was.
   void FlushState();
@@ -169,6 +172,7 @@ class StandaloneAgent {
   bool flush_armed_ = false;
   std::vector<Fault> faults_;
   ActiveFaults active_;
+  PrecursorTracker precursors_;
   std::string active_path_;
   bool active_dirty_ = false;
   std::string state_error_;  // empty while the state directory takes writes

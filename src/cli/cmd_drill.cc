@@ -182,8 +182,9 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
       exit_code = kExitUsage;
       return;
     }
-    if (o->real_kmsg && (o->scenario == "correlated" || o->scenario == "critical" ||
-                         o->scenario == "runtime" || o->scenario == "rack")) {
+    if (o->real_kmsg &&
+        (o->scenario == "correlated" || o->scenario == "critical" || o->scenario == "runtime" ||
+         o->scenario == "rack" || o->scenario == "predictive")) {
       std::cerr << "gpuheal drill: --real-kmsg is for one faulty node whose GPUs speak through the "
                    "kernel log: not with --scenario "
                 << o->scenario << "\n";
@@ -216,9 +217,11 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
       exit_code = kExitUsage;
       return;
     }
-    if (o->scenario == "critical" && (access(o->nvml_double.c_str(), R_OK) != 0 ||
-                                      access(o->nvml_double_ctl.c_str(), X_OK) != 0)) {
-      std::cerr << "gpuheal drill: the critical scenario plays the node's GPUs with the NVML test "
+    if ((o->scenario == "critical" || o->scenario == "predictive") &&
+        (access(o->nvml_double.c_str(), R_OK) != 0 ||
+         access(o->nvml_double_ctl.c_str(), X_OK) != 0)) {
+      std::cerr << "gpuheal drill: the " << o->scenario
+                << " scenario plays the node's GPUs with the NVML test "
                    "double; build it "
                 << "(cmake --build build --target nvml_double nvml_double_ctl) or give "
                    "--nvml-double and --nvml-double-ctl "

@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/table.h"
+#include "core/gpu_at_risk.h"
 #include "core/keys.h"
 #include "core/pci.h"
 #include "core/reasons.h"
@@ -220,8 +221,9 @@ void RegisterStatus(CLI::App& app, int& exit_code) {
     std::sort(nodes->items.begin(), nodes->items.end(),
               [](const kube::Node& a, const kube::Node& b) { return a.meta.name < b.meta.name; });
     nlohmann::ordered_json json = nlohmann::ordered_json::array();
-    std::vector<std::vector<std::string>> rows = {
-        {"NODE", "GPU", "KERNEL", "NETWORK", "STORAGE", "RUNTIME", "GPUS AFFECTED", "REASONS"}};
+    std::vector<std::vector<std::string>> rows = {{"NODE", "GPU", "KERNEL", "NETWORK", "STORAGE",
+                                                   "RUNTIME", "GPUS AFFECTED", "REASONS",
+                                                   "AT RISK"}};
     for (const auto& n : nodes->items) {
       nlohmann::ordered_json j = {{"node", n.meta.name}, {"unschedulable", n.unschedulable}};
       std::vector<std::string> row = {n.meta.name};
@@ -251,12 +253,26 @@ void RegisterStatus(CLI::App& app, int& exit_code) {
       }
       j["conditions"] = conds;
       j["gpus_affected"] = gpus;
+      // The agent's GPUs at risk (precursor signals), when it publishes them.
+      std::string risk;
+      if (auto a = n.meta.annotations.find(std::string(keys::kGpuAtRisk));
+          a != n.meta.annotations.end()) {
+        if (auto g = ParseAtRisk(a->second)) {
+          nlohmann::ordered_json at_risk = nlohmann::ordered_json::object();
+          for (const auto& [pci, e] : *g) {
+            at_risk[pci] = e.signals;
+            risk += (risk.empty() ? "" : ",") + pci;
+          }
+          j["gpus_at_risk"] = at_risk;
+        }
+      }
       json.push_back(j);
       std::string g, r;
       for (const auto& x : gpus) g += (g.empty() ? "" : ",") + x;
       for (const auto& x : reasons) r += (r.empty() ? "" : ",") + x;
       row.push_back(g.empty() ? "-" : g);
       row.push_back(r.empty() ? "-" : r);
+      row.push_back(risk.empty() ? "-" : risk);
       rows.push_back(row);
     }
     if (args->summary_only) {

@@ -8,6 +8,7 @@
 #include "core/condition_decision.h"
 #include "core/gpu_faults.h"
 #include "core/keys.h"
+#include "core/log.h"
 #include "core/reasons.h"
 #include "core/time.h"
 #include "core/xid_catalog.h"
@@ -135,5 +136,19 @@ std::optional<RecoveryAnswer> AnswerTo(const kube::Node& node, const std::string
   if (!a || a->id != id) return std::nullopt;
   return *a;
 }
+
+AtRiskGpus AtRiskOf(const kube::Node& node) {
+  auto it = node.meta.annotations.find(std::string(keys::kGpuAtRisk));
+  if (it == node.meta.annotations.end()) return {};
+  auto g = ParseAtRisk(it->second);
+  if (!g) {
+    Log("warn", "ignoring an unreadable GPU at-risk annotation",
+        {{"node", node.meta.name}, {"error", g.error().message}});
+    return {};
+  }
+  return *g;
+}
+
+bool IsPrediction(const kube::NodeRepair& r) { return r.reason == reason::kNvidiaGPUAtRisk; }
 
 }  // namespace gpuheal::controller

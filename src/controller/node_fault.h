@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "controller/policy.h"
+#include "core/gpu_at_risk.h"
 #include "core/recovery_request.h"
 #include "core/severity.h"
 #include "kube/objects.h"
@@ -47,6 +48,11 @@ std::string PoolOf(const kube::Node& n, const Policy& policy);
 // The healthy standby nodes of `pool` (gpuheal.io/standby, no fault) among `nodes`, `except` one.
 int StandbysOf(const std::vector<kube::Node>& nodes, const Policy& policy, const std::string& pool,
                const std::string& except = "");
+// The node's GPUs at risk (the agent's gpuheal.io/gpu-at-risk; an unreadable one is logged and
+// read as none).
+AtRiskGpus AtRiskOf(const kube::Node& node);
+// A predictive repair's record (its trigger reason NvidiaGPUAtRisk).
+bool IsPrediction(const kube::NodeRepair& r);
 // The node's agent's answer to request `id` (gpuheal.io/gpu-recovery-status), if it has given one.
 std::optional<RecoveryAnswer> AnswerTo(const kube::Node& node, const std::string& id);
 

@@ -27,7 +27,7 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
               Section::Open(e, root, "",
                             {"toleration", "checkpoint", "eviction", "skip", "pools", "breaker",
                              "attempts", "probation", "provider", "paused", "critical", "records",
-                             "ladder", "diagnostics", "failure_domains"},
+                             "ladder", "diagnostics", "failure_domains", "predictive"},
                             "the policy must be a mapping of keys to values"));
   if (const YAML::Node t = root["toleration"]) {
     if (!t.IsMap())
@@ -169,6 +169,22 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
     }
     GPUHEAL_CHECK(f.Int("nodes", fd.nodes, 2, 100000));
     GPUHEAL_CHECK(f.Duration("window", fd.window));
+  }
+  if (root["predictive"]) {
+    GPUHEAL_TRY(pr, Section::Open(e, root["predictive"], "predictive", {"action"}));
+    if (pr["action"]) {
+      std::string a;
+      GPUHEAL_CHECK(pr.String("action", a));
+      if (a == "none")
+        p.predictive = Policy::Predictive::kNone;
+      else if (a == "cordon-at-boundary")
+        p.predictive = Policy::Predictive::kCordonAtBoundary;
+      else if (a == "drain-at-boundary")
+        p.predictive = Policy::Predictive::kDrainAtBoundary;
+      else
+        return e.At(pr["action"],
+                    "\"predictive.action\" must be none, cordon-at-boundary or drain-at-boundary");
+    }
   }
   if (root["records"]) {
     GPUHEAL_TRY(rc, Section::Open(e, root["records"], "records", {"keep"}));

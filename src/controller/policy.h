@@ -82,6 +82,13 @@ struct Policy {
   } redfish;
   bool paused = false;
   FailureDomains failure_domains;
+  // predictive: a GPU at risk (the agent's gpuheal.io/gpu-at-risk) on a node without a fault.
+  // none: nothing (the agent still publishes it); cordon-at-boundary: no new work on the node (a
+  // GPU alone cannot be isolated without DRA), its GPU pods left to finish, then the agent resets
+  // the GPUs at risk (applying pending remaps) and the node is uncordoned; drain-at-boundary: the
+  // same, and the GPU pods are asked to checkpoint and each evicted once it says it did.
+  enum class Predictive { kNone, kCordonAtBoundary, kDrainAtBoundary };
+  Predictive predictive = Predictive::kNone;
   // Critical (GPU-level) faults, from the agent's gpuheal.io/gpu-faults: ask the node's agent to
   // drain and reset those GPUs (the node stays in service), or treat the node like a fatal one.
   bool critical_node_level = false;  // critical.action: gpu-reset (false) | node (true)

@@ -229,7 +229,9 @@ std::optional<RepairRecord> Repairer::Open(const kube::Node& node, const NodeFau
                                            int recent, SysTime now,
                                            std::optional<SysTime>* quarantined_at, Next* next) {
   const std::string& name = node.meta.name;
-  const bool gpu_rung = fault.gpu_level && !policy_.critical_node_level;
+  // A GPU-level fault, or a prediction (below critical), leaves the node in service.
+  const bool gpu_rung =
+      (fault.gpu_level && !policy_.critical_node_level) || fault.severity < Severity::kCritical;
   // Quarantine first: it is the urgent, cheap and reversible step; the record follows. A
   // GPU-level fault leaves the node in service: the agent drains just that GPU.
   if (!gpu_rung) {
@@ -335,10 +337,32 @@ Next Repairer::Reconcile(const std::string& name) {
   auto fault = FaultOf(*node);
   if (!fault) {
     Undefer(name);  // a fault that cleared before its record was written
+    const bool predicting = open && IsPrediction(open->cr);
+    if (policy_.predictive != Policy::Predictive::kNone) {
+      if (const AtRiskGpus at_risk = AtRiskOf(*node); !at_risk.empty()) {
+        auto next = Predict(*node, at_risk, open, records.empty() ? nullptr : &records.back(),
+                            recent_repairs, now);
+        if (open && !WriteStatus(*open)) return milliseconds(2000);
+        return next;
+      }
+    }
+    if (predicting) {
+      auto next = EndPrediction(*node, *open, now);
+      if (!WriteStatus(*open)) return milliseconds(2000);
+      return next;
+    }
     return Healthy(*node, open ? &*open : nullptr, now);
   }
+  if (open && IsPrediction(open->cr)) {
+    // A fault arrived while the node was being drained for a risk: that episode ends here and the
+    // fault's starts at the next reconcile (its cordon stays until the fault's release).
+    open->Phase("Failed", now);
+    open->Message(fmt::format("superseded by a fault: {} {}", fault->condition, fault->reason));
+    if (!WriteStatus(*open)) return milliseconds(2000);
+    return milliseconds(0);
+  }
   const bool gpu_rung = fault->gpu_level && !policy_.critical_node_level;
-  if (!open && !records.empty()) {
+  if (!open && !records.empty() && !IsPrediction(records.back())) {
     // The last episode ended but the fault has not changed since: the same fault, not a new one.
     // After Replaced or Failed the node stays quarantined; never open a second episode for it.
     // (A GPU-level episode that Recovered may see the agent's annotation a moment late.)

@@ -137,6 +137,17 @@ class Repairer final : private RepairContext {
 
   // repair_gpu.cc. The GPU-level rung: the node's agent drains and resets the GPUs.
   Next RepairGpu(const kube::Node& node, const NodeFault& f, RepairRecord& r);
+  // Writes the request (id: the record's name) for the node's agent to drain and reset `gpus`,
+  // and records it. False: the write failed, try again.
+  bool RequestGpuRecovery(const kube::Node& node, const std::vector<std::string>& gpus,
+                          RepairRecord& r);
+
+  // repair_predictive.cc. Predictive drain (policy predictive) of a node without a fault whose
+  // GPUs are at risk; `open` is created when there is none; `last`: the node's last record.
+  Next Predict(const kube::Node& node, const AtRiskGpus& gpus, std::optional<RepairRecord>& open,
+               const kube::NodeRepair* last, int recent, SysTime now);
+  // A prediction whose GPUs are no longer at risk (reset, or the signals aged out): uncordoned.
+  Next EndPrediction(const kube::Node& node, RepairRecord& r, SysTime now);
 
   struct PendingEvent {
     kube::ObjectReference ref;

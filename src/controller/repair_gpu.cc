@@ -15,6 +15,22 @@ namespace gpuheal::controller {
 using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
+bool Repairer::RequestGpuRecovery(const kube::Node& node, const std::vector<std::string>& gpus,
+                                  RepairRecord& r) {
+  const std::string request = nlohmann::json{{"id", r.cr.meta.name}, {"gpus", gpus}}.dump();
+  auto res = api_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
+    auto& ann = n["metadata"]["annotations"];
+    if (ann.is_object() && ann.value(std::string(keys::kGpuRecoveryRequest), "") == request)
+      return false;
+    ann[std::string(keys::kGpuRecoveryRequest)] = request;
+    return true;
+  });
+  if (!res || !res->ok()) return false;
+  r.Action(
+      fmt::format("requested GPU recovery of {} from the node's agent", fmt::join(gpus, ", ")));
+  return true;
+}
+
 Next Repairer::RepairGpu(const kube::Node& node, const NodeFault& f, RepairRecord& r) {
   const auto now = clock_.Now();
   // Gates: pause, the attempt cap and the breaker hold a GPU reset too; the pool gate does not
@@ -38,16 +54,7 @@ Next Repairer::RepairGpu(const kube::Node& node, const NodeFault& f, RepairRecor
       r.Message("dry-run: would ask the agent to drain and reset GPU " + gpus);
       return std::nullopt;
     }
-    const std::string request = nlohmann::json{{"id", id}, {"gpus", f.gpus}}.dump();
-    auto res = api_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
-      auto& ann = n["metadata"]["annotations"];
-      if (ann.is_object() && ann.value(std::string(keys::kGpuRecoveryRequest), "") == request)
-        return false;
-      ann[std::string(keys::kGpuRecoveryRequest)] = request;
-      return true;
-    });
-    if (!res || !res->ok()) return milliseconds(2000);
-    r.Action("requested GPU recovery of " + gpus + " from the node's agent");
+    if (!RequestGpuRecovery(node, f.gpus, r)) return milliseconds(2000);
     r.Phase("Remediating", now,
             fmt::format("{}: asked the node's agent to drain and reset GPU {} (request {})",
                         f.reason, gpus, id));

@@ -11,6 +11,8 @@ inline constexpr std::string_view kGpuRecoveryRequest = "gpuheal.io/gpu-recovery
 inline constexpr std::string_view kGpuRecoveryStatus = "gpuheal.io/gpu-recovery-status";
 // The agent's active GPU-level faults, per GPU (core/gpu_faults.h).
 inline constexpr std::string_view kGpuFaults = "gpuheal.io/gpu-faults";
+// The agent's GPUs at risk: precursor signals per GPU (core/gpu_at_risk.h).
+inline constexpr std::string_view kGpuAtRisk = "gpuheal.io/gpu-at-risk";
 
 }  // namespace gpuheal::keys
 

@@ -167,15 +167,15 @@ std::string ContractListing() {
         keys::kStandbyTaint, keys::kManagedLabel, keys::kPausedLabel, keys::kDefaultPoolLabel,
         keys::kCordonedAnnotation, keys::kCheckpointRequested, keys::kCheckpointDone,
         keys::kRepairNodeLabel, keys::kBreakerReset, keys::kBmcEndpoint, keys::kReplaces,
-        keys::kIncidentRelease}) {
+        keys::kIncidentRelease, keys::kGpuAtRisk}) {
     out += fmt::format("{}\n", k);
   }
   out += "# event reasons\n";
   out += fmt::format("{}\n{}\n", kGPURecovery, kGPURecoveryFailed);
   for (std::string_view p : kRepairPhases) out += fmt::format("{} (NodeRepair phase)\n", p);
-  for (std::string_view r :
-       {kRepairBlocked, kRemediated, kRemediationFailed, kStandbyPromoted, kReleased,
-        kGPURecoveryRequested, kBreakerOpened, kBreakerClosed, kIncidentOpened, kIncidentClosed}) {
+  for (std::string_view r : {kRepairBlocked, kRemediated, kRemediationFailed, kStandbyPromoted,
+                             kReleased, kGPURecoveryRequested, kBreakerOpened, kBreakerClosed,
+                             kIncidentOpened, kIncidentClosed, kNvidiaGPUAtRisk}) {
     out += fmt::format("{}\n", r);
   }
   out += "# reason patterns\n";

@@ -92,6 +92,8 @@ inline constexpr std::string_view kReleased = "Released";
 inline constexpr std::string_view kGPURecoveryRequested = "GPURecoveryRequested";
 inline constexpr std::string_view kBreakerOpened = "CircuitBreakerOpened";
 inline constexpr std::string_view kBreakerClosed = "CircuitBreakerClosed";
+// A predictive repair: a GPU at risk on a node without a fault (the NodeRepair's trigger reason).
+inline constexpr std::string_view kNvidiaGPUAtRisk = "NvidiaGPUAtRisk";
 // A failure domain's incident began (on each of its nodes and the controller's Lease), and ended.
 inline constexpr std::string_view kIncidentOpened = "InfrastructureIncident";
 inline constexpr std::string_view kIncidentClosed = "InfrastructureIncidentResolved";

@@ -105,6 +105,10 @@ struct Plan {
   bool bmc = false;
   // rack: the nodes carry kRackLabel; the first fault_nodes - 1 targets share a rack.
   bool racks = false;
+  // predictive: `xid` is a precursor; the fatal fault it preceded is replayed on the same GPU
+  // `fatal_after` after it, as the recorded incident had them (compressed).
+  int fatal_xid = 0;
+  milliseconds fatal_after{0};
 };
 
 std::string PolicyYaml(const std::string& toleration, const std::string& probation,
@@ -194,6 +198,18 @@ Plan PlanFor(const DrillOptions& o) {
     }
     p.policy +=
         fmt::format("failure_domains: {{labels: [{}], nodes: 3, window: 5m}}\n", kRackLabel);
+  } else if (o.scenario == "predictive") {
+    // A recorded incident replayed: a row remap (Xid 63, a precursor) on one GPU, then 15 s later
+    // (hours, in the fleet) an Xid 48 on the same GPU. The agent marks the GPU at risk; the
+    // controller (drain-at-boundary) cordons the node, its pod checkpoints and goes, the agent
+    // resets the GPU (the NVML double) and the node is uncordoned, all before the replayed fatal
+    // fault.
+    p.xid = 63;
+    p.fatal_xid = 48;
+    p.fatal_after = 15s;
+    p.external_agent = true;
+    p.checkpoint_delay = 500ms;
+    p.policy = PolicyYaml("2s", "2s") + "predictive: {action: drain-at-boundary}\n";
   } else if (o.scenario == "runtime") {
     // The node's container runtime (a real containerd the drill starts on its own socket) stops
     // answering CRI Status: ContainerRuntimeReady=False, then the same repair as a fatal Xid, the
@@ -368,6 +384,10 @@ class Observer {
   // Records a step the drill itself caused (a kill, a restart).
   void Mark(const std::string& key, const std::string& detail) {
     std::lock_guard<std::mutex> lock(mu_);
+    Record(key, NowUs(), detail);
+  }
+  // Records a step the drill saw, from a predicate passed to WaitFor (the lock is held there).
+  void MarkLocked(const std::string& key, const std::string& detail) {
     Record(key, NowUs(), detail);
   }
 
@@ -714,6 +734,10 @@ class Drill {
     if (o_.live) o_.live(s);
   }
   std::string bmc_dir_, bmc_url_, bmc_password_;  // bmc: the emulator's
+  // predictive: when the drill saw each step (NowUs; 0: never).
+  struct PredictiveSeen {
+    int64_t at_risk_us = 0, cordoned_us = 0, uncordoned_us = 0, fatal_us = 0;
+  } predictive_;
   // rack: what the rack's repairs showed while the incident held them, before the release.
   struct RackSeen {
     int held = 0, remediated = 0;  // rack nodes with status.incident; that reached Remediating
@@ -1232,7 +1256,7 @@ class Drill {
                                            << host_monitors;
         argv[3] = "/dev/kmsg";
         argv.insert(argv.end(), {"--config", dir + "/agent.yaml"});
-      } else if (o_.scenario == "critical") {
+      } else if (o_.scenario == "critical" || o_.scenario == "predictive") {
         // The node's GPUs: the NVML double (test/nvml_double, the real NVML ABI) with eight
         // healthy GPUs, and its control tool as the reset command, so the agent drains, resets
         // and verifies the faulty one through NVML as on a real node.
@@ -1444,6 +1468,8 @@ class Drill {
       if (!boot_error.empty()) fail("node booted", boot_error);
     } else if (plan.racks) {
       RackIncident(targets, obs, deadline, fail);
+    } else if (plan.fatal_xid) {
+      PredictiveReplay(plan, state, targets[0], obs, deadline, fail);
     } else if (!plan.replace.empty()) {
       PlayProvisioner(plan, owner, ns, prefix, targets[0], obs, deadline, fail);
       wait([&] { return obs.Has("repair_replaced") && obs.Has("capacity_restored"); },
@@ -1540,10 +1566,10 @@ class Drill {
     if (access(o_.nvml_double.c_str(), R_OK) != 0 ||
         access(o_.nvml_double_ctl.c_str(), X_OK) != 0) {
       return Error{fmt::format(
-          "the critical scenario plays the node's GPUs with the NVML test double: build it "
+          "the {} scenario plays the node's GPUs with the NVML test double: build it "
           "(cmake --build build --target nvml_double nvml_double_ctl) or give --nvml-double and "
           "--nvml-double-ctl (looked for {} and {})",
-          o_.nvml_double, o_.nvml_double_ctl)};
+          o_.scenario, o_.nvml_double, o_.nvml_double_ctl)};
     }
     json devices = json::array();
     const int buses[] = {0x1b, 0x2b, 0x3b, 0x4b, 0x5b, 0x6b, 0x7b, 0x8b};
@@ -1827,6 +1853,52 @@ class Drill {
              fmt::format("{} registered Ready, owned by {}", owner.fresh, fresh_owner->what));
   }
 
+  // predictive: watches the predictive drain until the recorded fatal fault's time, then replays
+  // it on the same GPU and waits for its quarantine.
+  void PredictiveReplay(const Plan& plan, const std::string& state, const std::string& target,
+                        Observer& obs, std::chrono::steady_clock::time_point deadline,
+                        const std::function<void(const std::string&, const std::string&)>& fail) {
+    predictive_ = {};
+    const auto fatal_at = std::chrono::steady_clock::now() + plan.fatal_after;
+    auto node = [&]() -> const kube::Node* {
+      auto it = obs.nodes().find(target);
+      return it == obs.nodes().end() ? nullptr : &it->second.node;
+    };
+    // Until the recorded fatal fault's time, whatever the predictive drain did by then.
+    obs.WaitFor(
+        [&] {
+          const kube::Node* n = node();
+          if (!n) return false;
+          auto a = n->meta.annotations.find(std::string(keys::kGpuAtRisk));
+          if (a != n->meta.annotations.end() && a->second != "{}" && !predictive_.at_risk_us) {
+            predictive_.at_risk_us = NowUs();
+            obs.MarkLocked("at_risk",
+                           target + ": " + std::string(keys::kGpuAtRisk) + " names GPU 0000:3b:00");
+          }
+          if (n->unschedulable && !predictive_.cordoned_us) {
+            predictive_.cordoned_us = NowUs();
+            obs.MarkLocked("cordoned", target + ": cordoned for the risk");
+          }
+          if (predictive_.cordoned_us && !n->unschedulable && !predictive_.uncordoned_us) {
+            predictive_.uncordoned_us = NowUs();
+            obs.MarkLocked("uncordoned", target + ": uncordoned after the GPU's reset");
+          }
+          return false;
+        },
+        std::min(deadline, fatal_at), interrupted_);
+    if (interrupted_) return;
+    // The replayed fatal fault, on the same GPU.
+    const auto lines = InjectMessages(InjectSpec{plan.fatal_xid, "0000:3b:00", "4343", "trainer"});
+    predictive_.fatal_us = NowUs();
+    obs.Mark("fatal_replayed", fmt::format("Xid {} replayed on GPU 0000:3b:00", plan.fatal_xid));
+    if (auto s = WriteSimKernel(state, target, lines); !s) {
+      fail("fatal replayed", s.error().message);
+      return;
+    }
+    if (!obs.WaitFor([&] { return obs.Has("taint"); }, deadline, interrupted_) && !interrupted_)
+      fail("finished in time", "timed out waiting for the replayed fatal fault's quarantine");
+  }
+
   // rack: the node outside the rack is remediated while the rack's four are held by one incident;
   // then the operator's release (gpuheal.io/incident-release on its nodes) lets them go on.
   void RackIncident(const std::vector<std::string>& targets, Observer& obs,
@@ -1939,6 +2011,54 @@ class Drill {
           !obs.Has("detected")       ? "no fault line from the agent"
           : o_.scenario == "runtime" ? "the node's agent saw the runtime stop answering"
                                      : "the node's agent read the kernel line");
+    if (plan.fatal_xid) {
+      const kube::NodeRepair* pred = nullptr;
+      for (const auto* r : recs_for(t)) {
+        if (r->reason == "NvidiaGPUAtRisk") pred = r;
+      }
+      check("GPU at risk", obs.Has("at_risk"),
+            obs.Has("at_risk")
+                ? "the agent published GPU 0000:3b:00 in " + std::string(keys::kGpuAtRisk) +
+                      " after the Xid " + std::to_string(plan.xid)
+                : "never published");
+      // Each of the node's pods went through the Eviction API after it said it had checkpointed.
+      int pods = 0, at_boundary = 0;
+      for (const auto& [uid, p] : obs.pods()) {
+        if (!p.initial || p.node != t) continue;
+        ++pods;
+        at_boundary += p.deleting_us > 0 && p.checkpoint_done &&
+                       p.disruption == "EvictionByEvictionAPI" &&
+                       (!predictive_.fatal_us || p.deleting_us < predictive_.fatal_us);
+      }
+      check("drained at the boundary", pods > 0 && at_boundary == pods,
+            fmt::format("{} of {} pod(s) evicted through the Eviction API once checkpointed, "
+                        "before the fatal fault",
+                        at_boundary, pods));
+      check("GPU reset", pred && pred->phase == "Recovered" && obs.Has("gpu_recovered"),
+            pred
+                ? fmt::format("NodeRepair {}: {} ({})", pred->meta.name, pred->phase, pred->message)
+                : "no NvidiaGPUAtRisk repair");
+      const int64_t off = obs.At("last_eviction"), fatal = predictive_.fatal_us;
+      check("drained before the fatal fault", off && fatal && off < fatal,
+            off && fatal ? fmt::format("the node's work was off it {:.1f} s after the precursor, "
+                                       "{:.1f} s before the replayed Xid {} (the lead time "
+                                       "gained; the checkpoint saved the work)",
+                                       static_cast<double>(off - obs.At("detected")) / 1e6,
+                                       static_cast<double>(fatal - off) / 1e6, plan.fatal_xid)
+                         : "the work was not off the node before the fatal fault");
+      const bool back = predictive_.uncordoned_us > predictive_.cordoned_us;
+      const double out_s =
+          static_cast<double>(predictive_.uncordoned_us - predictive_.cordoned_us) / 1e6;
+      check("capacity cost", back && predictive_.cordoned_us > 0,
+            back ? fmt::format("{} GPUs out of service for {:.1f} s ({:.1f} GPU-seconds): the "
+                               "node cordoned until its GPU was reset, back before the fatal fault",
+                               o_.gpus, out_s, out_s * o_.gpus)
+                 : "the node was not uncordoned before the fatal fault");
+      check("fatal fault still quarantined", obs.Has("taint"),
+            obs.Has("taint") ? "the replayed fault's node-level repair took over"
+                             : "no quarantine after the replayed fault");
+      return;
+    }
     if (o_.scenario == "critical") {
       auto n = obs.nodes().count(t) ? obs.nodes().at(t).node : kube::Node{};
       check("GPU-level repair", obs.Has("gpu_recovery_requested") && obs.Has("repair_recovered"),
@@ -2278,7 +2398,8 @@ const std::vector<std::string>& Scenarios() {
                                              "replace-karpenter",
                                              "replace-capi",
                                              "bmc",
-                                             "rack"};
+                                             "rack",
+                                             "predictive"};
   return s;
 }
 

@@ -255,6 +255,22 @@ TEST_F(DrillTest, RackIncidentHoldsTheRackAndRepairsTheNodeElsewhere) {
                     "repair_remediating"});
 }
 
+// A recorded incident replayed: a precursor (Xid 63) marks the GPU at risk; the node is drained at
+// its pod's checkpoint and the GPU reset through the NVML double before the fatal Xid 48 on the
+// same GPU is replayed, which is still quarantined.
+TEST_F(DrillTest, PredictiveDrainsAtTheCheckpointBeforeTheReplayedFatalFault) {
+  const json r =
+      Run("predictive", {"--nvml-double", NVML_DOUBLE, "--nvml-double-ctl", NVML_DOUBLE_CTL});
+  for (const char* c :
+       {"GPU at risk", "drained at the boundary", "GPU reset", "drained before the fatal fault",
+        "capacity cost", "fatal fault still quarantined"}) {
+    EXPECT_TRUE(CheckOk(r, c)) << c << ": " << r.dump(2);
+  }
+  ExpectInOrder(r, {"detected", "at_risk", "cordoned", "checkpoint_requested", "checkpoint_done",
+                    "last_eviction", "gpu_recovery_requested", "gpu_recovered", "uncordoned",
+                    "fatal_replayed", "taint"});
+}
+
 // The node is replaced, not repaired: delete-node deletes its Karpenter NodeClaim or Cluster API
 // Machine (their CRDs from the upstream modules), the drill plays the provisioner's
 // infrastructure side (the machine and its Node go, a new one joins the pool with an owner of its

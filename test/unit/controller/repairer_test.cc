@@ -583,6 +583,124 @@ TEST_F(IncidentTest, ARungUnderWayGoesOn) {
   EXPECT_EQ(rec.message.find("infrastructure incident"), std::string::npos) << rec.message;
 }
 
+// Predictive drain: a GPU at risk on a node without a fault. Nothing is killed for a risk: the
+// node is cordoned, its GPU pods checkpoint and go (drain-at-boundary) or finish
+// (cordon-at-boundary), then the agent resets the GPU and the node is uncordoned.
+class PredictiveTest : public RepairerTest {
+ protected:
+  void SetUp() override {
+    RepairerTest::SetUp();
+    policy.predictive = Policy::Predictive::kDrainAtBoundary;
+    AddNode("n1");
+    for (int i = 0; i < 4; ++i) AddNode("a" + std::to_string(i));  // the pool: 5 nodes
+    AddPod("gpu", "n1");
+    AddPod("cpu", "n1", 0);
+  }
+  void AtRisk(const std::string& node) {
+    Annotate(kube::NodePath(node), keys::kGpuAtRisk,
+             R"({"0000:3b:00":{"since":")" + kube::RfcTime(clock.Now()) +
+                 R"(","signals":{"row_remap":1}}})");
+  }
+  void Answer(const std::string& node, const std::string& id, const std::string& state) {
+    Annotate(kube::NodePath(node), keys::kGpuRecoveryStatus,
+             json{{"id", id}, {"state", state}, {"gpus", json::object()}}.dump());
+  }
+};
+
+TEST_F(PredictiveTest, ACheckpointedPodGoesThenTheGpuIsResetAndTheNodeUncordoned) {
+  AtRisk("n1");
+  auto r = Make();
+  r->Reconcile("n1");
+  auto n = NodeObj("n1");
+  EXPECT_TRUE(n.unschedulable) << "no new work on the node";
+  EXPECT_FALSE(HasTaint(n, keys::kFaultTaint, "", "")) << "a risk is not a fault: no taint";
+  auto rec = Last("n1");
+  EXPECT_EQ(rec.reason, "NvidiaGPUAtRisk");
+  EXPECT_EQ(rec.severity, "warn");
+  EXPECT_EQ(rec.phase, "Draining");
+  const auto pod = *api.Object(kube::PodPath("jobs", "gpu"));
+  EXPECT_TRUE(pod["metadata"]["annotations"].contains(keys::kCheckpointRequested));
+  // Never evicted at a window's end: an hour later the pod is still there.
+  Settle(*r, "n1", 1h);
+  EXPECT_TRUE(api.Object(kube::PodPath("jobs", "gpu")));
+  EXPECT_EQ(api.Count("POST", "/eviction"), 0u);
+  // The workload checkpoints: it goes, and the agent is asked to reset the GPU.
+  Annotate(kube::PodPath("jobs", "gpu"), keys::kCheckpointDone, "true");
+  r->Reconcile("n1");
+  EXPECT_FALSE(api.Object(kube::PodPath("jobs", "gpu")));
+  EXPECT_TRUE(api.Object(kube::PodPath("jobs", "cpu"))) << "not a GPU pod";
+  rec = Last("n1");
+  EXPECT_EQ(rec.phase, "Remediating");
+  EXPECT_EQ(rec.evicted_pods, std::vector<std::string>{"jobs/gpu"});
+  const auto req = NodeObj("n1").meta.annotations.at(std::string(keys::kGpuRecoveryRequest));
+  EXPECT_NE(req.find("0000:3b:00"), std::string::npos) << req;
+  EXPECT_NE(req.find(rec.meta.name), std::string::npos) << req;
+  // The agent resets it and clears the risk: uncordoned, Recovered.
+  Answer("n1", rec.meta.name, "succeeded");
+  Annotate(kube::NodePath("n1"), keys::kGpuAtRisk, "{}");
+  r->Reconcile("n1");
+  EXPECT_FALSE(NodeObj("n1").unschedulable);
+  EXPECT_EQ(Last("n1").phase, "Recovered");
+  EXPECT_NE(Last("n1").message.find("GPU reset by the node's agent"), std::string::npos);
+}
+
+TEST_F(PredictiveTest, CordonAtBoundaryWaitsForThePodsToFinish) {
+  policy.predictive = Policy::Predictive::kCordonAtBoundary;
+  AtRisk("n1");
+  auto r = Make();
+  Settle(*r, "n1", 1h);
+  EXPECT_EQ(Last("n1").phase, "Draining");
+  EXPECT_FALSE(api.Object(kube::PodPath("jobs", "gpu"))->at("metadata").contains("annotations"))
+      << "no checkpoint asked";
+  (void)api.Delete(kube::PodPath("jobs", "gpu"));  // the job ends
+  r->Reconcile("n1");
+  EXPECT_EQ(Last("n1").phase, "Remediating");
+  // No answer: Failed, the node stays cordoned, and the same risk is not tried again.
+  Settle(*r, "n1", 20min);
+  EXPECT_EQ(Last("n1").phase, "Failed");
+  EXPECT_TRUE(NodeObj("n1").unschedulable);
+  clock.Advance(1min);
+  r->Reconcile("n1");
+  EXPECT_EQ(Records("n1").size(), 1u);
+}
+
+TEST_F(PredictiveTest, NoneDoesNothingAndAFaultSupersedesAPrediction) {
+  policy.predictive = Policy::Predictive::kNone;
+  AtRisk("n1");
+  {
+    auto r = Make();
+    r->Reconcile("n1");
+    EXPECT_TRUE(Records("n1").empty());
+    EXPECT_FALSE(NodeObj("n1").unschedulable);
+  }
+  policy.predictive = Policy::Predictive::kDrainAtBoundary;
+  auto r = Make();
+  r->Reconcile("n1");
+  ASSERT_EQ(Last("n1").phase, "Draining");
+  clock.Advance(1s);
+  Fault("n1", "NvidiaXID48Error", 0s, "fatal/quarantine");
+  clock.Advance(1s);
+  r->Reconcile("n1");
+  EXPECT_EQ(Last("n1").phase, "Failed");
+  EXPECT_NE(Last("n1").message.find("superseded by a fault"), std::string::npos);
+  clock.Advance(1s);
+  r->Reconcile("n1");
+  EXPECT_EQ(Records("n1").size(), 2u);
+  EXPECT_TRUE(Quarantined("n1"));
+}
+
+TEST_F(PredictiveTest, ThePoolsShareOutOfServiceHoldsTheCordon) {
+  AtRisk("n1");
+  AtRisk("a0");
+  auto r = Make();
+  r->Reconcile("n1");
+  r->Reconcile("a0");
+  EXPECT_TRUE(NodeObj("n1").unschedulable);
+  EXPECT_FALSE(NodeObj("a0").unschedulable) << "5 nodes, 20%: 1 at once, and n1 is out";
+  EXPECT_EQ(Last("a0").message.rfind("pool gate: 1 of 5 nodes in pool \"a\" out of service", 0), 0u)
+      << Last("a0").message;
+}
+
 TEST_F(RepairerTest, TheAttemptCapBlocksAndLeavesTheNodeQuarantined) {
   policy.max_repairs = 1;
   AddNode("n1");
