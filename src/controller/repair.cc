@@ -31,7 +31,8 @@ Repairer::Repairer(kube::Api& api, const Clock& clock, World world, Policy polic
       world_(std::move(world)),
       policy_(std::move(policy)),
       dry_run_(dry_run),
-      metrics_(metrics) {
+      metrics_(metrics),
+      device_taints_(api_, clock_) {
   kube::EventRecorderOptions eo;
   eo.component = "gpuheal-controller";
   events_ = std::make_unique<kube::EventRecorder>(api_, eo);
@@ -199,6 +200,7 @@ Next Repairer::Healthy(const kube::Node& node, RepairRecord* open, SysTime now) 
     const std::string how = answer && answer->state == "succeeded"
                                 ? "GPU reset and verified by the node's agent"
                                 : "the GPU fault cleared";
+    if (!UntaintDevices(*open)) return milliseconds(2000);
     open->Phase("Recovered", now, how);
     open->Message(how + "; the node stayed in service");
     if (!WriteStatus(*open)) return milliseconds(2000);
@@ -356,6 +358,7 @@ Next Repairer::Reconcile(const std::string& name) {
   if (open && IsPrediction(open->cr)) {
     // A fault arrived while the node was being drained for a risk: that episode ends here and the
     // fault's starts at the next reconcile (its cordon stays until the fault's release).
+    if (!UntaintDevices(*open)) return milliseconds(2000);
     open->Phase("Failed", now);
     open->Message(fmt::format("superseded by a fault: {} {}", fault->condition, fault->reason));
     if (!WriteStatus(*open)) return milliseconds(2000);
@@ -388,6 +391,7 @@ Next Repairer::Reconcile(const std::string& name) {
   if (open_gpu_episode && !gpu_rung) {
     // A node-level fault arrived while a GPU-level repair was open: that episode ends here and
     // the node-level one starts at the next reconcile.
+    if (!UntaintDevices(*open)) return milliseconds(2000);
     open->Phase("Failed", now);
     open->Message(
         fmt::format("superseded by a node-level fault: {} {}", fault->condition, fault->reason));

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "controller/budget_backoff.h"
+#include "controller/device_taints.h"
 #include "controller/incidents.h"
 #include "controller/node_fault.h"
 #include "controller/policy.h"
@@ -148,6 +149,14 @@ class Repairer final : private RepairContext {
                const kube::NodeRepair* last, int recent, SysTime now);
   // A prediction whose GPUs are no longer at risk (reset, or the signals aged out): uncordoned.
   Next EndPrediction(const kube::Node& node, RepairRecord& r, SysTime now);
+  // The GPUs `f.gpus` of `node` out of service alone: a DeviceTaintRule each (`effect`) where the
+  // cluster serves them and the node's ResourceSlices name every one; recorded as actions. The
+  // devices (empty: not isolated this way), or nullopt when a write failed (try again).
+  std::optional<std::vector<DeviceRef>> TaintDevices(const kube::Node& node, const NodeFault& f,
+                                                     RepairRecord& r, const std::string& value,
+                                                     const std::string& effect);
+  // Deletes the DeviceTaintRules the record names. False: try again.
+  bool UntaintDevices(RepairRecord& r);
 
   struct PendingEvent {
     kube::ObjectReference ref;
@@ -166,6 +175,7 @@ class Repairer final : private RepairContext {
   std::unique_ptr<Remediator> remediator_;
   std::unique_ptr<kube::EventRecorder> events_;
   BudgetBackoff budgets_;  // 429s from PodDisruptionBudgets, retried per budget
+  DeviceTaints device_taints_;
   std::mutex mu_;  // the breaker, created_ and deferred_: workers reconcile different nodes at once
   std::mutex ev_mu_;
   std::condition_variable ev_cv_;

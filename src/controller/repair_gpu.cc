@@ -49,6 +49,9 @@ Next Repairer::RepairGpu(const kube::Node& node, const NodeFault& f, RepairRecor
                   [](const std::string& a) { return a.rfind("requested GPU recovery", 0) == 0; });
   if (!requested) {
     const std::string gpus = fmt::format("{}", fmt::join(f.gpus, ", "));
+    // Where DRA names the GPUs, the scheduler places no new claim on them meanwhile.
+    if (!TaintDevices(node, f, r, std::string(ToString(f.severity)), "NoSchedule"))
+      return milliseconds(2000);
     if (dry_run_) {
       r.Action("would request GPU recovery of " + gpus + " (dry-run)");
       r.Message("dry-run: would ask the agent to drain and reset GPU " + gpus);
@@ -67,6 +70,7 @@ Next Repairer::RepairGpu(const kube::Node& node, const NodeFault& f, RepairRecor
   const auto asked = r.At("Remediating").value_or(now);
   std::string failure;
   if (answer && answer->state == "succeeded") {
+    if (!UntaintDevices(r)) return milliseconds(2000);
     r.Phase(
         "Recovered", now,
         "the agent drained, reset and verified GPU " + fmt::format("{}", fmt::join(f.gpus, ", ")));
@@ -87,6 +91,7 @@ Next Repairer::RepairGpu(const kube::Node& node, const NodeFault& f, RepairRecor
   // The GPU could not be recovered in place: the node is quarantined (an operator, a reboot or a
   // node-level fault decides what comes next; the node is released when the fault clears).
   if (!Quarantine(node, f)) return milliseconds(500);
+  if (!UntaintDevices(r)) return milliseconds(2000);  // the node's taint covers them now
   r.Action(fmt::format("tainted {}={}, cordoned", keys::kFaultTaint, ToString(f.severity)));
   r.Phase("Failed", now, failure + "; node quarantined");
   r.Message(failure + "; node quarantined");

@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <set>
 
 #include "controller/repair.h"
 #include "core/keys.h"
@@ -25,8 +26,8 @@ namespace gpuheal::controller {
 using std::chrono::milliseconds;
 
 Next Repairer::Predict(const kube::Node& node, const AtRiskGpus& gpus,
-                       std::optional<RepairRecord>& open, const kube::NodeRepair* last,
-                       int recent, SysTime now) {
+                       std::optional<RepairRecord>& open, const kube::NodeRepair* last, int recent,
+                       SysTime now) {
   NodeFault f;
   f.condition = "AcceleratedHardwareReady";
   f.reason = std::string(reason::kNvidiaGPUAtRisk);
@@ -38,7 +39,8 @@ Next Repairer::Predict(const kube::Node& node, const AtRiskGpus& gpus,
     f.gpus.push_back(pci);
     f.since = std::min(f.since, g.since);
     std::string signals;
-    for (const auto& [s, n] : g.signals) signals += fmt::format("{}{} x{}", signals.empty() ? "" : ", ", s, n);
+    for (const auto& [s, n] : g.signals)
+      signals += fmt::format("{}{} x{}", signals.empty() ? "" : ", ", s, n);
     f.message += fmt::format("{}GPU {} at risk since {}: {}", f.message.empty() ? "" : "; ", pci,
                              kube::RfcTime(g.since), signals);
   }
@@ -63,9 +65,13 @@ Next Repairer::Predict(const kube::Node& node, const AtRiskGpus& gpus,
     return held.kind == GateResult::Kind::kAttemptCap ? std::nullopt
                                                       : std::optional(milliseconds(10000));
   }
-  // No new work: a cordon of ours (the release lifts only that). Cordoned nodes count against the
-  // pool's share out of service, as faulty ones do.
-  if (!node.unschedulable && !r.HasAction("cordoned")) {
+  // No new work on the GPUs at risk: a DeviceTaintRule each where the cluster's DRA driver names
+  // them (the node and its other GPUs keep serving); else a cordon of ours (the release lifts
+  // only that), and cordoned nodes count against the pool's share out of service as faulty ones.
+  const auto devices = TaintDevices(node, f, r, "at-risk", "NoSchedule");
+  if (!devices) return milliseconds(2000);
+  const bool isolated = !devices->empty();
+  if (!isolated && !node.unschedulable && !r.HasAction("cordoned")) {
     const std::string pool = PoolOf(node, policy_);
     size_t size = 0, out = 0;
     for (const auto& n : world_.nodes()) {
@@ -76,8 +82,8 @@ Next Repairer::Predict(const kube::Node& node, const AtRiskGpus& gpus,
         ++out;
     }
     const size_t allowed = std::max<size_t>(
-        1, static_cast<size_t>(std::ceil(static_cast<double>(size) *
-                                         policy_.max_unavailable_percent / 100.0)));
+        1, static_cast<size_t>(
+               std::ceil(static_cast<double>(size) * policy_.max_unavailable_percent / 100.0)));
     if (out + 1 > allowed) {
       Held(node, r,
            {GateResult::Kind::kPool,
@@ -98,10 +104,23 @@ Next Repairer::Predict(const kube::Node& node, const AtRiskGpus& gpus,
     }
     r.Action(fmt::format("cordoned{}: GPU {} at risk", dry_run_ ? " (dry-run)" : "", list));
   }
-  // The boundary: the node's GPU pods finish, or checkpoint and go.
+  // The boundary: the GPUs' pods finish, or checkpoint and go. Isolated: the pods holding claims
+  // allocated to those devices, and no other; else every GPU pod of the node.
+  std::set<std::string> holders;
+  if (isolated) {
+    auto held = device_taints_.PodsUsing(*devices);
+    if (!held) {
+      Log("warn", "cannot list the ResourceClaims of the GPUs at risk; retrying",
+          {{"node", node.meta.name}, {"error", held.error().message}});
+      return milliseconds(2000);
+    }
+    holders.insert(held->begin(), held->end());
+  }
   std::vector<kube::Pod> pods;
   for (auto& p : world_.pods(node.meta.name)) {
-    if (Evictable(p, policy_) && p.gpu_requests > 0 && !p.meta.deleting) pods.push_back(std::move(p));
+    if (!Evictable(p, policy_) || p.meta.deleting) continue;
+    if (isolated ? holders.count(p.meta.namespace_ + "/" + p.meta.name) > 0 : p.gpu_requests > 0)
+      pods.push_back(std::move(p));
   }
   if (!pods.empty() && !r.At("Drained")) {
     const bool drain = policy_.predictive == Policy::Predictive::kDrainAtBoundary;
@@ -109,10 +128,10 @@ Next Repairer::Predict(const kube::Node& node, const AtRiskGpus& gpus,
     for (const auto& p : pods) {
       if (!drain || dry_run_) continue;
       if (!p.meta.annotations.count(std::string(keys::kCheckpointRequested))) {
-        (void)api_.Patch(kube::PodPath(p.meta.namespace_, p.meta.name), kube::PatchType::kMerge,
-                         {{"metadata",
-                           {{"annotations",
-                             {{std::string(keys::kCheckpointRequested), kube::RfcTime(now)}}}}}});
+        (void)api_.Patch(
+            kube::PodPath(p.meta.namespace_, p.meta.name), kube::PatchType::kMerge,
+            {{"metadata",
+              {{"annotations", {{std::string(keys::kCheckpointRequested), kube::RfcTime(now)}}}}}});
         if (!r.At("CheckpointRequested")) r.Phase("CheckpointRequested", now);
       } else if (p.meta.annotations.count(std::string(keys::kCheckpointDone))) {
         auto res = api_.Evict(p.meta.namespace_, p.meta.name);
@@ -155,10 +174,9 @@ Next Repairer::Predict(const kube::Node& node, const AtRiskGpus& gpus,
   if (answer && (answer->state == "failed" || answer->state == "rejected")) {
     failure = fmt::format("the agent's GPU recovery {}: {}", answer->state, answer->detail);
   } else if (now - asked >= policy_.critical_request_timeout) {
-    failure = fmt::format("no answer from the node's agent within {} s",
-                          std::chrono::duration_cast<std::chrono::seconds>(
-                              policy_.critical_request_timeout)
-                              .count());
+    failure = fmt::format(
+        "no answer from the node's agent within {} s",
+        std::chrono::duration_cast<std::chrono::seconds>(policy_.critical_request_timeout).count());
   }
   if (failure.empty()) return Until(now, asked + policy_.critical_request_timeout);
   r.Phase("Failed", now, failure + "; the node stays cordoned");
@@ -167,6 +185,7 @@ Next Repairer::Predict(const kube::Node& node, const AtRiskGpus& gpus,
 }
 
 Next Repairer::EndPrediction(const kube::Node& node, RepairRecord& r, SysTime now) {
+  if (!UntaintDevices(r)) return milliseconds(2000);
   if (!dry_run_) {
     auto res = api_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
       auto& ann = n["metadata"]["annotations"];

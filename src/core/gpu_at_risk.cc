@@ -101,8 +101,7 @@ Result<AtRiskGpus> ParseAtRisk(std::string_view json) {
       g.signals[std::string(sf.key)] = n;
     }
     out[*pci] = std::move(g);
-    if (out.size() > kMaxGpus)
-      return Error{fmt::format("{}: more than {} GPUs", key, kMaxGpus)};
+    if (out.size() > kMaxGpus) return Error{fmt::format("{}: more than {} GPUs", key, kMaxGpus)};
   }
   return out;
 }

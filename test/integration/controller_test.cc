@@ -88,6 +88,8 @@ class ControllerTest : public ::testing::Test {
     controllers_.clear();
     bmc_.reset();
     for (const auto& n : nodes_) (void)client_->Delete(kube::NodePath(n));
+    for (const auto& sl : slices_)
+      (void)client_->Delete("/apis/resource.k8s.io/v1/resourceslices/" + sl);
     std::filesystem::remove_all(dir_);
   }
 
@@ -395,6 +397,42 @@ class ControllerTest : public ::testing::Test {
                     {{"metadata", {{"annotations", {{"gpuheal.io/breaker-reset", kube_time()}}}}}})
             ->ok());
   }
+  // A ResourceSlice for `node` as NVIDIA's DRA driver publishes one: four GPUs gpu-0..gpu-3 with
+  // their PCI bus ids (gpu-1 is 0000:3b:00, the GPU the tests fault).
+  void PublishGpuSlice(const std::string& node) {
+    json devices = json::array();
+    const char* buses[] = {"0000:1b:00.0", "0000:3b:00.0", "0000:5b:00.0", "0000:7b:00.0"};
+    for (int i = 0; i < 4; ++i) {
+      devices.push_back({{"name", fmt::format("gpu-{}", i)},
+                         {"attributes",
+                          {{"pciBusID", {{"string", buses[i]}}},
+                           {"index", {{"int", i}}},
+                           {"uuid", {{"string", fmt::format("GPU-{}-{}", id_, i)}}}}}});
+    }
+    const json slice = {{"apiVersion", "resource.k8s.io/v1"},
+                        {"kind", "ResourceSlice"},
+                        {"metadata", {{"name", node + "-gpu.nvidia.com"}}},
+                        {"spec",
+                         {{"driver", "gpu.nvidia.com"},
+                          {"nodeName", node},
+                          {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
+                          {"devices", devices}}}};
+    auto r = client_->Create("/apis/resource.k8s.io/v1/resourceslices", slice);
+    ASSERT_TRUE(r && (r->status == 201 || r->status == 409)) << (r ? r->Describe() : "");
+    slices_.push_back(node + "-gpu.nvidia.com");
+  }
+  // The DeviceTaintRules selecting `device` of `node`'s pool.
+  std::vector<json> RulesFor(const std::string& node, const std::string& device) {
+    std::vector<json> out;
+    auto r = client_->Get("/apis/resource.k8s.io/v1/devicetaintrules");
+    if (!r || !r->ok()) return out;
+    const json list = json::parse(r->body);
+    for (const auto& i : list["items"]) {
+      const json sel = i["spec"].value("deviceSelector", json::object());
+      if (sel.value("pool", "") == node && sel.value("device", "") == device) out.push_back(i);
+    }
+    return out;
+  }
   static json CriticalXid45() {
     return {{"0000:3b:00",
              {{"severity", "critical"},
@@ -407,6 +445,7 @@ class ControllerTest : public ::testing::Test {
   std::unique_ptr<kube::Client> client_;
   std::string id_, dir_;
   std::vector<std::string> nodes_;
+  std::vector<std::string> slices_;  // ResourceSlices a test published
   std::vector<std::unique_ptr<AgentProcess>> controllers_;
   std::unique_ptr<gpuheal::testing::BmcEmulator> bmc_;  // the redfish tests' BMC
 };
@@ -879,6 +918,117 @@ TEST_F(ControllerTest, CriticalGpuFaultAsksTheAgentForAResetAndTheNodeStaysInSer
       },
       10s))
       << json(EventReasons(a)).dump();
+}
+
+// Where the cluster's DRA driver names the GPUs (a ResourceSlice with pciBusID attributes), a
+// critical fault of one GPU also takes it out of the scheduler's hands: a DeviceTaintRule
+// (resource.k8s.io/v1) selecting just that device, NoSchedule, removed once the agent reset it.
+// The node is neither tainted nor cordoned.
+TEST_F(ControllerTest, ACriticalGpuFaultTaintsJustThatDeviceWhereDraNamesIt) {
+  const std::string a = Node("a");
+  PublishGpuSlice(a);
+  StartController("checkpoint:\n  window: 1s\n");
+  SetGpuFaults(a, CriticalXid45());
+  ASSERT_TRUE(Eventually([&] { return RecoveryRequest(a).is_object(); }, 10s));
+  const auto rules = RulesFor(a, "gpu-1");
+  ASSERT_EQ(rules.size(), 1u) << "one rule, for the faulty GPU's device";
+  EXPECT_EQ(rules[0]["spec"]["deviceSelector"]["driver"], "gpu.nvidia.com");
+  EXPECT_EQ(rules[0]["spec"]["taint"]["key"], "gpuheal.io/gpu-fault");
+  EXPECT_EQ(rules[0]["spec"]["taint"]["value"], "critical");
+  EXPECT_EQ(rules[0]["spec"]["taint"]["effect"], "NoSchedule");
+  for (const char* other : {"gpu-0", "gpu-2", "gpu-3"}) EXPECT_TRUE(RulesFor(a, other).empty());
+  EXPECT_FALSE(HasTaint(a, "gpuheal.io/gpu-fault"));
+  EXPECT_FALSE(Cordoned(a));
+  AnswerRecovery(a, RecoveryRequest(a)["id"], "succeeded");
+  SetGpuFaults(a, json::object());
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Recovered"; }, 10s)) << Phase(a);
+  EXPECT_TRUE(Eventually([&] { return RulesFor(a, "gpu-1").empty(); }, 10s))
+      << "the rule is removed after the verified reset";
+}
+
+// Predictive drain with DRA: the GPU at risk is tainted alone, the pod holding a claim allocated
+// to it (and no other pod of the node) is asked to checkpoint and evicted once it did, the GPU is
+// reset, and the rule removed; the node is never cordoned.
+TEST_F(ControllerTest, PredictiveDrainTakesOnlyThePodOfTheGpuAtRiskWhereDraNamesIt) {
+  const std::string a = Node("a");
+  PublishGpuSlice(a);
+  const std::string on_risky = "dra-risky-" + id_, on_other = "dra-other-" + id_;
+  Pod(on_risky, a);
+  Pod(on_other, a);
+  // The claims, allocated as the scheduler would: one to gpu-1 (0000:3b:00), one to gpu-2.
+  auto claim = [&](const std::string& name, const std::string& device, const std::string& pod) {
+    const json c = {
+        {"apiVersion", "resource.k8s.io/v1"},
+        {"kind", "ResourceClaim"},
+        {"metadata", {{"name", name}, {"namespace", "work"}}},
+        {"spec",
+         {{"devices",
+           {{"requests",
+             {{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}}}}}}}}};
+    auto r = client_->Create("/apis/resource.k8s.io/v1/namespaces/work/resourceclaims", c);
+    ASSERT_TRUE(r && r->status == 201) << (r ? r->Describe() : "");
+    const json status = {{"status",
+                          {{"allocation",
+                            {{"devices",
+                              {{"results",
+                                {{{"request", "gpu"},
+                                  {"driver", "gpu.nvidia.com"},
+                                  {"pool", a},
+                                  {"device", device}}}}}}}},
+                           {"reservedFor",
+                            {{{"resource", "pods"},
+                              {"name", pod},
+                              {"uid", PodJson(pod)["metadata"]["uid"].get<std::string>()}}}}}}};
+    auto s = client_->Patch(
+        "/apis/resource.k8s.io/v1/namespaces/work/resourceclaims/" + name + "/status",
+        kube::PatchType::kMerge, status);
+    ASSERT_TRUE(s && s->ok()) << (s ? s->Describe() : "");
+  };
+  claim("claim-risky-" + id_, "gpu-1", on_risky);
+  claim("claim-other-" + id_, "gpu-2", on_other);
+  StartController("predictive:\n  action: drain-at-boundary\n");
+  ASSERT_TRUE(
+      client_
+          ->Patch(kube::NodePath(a) + "/status", kube::PatchType::kMerge,
+                  {{"metadata",
+                    {{"annotations",
+                      {{"gpuheal.io/gpu-at-risk", R"({"0000:3b:00":{"since":")" + kube_time() +
+                                                      R"(","signals":{"row_remap":1}}})"}}}}}})
+          ->ok());
+  ASSERT_TRUE(Eventually([&] { return RulesFor(a, "gpu-1").size() == 1; }, 10s));
+  EXPECT_EQ(RulesFor(a, "gpu-1")[0]["spec"]["taint"]["value"], "at-risk");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return PodJson(on_risky)["metadata"]
+            .value("annotations", json::object())
+            .contains("gpuheal.io/checkpoint-requested");
+      },
+      10s));
+  EXPECT_FALSE(PodJson(on_other)["metadata"]
+                   .value("annotations", json::object())
+                   .contains("gpuheal.io/checkpoint-requested"))
+      << "the pod of another GPU is not asked";
+  EXPECT_FALSE(Cordoned(a)) << "the node and its other GPUs keep serving";
+  ASSERT_TRUE(
+      client_
+          ->Patch(kube::PodPath("work", on_risky), kube::PatchType::kMerge,
+                  {{"metadata", {{"annotations", {{"gpuheal.io/checkpoint-done", "true"}}}}}})
+          ->ok());
+  ASSERT_TRUE(Eventually([&] { return PodGone(on_risky); }, 15s)) << Message(a);
+  ASSERT_TRUE(Eventually([&] { return RecoveryRequest(a).is_object(); }, 10s)) << Message(a);
+  EXPECT_FALSE(PodGone(on_other));
+  const std::string id = RecoveryRequest(a)["id"];
+  AnswerRecovery(a, id, "succeeded");
+  ASSERT_TRUE(client_
+                  ->Patch(kube::NodePath(a) + "/status", kube::PatchType::kMerge,
+                          {{"metadata", {{"annotations", {{"gpuheal.io/gpu-at-risk", "{}"}}}}}})
+                  ->ok());
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Recovered"; }, 10s)) << Message(a);
+  EXPECT_TRUE(RulesFor(a, "gpu-1").empty());
+  EXPECT_FALSE(Cordoned(a));
+  for (const char* c : {"claim-risky-", "claim-other-"})
+    (void)client_->Delete(std::string("/apis/resource.k8s.io/v1/namespaces/work/resourceclaims/") +
+                          c + id_);
 }
 
 TEST_F(ControllerTest, AFailedGpuResetQuarantinesTheNodeUntilTheFaultClears) {

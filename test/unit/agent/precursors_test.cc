@@ -103,8 +103,9 @@ TEST(Precursors, TheAnnotationRoundTripsAndBadOnesSayWhy) {
   AtRiskGpus g;
   g["0000:3b:00"] = {kT0, {{"row_remap", 1}, {"sbe_rate", 3}}};
   const std::string j = AtRiskToJson(g);
-  EXPECT_EQ(j,
-            R"({"0000:3b:00":{"since":"2026-06-01T12:00:00Z","signals":{"row_remap":1,"sbe_rate":3}}})");
+  EXPECT_EQ(
+      j,
+      R"({"0000:3b:00":{"since":"2026-06-01T12:00:00Z","signals":{"row_remap":1,"sbe_rate":3}}})");
   auto back = ParseAtRisk(j);
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(*back, g);
