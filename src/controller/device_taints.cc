@@ -54,6 +54,7 @@ std::optional<std::vector<DeviceRef>> DeviceTaints::DevicesOf(
   std::vector<DeviceRef> out;
   for (const auto& slice : list["items"]) {
     const json spec = slice.value("spec", json::object());
+    if (Str(spec, "nodeName") != node) continue;
     const std::string driver = Str(spec, "driver");
     const std::string pool = Str(spec.value("pool", json::object()), "name");
     for (const auto& d : spec.value("devices", json::array())) {
@@ -79,14 +80,15 @@ Result<std::string> DeviceTaints::Taint(const std::string& record, const std::st
       {"apiVersion", "resource.k8s.io/v1"},
       {"kind", "DeviceTaintRule"},
       {"metadata",
-       {{"name", name},
-        {"labels", {{std::string(keys::kRepairNodeLabel), NodeLabelValue(node)}}}}},
+       {{"name", name}, {"labels", {{std::string(keys::kRepairNodeLabel), NodeLabelValue(node)}}}}},
       {"spec",
        {{"deviceSelector", {{"driver", d.driver}, {"pool", d.pool}, {"device", d.device}}},
-        {"taint", {{"key", std::string(keys::kFaultTaint)}, {"value", value}, {"effect", effect}}}}}};
+        {"taint",
+         {{"key", std::string(keys::kFaultTaint)}, {"value", value}, {"effect", effect}}}}}};
   auto res = api_.Create(std::string(kDeviceTaintRulesPath), rule);
   if (!res) return res.error();
-  if (!res->ok() && res->status != 409) return Error{"DeviceTaintRule " + name + ": " + res->Describe()};
+  if (!res->ok() && res->status != 409)
+    return Error{"DeviceTaintRule " + name + ": " + res->Describe()};
   return name;
 }
 

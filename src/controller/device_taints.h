@@ -38,9 +38,8 @@ class DeviceTaints {
   std::optional<std::vector<DeviceRef>> DevicesOf(const std::string& node,
                                                   const std::vector<std::string>& pcis);
   // The rule of `record` for device `d` (its name); created if missing.
-  Result<std::string> Taint(const std::string& record, const std::string& node,
-                            const DeviceRef& d, const std::string& value,
-                            const std::string& effect);
+  Result<std::string> Taint(const std::string& record, const std::string& node, const DeviceRef& d,
+                            const std::string& value, const std::string& effect);
   // Deletes the rules named (a missing one is fine).
   Status Untaint(const std::vector<std::string>& names);
   // The pods ("namespace/name") holding claims allocated to any of `devices`.

@@ -157,6 +157,11 @@ class Repairer final : private RepairContext {
                                                      const std::string& effect);
   // Deletes the DeviceTaintRules the record names. False: try again.
   bool UntaintDevices(RepairRecord& r);
+  // The GPU-level rung with DRA: the pods holding claims on `devices` checkpoint (the policy's
+  // window) and are evicted; the node's other pods stay. nullopt: done, go on.
+  std::optional<Next> DrainDeviceHolders(const kube::Node& node,
+                                         const std::vector<DeviceRef>& devices, RepairRecord& r,
+                                         SysTime now);
 
   struct PendingEvent {
     kube::ObjectReference ref;

@@ -5,8 +5,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <set>
+
 #include "controller/repair.h"
+#include "core/keys.h"
 #include "core/log.h"
+#include "core/time.h"
 
 namespace gpuheal::controller {
 namespace {
@@ -35,8 +40,8 @@ std::optional<std::vector<DeviceRef>> Repairer::TaintDevices(const kube::Node& n
           {{"node", node.meta.name}, {"gpu", d.pci}, {"error", name.error().message}});
       return std::nullopt;
     }
-    r.Action(fmt::format("{}{}: GPU {} ({}/{}/{}) {}", kRuleAction, *name, d.pci, d.driver,
-                         d.pool, d.device, effect));
+    r.Action(fmt::format("{}{}: GPU {} ({}/{}/{}) {}", kRuleAction, *name, d.pci, d.driver, d.pool,
+                         d.device, effect));
   }
   return devices;
 }
@@ -57,6 +62,72 @@ bool Repairer::UntaintDevices(RepairRecord& r) {
   }
   r.Action(fmt::format("removed DeviceTaintRule(s) {}", fmt::join(names, ", ")));
   return true;
+}
+
+std::optional<Next> Repairer::DrainDeviceHolders(const kube::Node& node,
+                                                 const std::vector<DeviceRef>& devices,
+                                                 RepairRecord& r, SysTime now) {
+  if (r.At("Drained") || dry_run_) return std::nullopt;
+  auto held = device_taints_.PodsUsing(devices);
+  if (!held) {
+    Log("warn", "cannot list the ResourceClaims of the faulty GPUs; retrying",
+        {{"node", node.meta.name}, {"error", held.error().message}});
+    return Next(std::chrono::milliseconds(2000));
+  }
+  const std::set<std::string> holders(held->begin(), held->end());
+  std::vector<kube::Pod> pods;
+  for (auto& p : world_.pods(node.meta.name)) {
+    if (Evictable(p, policy_) && !p.meta.deleting &&
+        holders.count(p.meta.namespace_ + "/" + p.meta.name))
+      pods.push_back(std::move(p));
+  }
+  if (pods.empty()) {
+    r.Phase("Drained", now, "no pod holds the GPU");
+    return std::nullopt;
+  }
+  // Checkpoint: ask, then wait for each to say done or for the window.
+  if (!r.At("CheckpointRequested")) {
+    for (const auto& p : pods) {
+      if (p.meta.annotations.count(std::string(keys::kCheckpointRequested))) continue;
+      (void)api_.Patch(
+          kube::PodPath(p.meta.namespace_, p.meta.name), kube::PatchType::kMerge,
+          {{"metadata",
+            {{"annotations", {{std::string(keys::kCheckpointRequested), kube::RfcTime(now)}}}}}});
+    }
+    r.Phase("CheckpointRequested", now);
+  }
+  const auto deadline = *r.At("CheckpointRequested") + policy_.checkpoint_window;
+  const bool all_done = std::all_of(pods.begin(), pods.end(), [](const kube::Pod& p) {
+    return p.meta.annotations.count(std::string(keys::kCheckpointDone)) > 0;
+  });
+  if (!all_done && now < deadline) {
+    r.Message(fmt::format("waiting for {} pod(s) of the GPU to checkpoint", pods.size()));
+    return Next(Until(now, deadline));
+  }
+  // Evict just those (PodDisruptionBudgets decide).
+  if (!r.At("Draining")) r.Phase("Draining", now);
+  size_t refused = 0;
+  for (const auto& p : pods) {
+    const std::string id = p.meta.namespace_ + "/" + p.meta.name;
+    auto res = api_.Evict(p.meta.namespace_, p.meta.name);
+    if (res && (res->ok() || res->status == 404)) {
+      if (std::find(r.cr.evicted_pods.begin(), r.cr.evicted_pods.end(), id) ==
+          r.cr.evicted_pods.end())
+        r.cr.evicted_pods.push_back(id);
+      r.dirty = true;
+    } else {
+      ++refused;
+    }
+  }
+  if (refused > 0) {
+    r.Message(
+        fmt::format("{} pod(s) of the GPU not evicted yet (a PodDisruptionBudget or an API "
+                    "error): retrying",
+                    refused));
+    return Next(std::chrono::milliseconds(5000));
+  }
+  r.Phase("Drained", now, fmt::format("evicted the {} pod(s) holding the GPU", pods.size()));
+  return std::nullopt;
 }
 
 }  // namespace gpuheal::controller

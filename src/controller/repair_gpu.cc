@@ -49,9 +49,14 @@ Next Repairer::RepairGpu(const kube::Node& node, const NodeFault& f, RepairRecor
                   [](const std::string& a) { return a.rfind("requested GPU recovery", 0) == 0; });
   if (!requested) {
     const std::string gpus = fmt::format("{}", fmt::join(f.gpus, ", "));
-    // Where DRA names the GPUs, the scheduler places no new claim on them meanwhile.
-    if (!TaintDevices(node, f, r, std::string(ToString(f.severity)), "NoSchedule"))
-      return milliseconds(2000);
+    // Where DRA names the GPUs, the scheduler places no new claim on them meanwhile, and the pods
+    // holding them (just those) checkpoint and go before the reset; without, the agent's drain
+    // waits for the GPU's processes.
+    const auto devices = TaintDevices(node, f, r, std::string(ToString(f.severity)), "NoSchedule");
+    if (!devices) return milliseconds(2000);
+    if (!devices->empty()) {
+      if (auto wait = DrainDeviceHolders(node, *devices, r, now)) return *wait;
+    }
     if (dry_run_) {
       r.Action("would request GPU recovery of " + gpus + " (dry-run)");
       r.Message("dry-run: would ask the agent to drain and reset GPU " + gpus);

@@ -90,6 +90,8 @@ class ControllerTest : public ::testing::Test {
     for (const auto& n : nodes_) (void)client_->Delete(kube::NodePath(n));
     for (const auto& sl : slices_)
       (void)client_->Delete("/apis/resource.k8s.io/v1/resourceslices/" + sl);
+    for (const auto& c : claims_)
+      (void)client_->Delete("/apis/resource.k8s.io/v1/namespaces/work/resourceclaims/" + c);
     std::filesystem::remove_all(dir_);
   }
 
@@ -421,6 +423,38 @@ class ControllerTest : public ::testing::Test {
     ASSERT_TRUE(r && (r->status == 201 || r->status == 409)) << (r ? r->Describe() : "");
     slices_.push_back(node + "-gpu.nvidia.com");
   }
+  // A ResourceClaim in namespace work allocated to `device` of `node`'s pool and reserved for
+  // `pod`, as kube-scheduler would leave it.
+  void AllocatedClaim(const std::string& name, const std::string& node, const std::string& device,
+                      const std::string& pod) {
+    const json c = {
+        {"apiVersion", "resource.k8s.io/v1"},
+        {"kind", "ResourceClaim"},
+        {"metadata", {{"name", name}, {"namespace", "work"}}},
+        {"spec",
+         {{"devices",
+           {{"requests",
+             {{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}}}}}}}}};
+    auto r = client_->Create("/apis/resource.k8s.io/v1/namespaces/work/resourceclaims", c);
+    ASSERT_TRUE(r && r->status == 201) << (r ? r->Describe() : "");
+    claims_.push_back(name);
+    const json status = {{"status",
+                          {{"allocation",
+                            {{"devices",
+                              {{"results",
+                                {{{"request", "gpu"},
+                                  {"driver", "gpu.nvidia.com"},
+                                  {"pool", node},
+                                  {"device", device}}}}}}}},
+                           {"reservedFor",
+                            {{{"resource", "pods"},
+                              {"name", pod},
+                              {"uid", PodJson(pod)["metadata"]["uid"].get<std::string>()}}}}}}};
+    auto st = client_->Patch(
+        "/apis/resource.k8s.io/v1/namespaces/work/resourceclaims/" + name + "/status",
+        kube::PatchType::kMerge, status);
+    ASSERT_TRUE(st && st->ok()) << (st ? st->Describe() : "");
+  }
   // The DeviceTaintRules selecting `device` of `node`'s pool.
   std::vector<json> RulesFor(const std::string& node, const std::string& device) {
     std::vector<json> out;
@@ -446,6 +480,7 @@ class ControllerTest : public ::testing::Test {
   std::string id_, dir_;
   std::vector<std::string> nodes_;
   std::vector<std::string> slices_;  // ResourceSlices a test published
+  std::vector<std::string> claims_;  // ResourceClaims (namespace work) a test made
   std::vector<std::unique_ptr<AgentProcess>> controllers_;
   std::unique_ptr<gpuheal::testing::BmcEmulator> bmc_;  // the redfish tests' BMC
 };
@@ -922,14 +957,41 @@ TEST_F(ControllerTest, CriticalGpuFaultAsksTheAgentForAResetAndTheNodeStaysInSer
 
 // Where the cluster's DRA driver names the GPUs (a ResourceSlice with pciBusID attributes), a
 // critical fault of one GPU also takes it out of the scheduler's hands: a DeviceTaintRule
-// (resource.k8s.io/v1) selecting just that device, NoSchedule, removed once the agent reset it.
-// The node is neither tainted nor cordoned.
+// (resource.k8s.io/v1) selecting just that device, NoSchedule, removed once the agent reset it;
+// the pod whose claim holds that device (and no other) checkpoints and is evicted before the
+// reset. The node is neither tainted nor cordoned.
 TEST_F(ControllerTest, ACriticalGpuFaultTaintsJustThatDeviceWhereDraNamesIt) {
   const std::string a = Node("a");
   PublishGpuSlice(a);
-  StartController("checkpoint:\n  window: 1s\n");
+  const std::string on_faulty = "dra-faulty-" + id_, on_other = "dra-fine-" + id_;
+  Pod(on_faulty, a);
+  Pod(on_other, a);
+  AllocatedClaim("claim-faulty-" + id_, a, "gpu-1", on_faulty);
+  AllocatedClaim("claim-fine-" + id_, a, "gpu-2", on_other);
+  StartController("checkpoint:\n  window: 30s\n");
   SetGpuFaults(a, CriticalXid45());
-  ASSERT_TRUE(Eventually([&] { return RecoveryRequest(a).is_object(); }, 10s));
+  // The pod holding the faulty GPU, and only it, checkpoints and goes before the reset.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return PodJson(on_faulty)["metadata"]
+            .value("annotations", json::object())
+            .contains("gpuheal.io/checkpoint-requested");
+      },
+      10s))
+      << Message(a);
+  EXPECT_FALSE(RecoveryRequest(a).is_object()) << "no reset while its pod runs";
+  ASSERT_TRUE(
+      client_
+          ->Patch(kube::PodPath("work", on_faulty), kube::PatchType::kMerge,
+                  {{"metadata", {{"annotations", {{"gpuheal.io/checkpoint-done", "true"}}}}}})
+          ->ok());
+  ASSERT_TRUE(Eventually([&] { return PodGone(on_faulty); }, 15s)) << Message(a);
+  ASSERT_TRUE(Eventually([&] { return RecoveryRequest(a).is_object(); }, 10s)) << Message(a);
+  EXPECT_FALSE(PodGone(on_other)) << "the pod of another GPU stays";
+  EXPECT_FALSE(PodJson(on_other)["metadata"]
+                   .value("annotations", json::object())
+                   .contains("gpuheal.io/checkpoint-requested"));
+  EXPECT_EQ(Status(Repairs(a).back())["evictedPods"], json::array({"work/" + on_faulty}));
   const auto rules = RulesFor(a, "gpu-1");
   ASSERT_EQ(rules.size(), 1u) << "one rule, for the faulty GPU's device";
   EXPECT_EQ(rules[0]["spec"]["deviceSelector"]["driver"], "gpu.nvidia.com");
@@ -956,36 +1018,8 @@ TEST_F(ControllerTest, PredictiveDrainTakesOnlyThePodOfTheGpuAtRiskWhereDraNames
   Pod(on_risky, a);
   Pod(on_other, a);
   // The claims, allocated as the scheduler would: one to gpu-1 (0000:3b:00), one to gpu-2.
-  auto claim = [&](const std::string& name, const std::string& device, const std::string& pod) {
-    const json c = {
-        {"apiVersion", "resource.k8s.io/v1"},
-        {"kind", "ResourceClaim"},
-        {"metadata", {{"name", name}, {"namespace", "work"}}},
-        {"spec",
-         {{"devices",
-           {{"requests",
-             {{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}}}}}}}}};
-    auto r = client_->Create("/apis/resource.k8s.io/v1/namespaces/work/resourceclaims", c);
-    ASSERT_TRUE(r && r->status == 201) << (r ? r->Describe() : "");
-    const json status = {{"status",
-                          {{"allocation",
-                            {{"devices",
-                              {{"results",
-                                {{{"request", "gpu"},
-                                  {"driver", "gpu.nvidia.com"},
-                                  {"pool", a},
-                                  {"device", device}}}}}}}},
-                           {"reservedFor",
-                            {{{"resource", "pods"},
-                              {"name", pod},
-                              {"uid", PodJson(pod)["metadata"]["uid"].get<std::string>()}}}}}}};
-    auto s = client_->Patch(
-        "/apis/resource.k8s.io/v1/namespaces/work/resourceclaims/" + name + "/status",
-        kube::PatchType::kMerge, status);
-    ASSERT_TRUE(s && s->ok()) << (s ? s->Describe() : "");
-  };
-  claim("claim-risky-" + id_, "gpu-1", on_risky);
-  claim("claim-other-" + id_, "gpu-2", on_other);
+  AllocatedClaim("claim-risky-" + id_, a, "gpu-1", on_risky);
+  AllocatedClaim("claim-other-" + id_, a, "gpu-2", on_other);
   StartController("predictive:\n  action: drain-at-boundary\n");
   ASSERT_TRUE(
       client_
@@ -1026,9 +1060,6 @@ TEST_F(ControllerTest, PredictiveDrainTakesOnlyThePodOfTheGpuAtRiskWhereDraNames
   ASSERT_TRUE(Eventually([&] { return Phase(a) == "Recovered"; }, 10s)) << Message(a);
   EXPECT_TRUE(RulesFor(a, "gpu-1").empty());
   EXPECT_FALSE(Cordoned(a));
-  for (const char* c : {"claim-risky-", "claim-other-"})
-    (void)client_->Delete(std::string("/apis/resource.k8s.io/v1/namespaces/work/resourceclaims/") +
-                          c + id_);
 }
 
 TEST_F(ControllerTest, AFailedGpuResetQuarantinesTheNodeUntilTheFaultClears) {
