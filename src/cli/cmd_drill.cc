@@ -217,7 +217,7 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
       exit_code = kExitUsage;
       return;
     }
-    if ((o->scenario == "critical" || o->scenario == "predictive") &&
+    if ((o->scenario == "critical" || o->scenario == "predictive" || o->scenario == "gpu-scoped") &&
         (access(o->nvml_double.c_str(), R_OK) != 0 ||
          access(o->nvml_double_ctl.c_str(), X_OK) != 0)) {
       std::cerr << "gpuheal drill: the " << o->scenario

@@ -109,6 +109,9 @@ struct Plan {
   // `fatal_after` after it, as the recorded incident had them (compressed).
   int fatal_xid = 0;
   milliseconds fatal_after{0};
+  // gpu-scoped: the drill plays NVIDIA's DRA driver (a ResourceSlice naming the target's GPUs)
+  // and the scheduler's allocation (a claim per pod of the target, one GPU each).
+  bool dra = false;
 };
 
 std::string PolicyYaml(const std::string& toleration, const std::string& probation,
@@ -161,6 +164,13 @@ Plan PlanFor(const DrillOptions& o) {
   } else if (o.scenario == "critical") {
     p.xid = 45;
     p.external_agent = true;
+  } else if (o.scenario == "gpu-scoped") {
+    // Xid 45 on one GPU of a node whose eight pods hold one GPU each through DRA claims: that
+    // GPU's device is tainted, its pod alone checkpoints and goes, the agent resets the GPU.
+    p.xid = 45;
+    p.external_agent = true;
+    p.dra = true;
+    p.pods_per_node = 8;
   } else if (o.scenario == "replace-karpenter" || o.scenario == "replace-capi") {
     // The node is replaced, not repaired: delete-node deletes its NodeClaim or Machine, the
     // drill (as the provisioner) removes the machine and brings up a new one in the pool, and
@@ -734,6 +744,10 @@ class Drill {
     if (o_.live) o_.live(s);
   }
   std::string bmc_dir_, bmc_url_, bmc_password_;  // bmc: the emulator's
+  // gpu-scoped: the ResourceSlice the drill published, and the pod holding the faulty GPU.
+  struct DraSeen {
+    std::string slice, victim;
+  } dra_;
   // predictive: when the drill saw each step (NowUs; 0: never).
   struct PredictiveSeen {
     int64_t at_risk_us = 0, cordoned_us = 0, uncordoned_us = 0, fatal_us = 0;
@@ -1256,7 +1270,8 @@ class Drill {
                                            << host_monitors;
         argv[3] = "/dev/kmsg";
         argv.insert(argv.end(), {"--config", dir + "/agent.yaml"});
-      } else if (o_.scenario == "critical" || o_.scenario == "predictive") {
+      } else if (o_.scenario == "critical" || o_.scenario == "predictive" ||
+                 o_.scenario == "gpu-scoped") {
         // The node's GPUs: the NVML double (test/nvml_double, the real NVML ABI) with eight
         // healthy GPUs, and its control tool as the reset command, so the agent drains, resets
         // and verifies the faulty one through NVML as on a real node.
@@ -1308,6 +1323,11 @@ class Drill {
     for (int i = 0; i < 3 && o_.standby > 0; ++i) {
       if (auto ms = obs.ProbeApiWrite(*client_, probe_node, interrupted_))
         res.api_write_ms.push_back(*ms);
+    }
+
+    // gpu-scoped: the target's GPUs as DRA devices, its pods' claims allocated to them.
+    if (plan.dra) {
+      if (auto s = PublishDra(ns, targets[0], obs); !s) return s.error();
     }
 
     // bmc: the target's BMC.
@@ -1421,7 +1441,7 @@ class Drill {
         // let through reaches its drain within a few seconds.
         obs.WaitFor([] { return false; }, std::chrono::steady_clock::now() + 5s, interrupted_);
       }
-    } else if (o_.scenario == "critical") {
+    } else if (o_.scenario == "critical" || plan.dra) {
       wait([&] { return obs.Has("repair_recovered") || obs.Has("repair_failed"); },
            "the GPU-level repair's end");
     } else if (plan.bmc) {
@@ -1853,6 +1873,88 @@ class Drill {
              fmt::format("{} registered Ready, owned by {}", owner.fresh, fresh_owner->what));
   }
 
+  // gpu-scoped: as NVIDIA's DRA driver would, a ResourceSlice listing the target's eight GPUs
+  // (the NVML double's bus ids), and as kube-scheduler would, a ResourceClaim per pod of the
+  // target allocated to one GPU each (the pods in name order, GPU i to the i-th); records which
+  // pod holds the GPU the fault names (0000:3b:00, device gpu-2).
+  Status PublishDra(const std::string& ns, const std::string& target, Observer& obs) {
+    dra_ = {};
+    const int buses[] = {0x1b, 0x2b, 0x3b, 0x4b, 0x5b, 0x6b, 0x7b, 0x8b};
+    json devices = json::array();
+    for (int i = 0; i < 8; ++i) {
+      devices.push_back({{"name", fmt::format("gpu-{}", i)},
+                         {"attributes",
+                          {{"pciBusID", {{"string", fmt::format("0000:{:02x}:00.0", buses[i])}}},
+                           {"index", {{"int", i}}}}}});
+    }
+    dra_.slice = target + "-gpu.nvidia.com";
+    const json slice = {
+        {"apiVersion", "resource.k8s.io/v1"},
+        {"kind", "ResourceSlice"},
+        {"metadata", {{"name", dra_.slice}}},
+        {"spec",
+         {{"driver", "gpu.nvidia.com"},
+          {"nodeName", target},
+          {"pool", {{"name", target}, {"generation", 1}, {"resourceSliceCount", 1}}},
+          {"devices", devices}}}};
+    auto r = client_->Create("/apis/resource.k8s.io/v1/resourceslices", slice);
+    if (!r || (!r->ok() && r->status != 409)) {
+      return Error{
+          "gpu-scoped: publishing the ResourceSlice (the cluster must serve "
+          "resource.k8s.io/v1, Kubernetes 1.34 or later): " +
+          (r ? r->Describe() : r.error().message)};
+    }
+    std::vector<std::pair<std::string, std::string>> pods;  // name, uid
+    {
+      std::lock_guard<std::mutex> l(obs.mu());
+      for (const auto& [uid, p] : obs.pods()) {
+        if (p.node == target && !p.deleting_us) pods.emplace_back(p.name, uid);
+      }
+    }
+    std::sort(pods.begin(), pods.end());
+    for (size_t i = 0; i < pods.size() && i < 8; ++i) {
+      const std::string name = pods[i].first + "-gpu";
+      const json claim = {
+          {"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "ResourceClaim"},
+          {"metadata", {{"name", name}, {"namespace", ns}}},
+          {"spec",
+           {{"devices",
+             {{"requests",
+               {{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}}}}}}}}};
+      const std::string coll =
+          fmt::format("/apis/resource.k8s.io/v1/namespaces/{}/resourceclaims", ns);
+      auto c = client_->Create(coll, claim);
+      if (!c || !c->ok()) {
+        return Error{"gpu-scoped: creating a ResourceClaim: " +
+                     (c ? c->Describe() : c.error().message)};
+      }
+      const json status = {
+          {"status",
+           {{"allocation",
+             {{"devices",
+               {{"results",
+                 {{{"request", "gpu"},
+                   {"driver", "gpu.nvidia.com"},
+                   {"pool", target},
+                   {"device", fmt::format("gpu-{}", i)}}}}}}}},
+            {"reservedFor",
+             {{{"resource", "pods"}, {"name", pods[i].first}, {"uid", pods[i].second}}}}}}};
+      auto s = client_->Patch(coll + "/" + name + "/status", kube::PatchType::kMerge, status);
+      if (!s || !s->ok()) {
+        return Error{"gpu-scoped: allocating a ResourceClaim: " +
+                     (s ? s->Describe() : s.error().message)};
+      }
+      if (i == 2) dra_.victim = pods[i].first;
+    }
+    if (dra_.victim.empty())
+      return Error{"gpu-scoped: the target runs fewer than three pods (--gpus 8 gives it eight)"};
+    Say(fmt::format(
+        "DRA: ResourceSlice {} (8 GPUs), {} claims allocated; {} holds GPU 0000:3b:00\n",
+        dra_.slice, std::min<size_t>(pods.size(), 8), dra_.victim));
+    return Status::Ok();
+  }
+
   // predictive: watches the predictive drain until the recorded fatal fault's time, then replays
   // it on the same GPU and waits for its quarantine.
   void PredictiveReplay(const Plan& plan, const std::string& state, const std::string& target,
@@ -2057,6 +2159,47 @@ class Drill {
       check("fatal fault still quarantined", obs.Has("taint"),
             obs.Has("taint") ? "the replayed fault's node-level repair took over"
                              : "no quarantine after the replayed fault");
+      return;
+    }
+    if (plan.dra) {
+      auto n = obs.nodes().count(t) ? obs.nodes().at(t).node : kube::Node{};
+      const kube::NodeRepair* rec = nullptr;
+      for (const auto* r : recs_for(t)) rec = r;
+      int others = 0, others_gone = 0;
+      std::string victim_by;
+      bool victim_gone = false;
+      for (const auto& [uid, p] : obs.pods()) {
+        if (!p.initial || p.node != t) continue;
+        if (p.name == dra_.victim) {
+          victim_gone = p.deleting_us > 0;
+          victim_by = p.disruption;
+        } else {
+          ++others;
+          others_gone += p.deleting_us > 0;
+        }
+      }
+      check("one GPU's pod evicted", victim_gone && victim_by == "EvictionByEvictionAPI",
+            fmt::format("{} (holding GPU 0000:3b:00): {}", dra_.victim,
+                        victim_gone ? "evicted (" + victim_by + ")" : "still running"));
+      check("other GPUs' pods untouched", others > 0 && others_gone == 0,
+            fmt::format("{} of {} other pod(s) of the node taken away", others_gone, others));
+      bool tainted = false, untainted = false;
+      if (rec) {
+        for (const auto& a : rec->actions) {
+          tainted |= a.starts_with("DeviceTaintRule ");
+          untainted |= a.starts_with("removed DeviceTaintRule");
+        }
+      }
+      check("device tainted, then released", tainted && untainted,
+            tainted ? (untainted ? "a DeviceTaintRule for GPU 0000:3b:00's device, removed after "
+                                   "the reset"
+                                 : "the DeviceTaintRule was not removed")
+                    : "no DeviceTaintRule");
+      check("GPU reset", obs.Has("gpu_recovered") && rec && rec->phase == "Recovered",
+            rec ? fmt::format("NodeRepair {}: {}", rec->meta.name, rec->phase) : "no repair");
+      check("node never tainted", !obs.Has("taint") && !n.unschedulable,
+            fmt::format("taint: {}, cordoned: {}", obs.Has("taint") ? "yes" : "no",
+                        n.unschedulable ? "yes" : "no"));
       return;
     }
     if (o_.scenario == "critical") {
@@ -2294,6 +2437,10 @@ class Drill {
     // its node waits for kube-controller-manager's pod garbage collector: on 1,500 nodes two
     // earlier runs' namespaces were still Terminating, with their pods, minutes into the next run.
     DeleteNamespaceAndPods(ns);
+    if (!dra_.slice.empty()) {
+      (void)client_->Delete("/apis/resource.k8s.io/v1/resourceslices/" + dra_.slice);
+      dra_.slice.clear();
+    }
     obs.WaitFor(
         [&] {
           return std::all_of(obs.pods().begin(), obs.pods().end(),
@@ -2399,7 +2546,8 @@ const std::vector<std::string>& Scenarios() {
                                              "replace-capi",
                                              "bmc",
                                              "rack",
-                                             "predictive"};
+                                             "predictive",
+                                             "gpu-scoped"};
   return s;
 }
 

@@ -271,6 +271,20 @@ TEST_F(DrillTest, PredictiveDrainsAtTheCheckpointBeforeTheReplayedFatalFault) {
                     "fatal_replayed", "taint"});
 }
 
+// One GPU of a node whose pods hold one GPU each through DRA claims: that device is tainted, its
+// pod alone is evicted after its checkpoint, the agent resets the GPU through the NVML double, and
+// the node is never tainted.
+TEST_F(DrillTest, GpuScopedEvictsOnlyThePodOfTheFaultyGpu) {
+  const json r =
+      Run("gpu-scoped", {"--nvml-double", NVML_DOUBLE, "--nvml-double-ctl", NVML_DOUBLE_CTL});
+  for (const char* c : {"one GPU's pod evicted", "other GPUs' pods untouched",
+                        "device tainted, then released", "GPU reset", "node never tainted"}) {
+    EXPECT_TRUE(CheckOk(r, c)) << c << ": " << r.dump(2);
+  }
+  ExpectInOrder(r, {"detected", "checkpoint_requested", "first_eviction", "gpu_recovery_requested",
+                    "gpu_recovered", "repair_recovered"});
+}
+
 // The node is replaced, not repaired: delete-node deletes its Karpenter NodeClaim or Cluster API
 // Machine (their CRDs from the upstream modules), the drill plays the provisioner's
 // infrastructure side (the machine and its Node go, a new one joins the pool with an owner of its
