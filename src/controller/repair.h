@@ -142,6 +142,10 @@ class Repairer final : private RepairContext {
   // and records it. False: the write failed, try again.
   bool RequestGpuRecovery(const kube::Node& node, const std::vector<std::string>& gpus,
                           RepairRecord& r);
+  // Why the agent's GPU recovery asked at `asked` failed (its answer, or none within
+  // critical.request_timeout); "" while it may still succeed.
+  std::string RecoveryFailure(const std::optional<RecoveryAnswer>& answer, SysTime asked,
+                              SysTime now) const;
 
   // repair_predictive.cc. Predictive drain (policy predictive) of a node without a fault whose
   // GPUs are at risk; `open` is created when there is none; `last`: the node's last record.

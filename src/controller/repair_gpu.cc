@@ -31,6 +31,18 @@ bool Repairer::RequestGpuRecovery(const kube::Node& node, const std::vector<std:
   return true;
 }
 
+std::string Repairer::RecoveryFailure(const std::optional<RecoveryAnswer>& answer, SysTime asked,
+                                      SysTime now) const {
+  if (answer && (answer->state == "failed" || answer->state == "rejected"))
+    return fmt::format("the agent's GPU recovery {}: {}", answer->state, answer->detail);
+  if (now - asked >= policy_.critical_request_timeout) {
+    return fmt::format(
+        "no answer from the node's agent within {} s",
+        duration_cast<std::chrono::seconds>(policy_.critical_request_timeout).count());
+  }
+  return "";
+}
+
 Next Repairer::RepairGpu(const kube::Node& node, const NodeFault& f, RepairRecord& r) {
   const auto now = clock_.Now();
   // Gates: pause, the attempt cap and the breaker hold a GPU reset too; the pool gate does not
@@ -73,7 +85,6 @@ Next Repairer::RepairGpu(const kube::Node& node, const NodeFault& f, RepairRecor
   }
   const std::optional<RecoveryAnswer> answer = AnswerTo(node, id);
   const auto asked = r.At("Remediating").value_or(now);
-  std::string failure;
   if (answer && answer->state == "succeeded") {
     if (!UntaintDevices(r)) return milliseconds(2000);
     r.Phase(
@@ -82,13 +93,7 @@ Next Repairer::RepairGpu(const kube::Node& node, const NodeFault& f, RepairRecor
     r.Message("GPU reset and verified by the node's agent; the node stayed in service");
     return std::nullopt;
   }
-  if (answer && (answer->state == "failed" || answer->state == "rejected")) {
-    failure = fmt::format("the agent's GPU recovery {}: {}", answer->state, answer->detail);
-  } else if (now - asked >= policy_.critical_request_timeout) {
-    failure =
-        fmt::format("no answer from the node's agent within {} s",
-                    duration_cast<std::chrono::seconds>(policy_.critical_request_timeout).count());
-  }
+  const std::string failure = RecoveryFailure(answer, asked, now);
   if (failure.empty()) {
     if (answer) r.Message("the agent is recovering the GPU (" + answer->state + ")");
     return Until(now, asked + policy_.critical_request_timeout);

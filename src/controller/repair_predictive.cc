@@ -166,18 +166,11 @@ Next Repairer::Predict(const kube::Node& node, const AtRiskGpus& gpus,
   }
   const auto answer = AnswerTo(node, id);
   const auto asked = r.At("Remediating").value_or(now);
-  std::string failure;
   if (answer && answer->state == "succeeded") {
     r.Message("GPU reset by the node's agent; waiting for it to clear the risk");
     return milliseconds(2000);
   }
-  if (answer && (answer->state == "failed" || answer->state == "rejected")) {
-    failure = fmt::format("the agent's GPU recovery {}: {}", answer->state, answer->detail);
-  } else if (now - asked >= policy_.critical_request_timeout) {
-    failure = fmt::format(
-        "no answer from the node's agent within {} s",
-        std::chrono::duration_cast<std::chrono::seconds>(policy_.critical_request_timeout).count());
-  }
+  const std::string failure = RecoveryFailure(answer, asked, now);
   if (failure.empty()) return Until(now, asked + policy_.critical_request_timeout);
   r.Phase("Failed", now, failure + "; the node stays cordoned");
   r.Message(failure + "; the node stays cordoned");

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "core/pci.h"
+#include "core/gpu_map_json.h"
 #include "core/reasons.h"
 #include "core/time.h"
 
@@ -14,7 +14,6 @@ namespace gpuheal {
 namespace {
 constexpr std::string_view kShape =
     R"(expected {"0000:3b:00": {"since": "2026-01-01T00:00:00Z", "signals": {"row_remap": 1}}, ...})";
-constexpr size_t kMaxGpus = 64;
 }  // namespace
 
 const std::vector<std::string_view>& PrecursorSignals() {
@@ -62,47 +61,28 @@ std::string AtRiskToJson(const AtRiskGpus& gpus) {
 Result<AtRiskGpus> ParseAtRisk(std::string_view json) {
   if (json == "{}") return AtRiskGpus{};
   const std::string_view key = keys::kGpuAtRisk;
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  if (auto err = parser.parse(json.data(), json.size()).get(doc); err) {
-    return Error{fmt::format("{} is not JSON ({}); {}", key, simdjson::error_message(err), kShape)};
-  }
-  simdjson::dom::object obj;
-  if (doc.get_object().get(obj))
-    return Error{fmt::format("{} is not a JSON object; {}", key, kShape)};
   AtRiskGpus out;
-  for (auto field : obj) {
-    auto pci = NormalisePci(field.key);
-    if (!pci) {
-      return Error{fmt::format("{}: \"{}\" is not a PCI bus id (e.g. 0000:3b:00)", key,
-                               std::string(field.key.substr(0, 64)))};
-    }
-    simdjson::dom::object e;
-    if (field.value.get_object().get(e))
-      return Error{fmt::format("{}: the entry of {} is not an object; {}", key, *pci, kShape)};
-    AtRiskGpu g;
-    std::string_view s;
-    if (e["since"].get_string().get(s))
-      return Error{fmt::format("{}: {}: \"since\" must be an RFC 3339 time", key, *pci)};
-    auto since = kube::ParseTime(s);
-    if (!since)
-      return Error{fmt::format("{}: {}: \"since\" is not an RFC 3339 UTC time: \"{}\"", key, *pci,
-                               std::string(s.substr(0, 40)))};
-    g.since = std::chrono::time_point_cast<std::chrono::seconds>(*since);
-    simdjson::dom::object sig;
-    if (e["signals"].get_object().get(sig))
-      return Error{fmt::format("{}: {}: \"signals\" must be an object; {}", key, *pci, kShape)};
-    for (auto sf : sig) {
-      int64_t n = 0;
-      if (sf.key.empty() || sf.key.size() > 32 || sf.value.get_int64().get(n) || n < 1) {
-        return Error{fmt::format("{}: {}: signal \"{}\" must map to a positive count", key, *pci,
-                                 std::string(sf.key.substr(0, 32)))};
-      }
-      g.signals[std::string(sf.key)] = n;
-    }
-    out[*pci] = std::move(g);
-    if (out.size() > kMaxGpus) return Error{fmt::format("{}: more than {} GPUs", key, kMaxGpus)};
-  }
+  auto parsed = ParseGpuMap(
+      json, key, kShape, [&](const std::string& pci, simdjson::dom::object e) -> Status {
+        AtRiskGpu g;
+        auto since = ParseSince(e, key, pci);
+        if (!since) return since.error();
+        g.since = *since;
+        simdjson::dom::object sig;
+        if (e["signals"].get_object().get(sig))
+          return Error{fmt::format("{}: {}: \"signals\" must be an object; {}", key, pci, kShape)};
+        for (auto sf : sig) {
+          int64_t n = 0;
+          if (sf.key.empty() || sf.key.size() > 32 || sf.value.get_int64().get(n) || n < 1) {
+            return Error{fmt::format("{}: {}: signal \"{}\" must map to a positive count", key, pci,
+                                     std::string(sf.key.substr(0, 32)))};
+          }
+          g.signals[std::string(sf.key)] = n;
+        }
+        out[pci] = std::move(g);
+        return Status::Ok();
+      });
+  if (!parsed) return parsed.error();
   return out;
 }
 

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/gpu_map_json.h"
 #include "core/pci.h"
 #include "core/time.h"
 
@@ -12,7 +13,6 @@ namespace gpuheal {
 namespace {
 constexpr std::string_view kShape =
     R"(expected {"0000:3b:00": {"severity": "critical", "reason": "NvidiaXID45Warning", "since": "2026-01-01T00:00:00Z", "count": 1}, ...})";
-constexpr size_t kMaxGpus = 64;
 }  // namespace
 
 std::string GpuFaultsToJson(const GpuFaults& faults) {
@@ -34,60 +34,41 @@ Result<GpuFaults> ParseGpuFaults(std::string_view json) {
   // pass, so it costs no parser.
   if (json == "{}") return GpuFaults{};
   const std::string_view key = keys::kGpuFaults;
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  if (auto err = parser.parse(json.data(), json.size()).get(doc); err) {
-    return Error{fmt::format("{} is not JSON ({}); {}", key, simdjson::error_message(err), kShape)};
-  }
-  simdjson::dom::object obj;
-  if (doc.get_object().get(obj))
-    return Error{fmt::format("{} is not a JSON object; {}", key, kShape)};
   GpuFaults out;
-  for (auto field : obj) {
-    auto pci = NormalisePci(field.key);
-    if (!pci) {
-      return Error{fmt::format("{}: \"{}\" is not a PCI bus id (e.g. 0000:3b:00)", key,
-                               std::string(field.key.substr(0, 64)))};
-    }
-    simdjson::dom::object e;
-    if (field.value.get_object().get(e))
-      return Error{fmt::format("{}: the entry of {} is not an object; {}", key, *pci, kShape)};
-    GpuFaultEntry f;
-    std::string_view s;
-    if (e["severity"].get_string().get(s))
-      return Error{fmt::format("{}: {}: \"severity\" must be a string", key, *pci)};
-    auto sev = ParseSeverity(s);
-    if (!sev) {
-      return Error{
-          fmt::format("{}: {}: unknown severity \"{}\" (info, warn, critical, fatal, catastrophic)",
-                      key, *pci, std::string(s.substr(0, 32)))};
-    }
-    f.severity = *sev;
-    if (e["reason"].get_string().get(s) || s.empty() || s.size() > 128) {
-      return Error{fmt::format("{}: {}: \"reason\" must be a reason code", key, *pci)};
-    }
-    f.reason = std::string(s);
-    if (e["since"].get_string().get(s))
-      return Error{fmt::format("{}: {}: \"since\" must be an RFC 3339 time", key, *pci)};
-    auto since = kube::ParseTime(s);
-    if (!since)
-      return Error{fmt::format("{}: {}: \"since\" is not an RFC 3339 UTC time: \"{}\"", key, *pci,
-                               std::string(s.substr(0, 40)))};
-    f.since =
-        std::chrono::time_point_cast<std::chrono::seconds>(*since);  // whole seconds, as written
-    int64_t n = 0;
-    if (e["count"].get_int64().get(n) || n < 1)
-      return Error{fmt::format("{}: {}: \"count\" must be a positive integer", key, *pci)};
-    f.count = n;
-    if (simdjson::dom::element x; !e["xid"].get(x)) {
-      int64_t xid = 0;
-      if (x.get_int64().get(xid) || xid < 1 || xid > 100000)
-        return Error{fmt::format("{}: {}: \"xid\" must be an Xid number", key, *pci)};
-      f.xid = static_cast<int>(xid);
-    }
-    if (out.size() >= kMaxGpus) return Error{fmt::format("{}: more than {} GPUs", key, kMaxGpus)};
-    out[*pci] = std::move(f);
-  }
+  auto parsed = ParseGpuMap(
+      json, key, kShape, [&](const std::string& pci, simdjson::dom::object e) -> Status {
+        GpuFaultEntry f;
+        std::string_view s;
+        if (e["severity"].get_string().get(s))
+          return Error{fmt::format("{}: {}: \"severity\" must be a string", key, pci)};
+        auto sev = ParseSeverity(s);
+        if (!sev) {
+          return Error{fmt::format(
+              "{}: {}: unknown severity \"{}\" (info, warn, critical, fatal, catastrophic)", key,
+              pci, std::string(s.substr(0, 32)))};
+        }
+        f.severity = *sev;
+        if (e["reason"].get_string().get(s) || s.empty() || s.size() > 128) {
+          return Error{fmt::format("{}: {}: \"reason\" must be a reason code", key, pci)};
+        }
+        f.reason = std::string(s);
+        auto since = ParseSince(e, key, pci);
+        if (!since) return since.error();
+        f.since = *since;
+        int64_t n = 0;
+        if (e["count"].get_int64().get(n) || n < 1)
+          return Error{fmt::format("{}: {}: \"count\" must be a positive integer", key, pci)};
+        f.count = n;
+        if (simdjson::dom::element x; !e["xid"].get(x)) {
+          int64_t xid = 0;
+          if (x.get_int64().get(xid) || xid < 1 || xid > 100000)
+            return Error{fmt::format("{}: {}: \"xid\" must be an Xid number", key, pci)};
+          f.xid = static_cast<int>(xid);
+        }
+        out[pci] = std::move(f);
+        return Status::Ok();
+      });
+  if (!parsed) return parsed.error();
   return out;
 }
 

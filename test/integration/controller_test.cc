@@ -423,6 +423,19 @@ class ControllerTest : public ::testing::Test {
     ASSERT_TRUE(r && (r->status == 201 || r->status == 409)) << (r ? r->Describe() : "");
     slices_.push_back(node + "-gpu.nvidia.com");
   }
+  bool CheckpointAsked(const std::string& pod) {
+    return PodJson(pod)["metadata"]
+        .value("annotations", json::object())
+        .contains("gpuheal.io/checkpoint-requested");
+  }
+  // The workload's answer: its checkpoint is done.
+  void CheckpointDone(const std::string& pod) {
+    ASSERT_TRUE(
+        client_
+            ->Patch(kube::PodPath("work", pod), kube::PatchType::kMerge,
+                    {{"metadata", {{"annotations", {{"gpuheal.io/checkpoint-done", "true"}}}}}})
+            ->ok());
+  }
   // A ResourceClaim in namespace work allocated to `device` of `node`'s pool and reserved for
   // `pod`, as kube-scheduler would leave it.
   void AllocatedClaim(const std::string& name, const std::string& node, const std::string& device,
@@ -971,26 +984,13 @@ TEST_F(ControllerTest, ACriticalGpuFaultTaintsJustThatDeviceWhereDraNamesIt) {
   StartController("checkpoint:\n  window: 30s\n");
   SetGpuFaults(a, CriticalXid45());
   // The pod holding the faulty GPU, and only it, checkpoints and goes before the reset.
-  ASSERT_TRUE(Eventually(
-      [&] {
-        return PodJson(on_faulty)["metadata"]
-            .value("annotations", json::object())
-            .contains("gpuheal.io/checkpoint-requested");
-      },
-      10s))
-      << Message(a);
+  ASSERT_TRUE(Eventually([&] { return CheckpointAsked(on_faulty); }, 10s)) << Message(a);
   EXPECT_FALSE(RecoveryRequest(a).is_object()) << "no reset while its pod runs";
-  ASSERT_TRUE(
-      client_
-          ->Patch(kube::PodPath("work", on_faulty), kube::PatchType::kMerge,
-                  {{"metadata", {{"annotations", {{"gpuheal.io/checkpoint-done", "true"}}}}}})
-          ->ok());
+  CheckpointDone(on_faulty);
   ASSERT_TRUE(Eventually([&] { return PodGone(on_faulty); }, 15s)) << Message(a);
   ASSERT_TRUE(Eventually([&] { return RecoveryRequest(a).is_object(); }, 10s)) << Message(a);
   EXPECT_FALSE(PodGone(on_other)) << "the pod of another GPU stays";
-  EXPECT_FALSE(PodJson(on_other)["metadata"]
-                   .value("annotations", json::object())
-                   .contains("gpuheal.io/checkpoint-requested"));
+  EXPECT_FALSE(CheckpointAsked(on_other));
   EXPECT_EQ(Status(Repairs(a).back())["evictedPods"], json::array({"work/" + on_faulty}));
   const auto rules = RulesFor(a, "gpu-1");
   ASSERT_EQ(rules.size(), 1u) << "one rule, for the faulty GPU's device";
@@ -1031,23 +1031,10 @@ TEST_F(ControllerTest, PredictiveDrainTakesOnlyThePodOfTheGpuAtRiskWhereDraNames
           ->ok());
   ASSERT_TRUE(Eventually([&] { return RulesFor(a, "gpu-1").size() == 1; }, 10s));
   EXPECT_EQ(RulesFor(a, "gpu-1")[0]["spec"]["taint"]["value"], "at-risk");
-  ASSERT_TRUE(Eventually(
-      [&] {
-        return PodJson(on_risky)["metadata"]
-            .value("annotations", json::object())
-            .contains("gpuheal.io/checkpoint-requested");
-      },
-      10s));
-  EXPECT_FALSE(PodJson(on_other)["metadata"]
-                   .value("annotations", json::object())
-                   .contains("gpuheal.io/checkpoint-requested"))
-      << "the pod of another GPU is not asked";
+  ASSERT_TRUE(Eventually([&] { return CheckpointAsked(on_risky); }, 10s));
+  EXPECT_FALSE(CheckpointAsked(on_other)) << "the pod of another GPU is not asked";
   EXPECT_FALSE(Cordoned(a)) << "the node and its other GPUs keep serving";
-  ASSERT_TRUE(
-      client_
-          ->Patch(kube::PodPath("work", on_risky), kube::PatchType::kMerge,
-                  {{"metadata", {{"annotations", {{"gpuheal.io/checkpoint-done", "true"}}}}}})
-          ->ok());
+  CheckpointDone(on_risky);
   ASSERT_TRUE(Eventually([&] { return PodGone(on_risky); }, 15s)) << Message(a);
   ASSERT_TRUE(Eventually([&] { return RecoveryRequest(a).is_object(); }, 10s)) << Message(a);
   EXPECT_FALSE(PodGone(on_other));
