@@ -10,9 +10,9 @@ namespace {
 constexpr size_t kMaxGpus = 64;
 }  // namespace
 
-Status ParseGpuMap(std::string_view json, std::string_view key, std::string_view shape,
-                   const std::function<Status(const std::string& pci,
-                                              simdjson::dom::object entry)>& entry) {
+Status ParseGpuMap(
+    std::string_view json, std::string_view key, std::string_view shape,
+    const std::function<Status(const std::string& pci, simdjson::dom::object entry)>& entry) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (auto err = parser.parse(json.data(), json.size()).get(doc); err) {

@@ -15,9 +15,9 @@
 namespace gpuheal {
 
 // Calls `entry` with each GPU's normalised bus id ("dddd:bb:dd") and its object, in order.
-Status ParseGpuMap(std::string_view json, std::string_view key, std::string_view shape,
-                   const std::function<Status(const std::string& pci,
-                                              simdjson::dom::object entry)>& entry);
+Status ParseGpuMap(
+    std::string_view json, std::string_view key, std::string_view shape,
+    const std::function<Status(const std::string& pci, simdjson::dom::object entry)>& entry);
 // The entry's "since", cut to whole seconds as the agent writes it.
 Result<std::chrono::system_clock::time_point> ParseSince(simdjson::dom::object entry,
                                                          std::string_view key,
