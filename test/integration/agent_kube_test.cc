@@ -746,7 +746,9 @@ TEST_F(AgentKube, ShippedManifestsGiveTheAgentItsOwnNodeOnly) {
       as_agent_status(
           {{"metadata",
             {{"annotations",
-              {{"gpuheal.io/gpu-faults", "{}"}, {"gpuheal.io/gpu-recovery-status", "{}"}}}}}}),
+              {{"gpuheal.io/gpu-faults", "{}"},
+               {"gpuheal.io/gpu-recovery-status", "{}"},
+               {"gpuheal.io/gpu-at-risk", "{}"}}}}}}),
       200);
   // The Node itself (not its status) is out of reach (RBAC).
   auto spec = (*as_agent)->Patch(kube::NodePath(node_), kube::PatchType::kStrategicMerge,
