@@ -742,14 +742,12 @@ TEST_F(AgentKube, ShippedManifestsGiveTheAgentItsOwnNodeOnly) {
   EXPECT_FALSE(after->meta.annotations.contains("cluster.x-k8s.io/machine"));
   for (const auto& c : after->conditions) EXPECT_NE(c.reason, "Spoofed") << c.type;
   // Its own annotations still go through.
-  EXPECT_EQ(
-      as_agent_status(
-          {{"metadata",
-            {{"annotations",
-              {{"gpuheal.io/gpu-faults", "{}"},
-               {"gpuheal.io/gpu-recovery-status", "{}"},
-               {"gpuheal.io/gpu-at-risk", "{}"}}}}}}),
-      200);
+  EXPECT_EQ(as_agent_status({{"metadata",
+                              {{"annotations",
+                                {{"gpuheal.io/gpu-faults", "{}"},
+                                 {"gpuheal.io/gpu-recovery-status", "{}"},
+                                 {"gpuheal.io/gpu-at-risk", "{}"}}}}}}),
+            200);
   // The Node itself (not its status) is out of reach (RBAC).
   auto spec = (*as_agent)->Patch(kube::NodePath(node_), kube::PatchType::kStrategicMerge,
                                  {{"spec", {{"unschedulable", true}}}});
