@@ -45,9 +45,9 @@ class DeviceTaints {
   // The pods ("namespace/name") holding claims allocated to any of `devices`.
   Result<std::vector<std::string>> PodsUsing(const std::vector<DeviceRef>& devices);
 
+ private:
   static std::string RuleName(const std::string& record, const std::string& pci);
 
- private:
   kube::Api& api_;
   const Clock& clock_;
   std::mutex mu_;  // workers reconcile different nodes at once

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <set>
 
@@ -369,6 +370,11 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
 }
 
 }  // namespace
+
+size_t Policy::PoolAllowance(size_t size) const {
+  return std::max<size_t>(1, static_cast<size_t>(std::ceil(static_cast<double>(size) *
+                                                           max_unavailable_percent / 100.0)));
+}
 
 std::string_view ToString(Provider p) {
   switch (p) {

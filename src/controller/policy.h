@@ -44,6 +44,8 @@ struct Policy {
   std::map<std::string, std::string> skip_pod_labels;  // pods with all these labels are left alone
   std::string pool_label = "gpuheal.io/pool";          // falls back to karpenter.sh/nodepool
   int max_unavailable_percent = 20;                    // per pool, rounded up, at least 1 node
+  // How many of a pool of `size` nodes may be out of service at once.
+  size_t PoolAllowance(size_t size) const;
   // pools.standby: how many standby nodes each pool keeps. A repaired node, or the replacement of
   // a deleted one, becomes the pool's standby while the pool has fewer. Unset: no size; a node
   // that a standby stood in for becomes the standby after its repair.

@@ -155,9 +155,7 @@ GateResult Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate) 
     ++size;
     if (FaultOf(n, false)) ++unhealthy;
   }
-  const size_t allowed =
-      std::max<size_t>(1, static_cast<size_t>(std::ceil(static_cast<double>(size) *
-                                                        policy_.max_unavailable_percent / 100.0)));
+  const size_t allowed = policy_.PoolAllowance(size);
   if (unhealthy > allowed) {
     return held(K::kPool,
                 fmt::format("{} of {} nodes in pool \"{}\" unhealthy, at most {} repaired at once",

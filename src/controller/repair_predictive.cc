@@ -81,9 +81,7 @@ Next Repairer::Predict(const kube::Node& node, const AtRiskGpus& gpus,
           (FaultOf(n, false) || n.meta.annotations.count(std::string(keys::kCordonedAnnotation))))
         ++out;
     }
-    const size_t allowed = std::max<size_t>(
-        1, static_cast<size_t>(
-               std::ceil(static_cast<double>(size) * policy_.max_unavailable_percent / 100.0)));
+    const size_t allowed = policy_.PoolAllowance(size);
     if (out + 1 > allowed) {
       Held(node, r,
            {GateResult::Kind::kPool,

@@ -2249,7 +2249,7 @@ class Drill {
             rack_.released ? fmt::format("after {}: {}", keys::kIncidentRelease,
                                          all ? "every rack node reached Remediating"
                                              : "not every rack node reached Remediating")
-                           : "the release was not written");
+                           : "no incident-release annotation could be set");
       return;
     }
     if (o_.scenario == "correlated") {
