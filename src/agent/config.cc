@@ -102,7 +102,8 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
                                                  "backend",
                                                  "slurm",
                                                  "diagnostics",
-                                                 "predictive"},
+                                                 "predictive",
+                                                 "pod_resources"},
                                  "the config must be a mapping of keys to values"));
   if (const YAML::Node v = root["backend"]) {
     const std::string b = v.IsScalar() ? v.as<std::string>() : "";
@@ -262,6 +263,22 @@ Result<AgentConfig> Parse(const YAML::Node& root, const ConfigError& err) {
     GPUHEAL_CHECK(r.Duration("timeout", cfg.runtime.timeout, false, std::chrono::milliseconds(10)));
     GPUHEAL_CHECK(r.Duration("period", cfg.runtime.period, false, std::chrono::milliseconds(100)));
     GPUHEAL_CHECK(r.Bool("network_ready", cfg.runtime.network_ready));
+  }
+  if (root["pod_resources"]) {
+    GPUHEAL_TRY(p, Section::Open(err, root["pod_resources"], "pod_resources",
+                                 {"socket", "resources", "timeout", "refresh"}));
+    GPUHEAL_CHECK(p.String("socket", cfg.pod_resources.socket));
+    if (!cfg.pod_resources.socket.empty() && cfg.pod_resources.socket[0] != '/') {
+      return err.At(root["pod_resources"]["socket"],
+                    "\"pod_resources.socket\" must be an absolute path (the kubelet's "
+                    "/var/lib/kubelet/pod-resources/kubelet.sock) or \"\" to never ask");
+    }
+    GPUHEAL_CHECK(p.Strings("resources", cfg.pod_resources.resources, true,
+                            "a list of GPU resource name patterns (fnmatch: nvidia.com/*)"));
+    GPUHEAL_CHECK(
+        p.Duration("timeout", cfg.pod_resources.timeout, false, std::chrono::milliseconds(10)));
+    GPUHEAL_CHECK(
+        p.Duration("refresh", cfg.pod_resources.refresh, false, std::chrono::milliseconds(100)));
   }
   if (root["previous_boot"]) {
     GPUHEAL_TRY(p, Section::Open(err, root["previous_boot"], "previous_boot",

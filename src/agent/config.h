@@ -120,6 +120,16 @@ struct NvidiaConfig {
   std::chrono::milliseconds dcgm_health_period = std::chrono::seconds(60);
 };
 
+// Which pods hold a faulty GPU (docs/config.md, pod_resources:): the kubelet's PodResources API,
+// asked when a GPU-level fault appears and while one is active; the answer goes into
+// gpuheal.io/gpu-faults ("pods") so that the controller evicts just those pods.
+struct PodResourcesConfig {
+  std::string socket = "/var/lib/kubelet/pod-resources/kubelet.sock";  // "": never asked
+  std::vector<std::string> resources = {"nvidia.com/*"};  // fnmatch patterns of GPU resources
+  std::chrono::milliseconds timeout = std::chrono::milliseconds(500);  // per List call
+  std::chrono::milliseconds refresh = std::chrono::seconds(10);  // while a GPU fault is active
+};
+
 // The Slurm backend (docs/slurm.md): the agent drains, checkpoints and resumes its own Slurm
 // node through slurmctld instead of reporting to Kubernetes.
 struct SlurmConfig {
@@ -183,6 +193,7 @@ struct AgentConfig {
   // Kubernetes mode: lastHeartbeatTime of the agent's conditions is refreshed this often.
   std::chrono::milliseconds heartbeat_period = std::chrono::minutes(5);
   NvidiaConfig nvidia;
+  PodResourcesConfig pod_resources;
   DiagnosticsConfig diagnostics;
   PrecursorConfig predictive;  // precursor signals per GPU: GPUs at risk (gpuheal.io/gpu-at-risk)
   // Not from YAML: the file it was read from ("" when none), for diagnostic bundles.

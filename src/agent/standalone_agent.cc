@@ -17,6 +17,7 @@
 #include <random>
 
 #include "agent/boot_id.h"
+#include "agent/gpu_holders.h"
 #include "core/clock.h"
 #include "core/fault_json.h"
 #include "core/file.h"
@@ -287,9 +288,25 @@ Status StandaloneAgent::Init() {
 
   if (auto s = StartDomainMonitors(); !s) return s;
 
+  // Which pods hold a faulty GPU: the kubelet's PodResources (Kubernetes mode, on a host of its
+  // own, with NVML to map device IDs to GPUs).
+  if (reporter_ && nvml_ && config_.domain_monitors && !config_.pod_resources.socket.empty()) {
+    pod_resources_ = std::make_unique<PodResourcesClient>(config_.pod_resources.socket);
+    auto t = loop_->AddTimer([this](uint32_t) {
+      if (active_.GpuLevel().empty()) return;
+      RefreshGpuHolders();
+      if (reporter_)
+        reporter_->SetAnnotation(std::string(keys::kGpuFaults),
+                                 GpuFaultsToJson(GpuFaultsToPublish()));
+      loop_->ArmTimer(holders_timer_, config_.pod_resources.refresh);
+    });
+    if (!t) return t.error();
+    holders_timer_ = *t;
+  }
+
   if (reporter_) {
     reporter_->SetConditions(active_.Conditions(config_.monitors));
-    reporter_->SetAnnotation(std::string(keys::kGpuFaults), GpuFaultsToJson(active_.GpuLevel()));
+    reporter_->SetAnnotation(std::string(keys::kGpuFaults), GpuFaultsToJson(GpuFaultsToPublish()));
     reporter_->SetAnnotation(std::string(keys::kGpuAtRisk), AtRiskToJson(precursors_.at_risk()));
     reporter_->Start();
   }
@@ -887,9 +904,67 @@ void StandaloneAgent::ActiveFaultsChanged(int64_t detected_usec) {
     // The conditions first: a fatal fault's PATCH does not wait for the annotation (usually both
     // go in one PATCH; at worst the annotation follows in the next).
     reporter_->SetConditions(active_.Conditions(config_.monitors), detected_usec);
-    reporter_->SetAnnotation(std::string(keys::kGpuFaults), GpuFaultsToJson(active_.GpuLevel()));
+    reporter_->SetAnnotation(std::string(keys::kGpuFaults), GpuFaultsToJson(GpuFaultsToPublish()));
   }
   if (slurm_) slurm_->SetDesired(DesiredSlurmState(active_, config_.monitors));
+}
+
+GpuFaults StandaloneAgent::GpuFaultsToPublish() {
+  GpuFaults faults = active_.GpuLevel();
+  if (!pod_resources_) return faults;
+  std::set<std::string> gpus;
+  for (const auto& [pci, f] : faults) gpus.insert(pci);
+  if (gpus.empty()) {
+    holders_for_.clear();
+    return faults;
+  }
+  // A GPU new to the set is asked about at once (the controller reads its pods when it acts);
+  // the timer keeps the answer fresh while the fault lasts.
+  if (!std::includes(holders_for_.begin(), holders_for_.end(), gpus.begin(), gpus.end())) {
+    RefreshGpuHolders();
+    loop_->ArmTimer(holders_timer_, config_.pod_resources.refresh);
+  }
+  holders_for_ = gpus;
+  if (!gpu_holders_known_) return faults;
+  for (auto& [pci, f] : faults) {
+    auto it = gpu_holders_.find(pci);
+    f.pods = it == gpu_holders_.end() ? std::vector<GpuHolder>{} : it->second;
+  }
+  return faults;
+}
+
+void StandaloneAgent::RefreshGpuHolders() {
+  std::string error;
+  auto uses = pod_resources_->List(config_.pod_resources.timeout);
+  if (uses) {
+    std::vector<GpuIdentity> gpus;
+    for (unsigned i = 0; i < nvml_->gpu_count(); ++i) {
+      auto [pci, uuid] = nvml_->GpuAt(i);
+      gpus.push_back(GpuIdentity{pci, uuid});
+    }
+    auto holders = GpuHoldersOf(*uses, config_.pod_resources.resources, gpus);
+    if (holders) {
+      gpu_holders_ = std::move(*holders);
+      gpu_holders_known_ = true;
+    } else {
+      error = holders.error().message;
+    }
+  } else {
+    error = uses.error().message;
+  }
+  if (!error.empty()) {
+    gpu_holders_known_ = false;
+    gpu_holders_.clear();
+    if (error != holders_error_) {
+      Log("warn",
+          "cannot tell which pods hold the faulty GPUs: the controller falls back to the "
+          "node-level drain",
+          {{"error", error}});
+    }
+  } else if (!holders_error_.empty()) {
+    Log("info", "the kubelet's PodResources answers again", {});
+  }
+  holders_error_ = error;
 }
 
 void StandaloneAgent::FlushState() {

@@ -7,9 +7,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,6 +39,7 @@
 #include "sources/kernel_log.h"
 #include "sources/kmsg_doorbell.h"
 #include "sources/kmsg_reader.h"
+#include "sources/pod_resources.h"
 
 namespace gpuheal {
 
@@ -105,6 +108,10 @@ class StandaloneAgent {
   std::string Health() const;
   // Active faults changed (observed or cleared): hand the conditions over; saved by FlushState.
   void ActiveFaultsChanged(int64_t detected_usec);
+  // The GPU-level faults as published: each with the pods holding its GPU where the kubelet's
+  // PodResources says (asked when a GPU joins the set, and on the refresh timer).
+  GpuFaults GpuFaultsToPublish();
+  void RefreshGpuHolders();
   void CheckQuietFaults();
   // The GPUs at risk changed: their annotation, metric and log line.
   void AtRiskChanged();
@@ -124,6 +131,15 @@ class StandaloneAgent {
   std::unique_ptr<LinkMonitor> link_monitor_;        // null when monitors.network is off
   std::unique_ptr<MountMonitor> mount_monitor_;      // null when monitors.storage is off
   std::unique_ptr<RuntimeMonitor> runtime_monitor_;  // null when monitors.runtime is off
+
+  // Which pods hold the faulty GPUs (the kubelet's PodResources; null: never asked).
+  std::unique_ptr<PodResourcesClient> pod_resources_;
+  std::map<std::string, std::vector<GpuHolder>> gpu_holders_;  // by bus id, as last asked
+  bool gpu_holders_known_ = false;     // the last answer was read and every GPU device mapped
+  std::set<std::string> holders_for_;  // the faulty GPUs when last asked
+  std::string holders_error_;          // the last failure, said once until it changes
+  int holders_timer_ = -1;
+
   std::thread previous_boot_;  // the previous boot's crash, read once at start (joined at the end)
   std::deque<int64_t> oom_kills_;  // unix seconds of recent OOM kills
   int64_t last_oom_storm_ = 0;

@@ -63,13 +63,26 @@ std::optional<NodeFault> FaultOf(const kube::Node& n, bool include_gpu_level) {
   for (const auto& [pci, g] : *gpus) {
     if (g.severity != Severity::kCritical) continue;
     if (!worst) {
-      worst = NodeFault{"AcceleratedHardwareReady", g.reason, "",   Severity::kCritical,
-                        Action::kResetGpu,          g.since,  true, {}};
+      worst = NodeFault{"AcceleratedHardwareReady",
+                        g.reason,
+                        "",
+                        Severity::kCritical,
+                        Action::kResetGpu,
+                        g.since,
+                        true,
+                        {},
+                        std::nullopt};
     } else if (g.since < worst->since) {
       worst->reason = g.reason;
       worst->since = g.since;
     }
+    if (worst->gpus.empty()) worst->gpu_holders.emplace();
     worst->gpus.push_back(pci);
+    if (!g.pods) {
+      worst->gpu_holders.reset();
+    } else if (worst->gpu_holders) {
+      for (const auto& p : *g.pods) worst->gpu_holders->push_back(p.namespace_ + "/" + p.name);
+    }
     worst->message += fmt::format("{}GPU {}: {}{} x{} since {}", worst->message.empty() ? "" : "; ",
                                   pci, g.reason, g.xid ? fmt::format(" (Xid {})", g.xid) : "",
                                   g.count, kube::RfcTime(g.since));

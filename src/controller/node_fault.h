@@ -26,6 +26,9 @@ struct NodeFault {
       since;  // the condition's lastTransitionTime (GPU level: first seen)
   bool gpu_level = false;
   std::vector<std::string> gpus;  // GPU level: the GPUs to drain and reset
+  // GPU level: the pods ("namespace/name") holding those GPUs through a device plugin, as the
+  // agent read them from the kubelet's PodResources; nullopt where it could not tell for one.
+  std::optional<std::vector<std::string>> gpu_holders;
 };
 std::optional<NodeFault> FaultOf(const kube::Node& n, bool include_gpu_level = true);
 // Severity of a reason code on a False condition whose message carries no agent decision

@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -166,6 +167,10 @@ class Repairer final : private RepairContext {
   std::optional<Next> DrainDeviceHolders(const kube::Node& node,
                                          const std::vector<DeviceRef>& devices, RepairRecord& r,
                                          SysTime now);
+  // The same for the pods `holders` ("namespace/name"): those of a claim, or those the agent read
+  // from the kubelet's PodResources (device plugins).
+  std::optional<Next> DrainGpuHolders(const kube::Node& node, const std::set<std::string>& holders,
+                                      RepairRecord& r, SysTime now);
 
   struct PendingEvent {
     kube::ObjectReference ref;

@@ -1,6 +1,8 @@
 // GPUs out of service without their node: a DeviceTaintRule per GPU (controller/device_taints.h),
 // made by the GPU-level and predictive rungs and removed when their episode ends. The rules'
 // names are the record's actions, so a restarted controller removes what its predecessor made.
+// The pods holding a GPU (its DRA claims, or the kubelet's PodResources as the agent read them)
+// checkpoint and are evicted before the GPU's reset; the node's other pods stay.
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -74,7 +76,13 @@ std::optional<Next> Repairer::DrainDeviceHolders(const kube::Node& node,
         {{"node", node.meta.name}, {"error", held.error().message}});
     return Next(std::chrono::milliseconds(2000));
   }
-  const std::set<std::string> holders(held->begin(), held->end());
+  return DrainGpuHolders(node, std::set<std::string>(held->begin(), held->end()), r, now);
+}
+
+std::optional<Next> Repairer::DrainGpuHolders(const kube::Node& node,
+                                              const std::set<std::string>& holders, RepairRecord& r,
+                                              SysTime now) {
+  if (r.At("Drained") || dry_run_) return std::nullopt;
   std::vector<kube::Pod> pods;
   for (auto& p : world_.pods(node.meta.name)) {
     if (Evictable(p, policy_) && !p.meta.deleting &&

@@ -62,12 +62,16 @@ Next Repairer::RepairGpu(const kube::Node& node, const NodeFault& f, RepairRecor
   if (!requested) {
     const std::string gpus = fmt::format("{}", fmt::join(f.gpus, ", "));
     // Where DRA names the GPUs, the scheduler places no new claim on them meanwhile, and the pods
-    // holding them (just those) checkpoint and go before the reset; without, the agent's drain
-    // waits for the GPU's processes.
+    // holding them (just those) checkpoint and go before the reset. With a device plugin, the
+    // pods the agent read from the kubelet's PodResources go the same way. Without either, the
+    // agent's drain waits for the GPU's processes.
     const auto devices = TaintDevices(node, f, r, std::string(ToString(f.severity)), "NoSchedule");
     if (!devices) return milliseconds(2000);
     if (!devices->empty()) {
       if (auto wait = DrainDeviceHolders(node, *devices, r, now)) return *wait;
+    } else if (f.gpu_holders) {
+      const std::set<std::string> holders(f.gpu_holders->begin(), f.gpu_holders->end());
+      if (auto wait = DrainGpuHolders(node, holders, r, now)) return *wait;
     }
     if (dry_run_) {
       r.Action("would request GPU recovery of " + gpus + " (dry-run)");

@@ -24,6 +24,13 @@ std::string GpuFaultsToJson(const GpuFaults& faults) {
     if (f.xid) e["xid"] = f.xid;
     e["since"] = kube::RfcTime(f.since);
     e["count"] = f.count;
+    if (f.pods) {
+      e["pods"] = nlohmann::ordered_json::array();
+      for (const auto& p : *f.pods) {
+        e["pods"].push_back(
+            {{"namespace", p.namespace_}, {"name", p.name}, {"container", p.container}});
+      }
+    }
     j[pci] = e;
   }
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
@@ -64,6 +71,30 @@ Result<GpuFaults> ParseGpuFaults(std::string_view json) {
           if (x.get_int64().get(xid) || xid < 1 || xid > 100000)
             return Error{fmt::format("{}: {}: \"xid\" must be an Xid number", key, pci)};
           f.xid = static_cast<int>(xid);
+        }
+        if (simdjson::dom::element x; !e["pods"].get(x)) {
+          simdjson::dom::array pods;
+          if (x.get_array().get(pods) || pods.size() > 1024) {
+            return Error{fmt::format(
+                "{}: {}: \"pods\" must be a list of at most 1024 {{\"namespace\", \"name\", "
+                "\"container\"}}",
+                key, pci)};
+          }
+          f.pods.emplace();
+          for (simdjson::dom::element p : pods) {
+            GpuHolder h;
+            std::string_view ns, name, container;
+            if (p["namespace"].get_string().get(ns) || p["name"].get_string().get(name) ||
+                p["container"].get_string().get(container) || ns.empty() || name.empty() ||
+                ns.size() > 253 || name.size() > 253 || container.size() > 253) {
+              return Error{
+                  fmt::format("{}: {}: each of \"pods\" must be {{\"namespace\", \"name\", "
+                              "\"container\"}} with a namespace and a name",
+                              key, pci)};
+            }
+            f.pods->push_back(
+                GpuHolder{std::string(ns), std::string(name), std::string(container)});
+          }
         }
         out[pci] = std::move(f);
         return Status::Ok();

@@ -1,13 +1,9 @@
 #pragma once
 // A client of the container runtime's CRI RuntimeService (package runtime.v1: Version, Status)
-// over its unix socket. gRPC is HTTP/2 with a 5-byte frame around each protobuf message and the
-// status in trailers; nghttp2 (the HTTP/2 library libcurl itself uses) frames one stream with
-// prior knowledge over the unix socket, and the three messages read here are decoded from
-// protobuf's wire format by ParseCriStatus/ParseCriVersion (fuzzed). This keeps gRPC's and
-// protobuf's libraries, their threads and their ~8 MB resident out of every agent, and libcurl
-// with its TLS stack out of a standalone agent (docs/performance.md, agent footprint). Every call
-// has a deadline: a runtime stopped with SIGSTOP still accepts the connection (the kernel queues
-// it) and never answers.
+// over its unix socket, through sources/grpc_unix.h (no gRPC library; libcurl with its TLS stack
+// stays out of a standalone agent). The messages read here are decoded from protobuf's wire
+// format by ParseCriStatus/ParseCriVersion (fuzzed). Every call has a deadline: a runtime stopped
+// with SIGSTOP still accepts the connection (the kernel queues it) and never answers.
 
 #include <atomic>
 #include <chrono>
@@ -17,6 +13,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "sources/grpc_unix.h"
 
 namespace gpuheal {
 
@@ -27,7 +24,7 @@ struct CriCondition {
 };
 
 struct CriStatus {
-  enum class Outcome { kOk, kUnreachable, kDeadline, kError };
+  using Outcome = GrpcCall::Outcome;
   Outcome outcome = Outcome::kOk;
   std::string error;  // what failed when not kOk
   std::vector<CriCondition> conditions;
@@ -44,9 +41,6 @@ struct CriVersion {
 // protobuf does; malformed input is an error.
 Result<std::vector<CriCondition>> ParseCriStatus(std::string_view message);
 Result<CriVersion> ParseCriVersion(std::string_view message);
-// One gRPC response body: the 5-byte frame (compression flag 0, big-endian length) and its
-// message.
-Result<std::string_view> UnframeGrpc(std::string_view body);
 
 class CriClient {
  public:
@@ -60,14 +54,9 @@ class CriClient {
   Result<CriVersion> Version(std::chrono::milliseconds deadline);
 
  private:
-  struct Call {
-    CriStatus::Outcome outcome = CriStatus::Outcome::kOk;
-    std::string error;
-    std::string message;  // the response message, unframed
-  };
-  Call Invoke(const std::string& method, std::string_view request,
-              std::chrono::milliseconds deadline);
-  std::string socket_path_;
+  GrpcCall Invoke(const std::string& method, std::string_view request,
+                  std::chrono::milliseconds deadline);
+  GrpcTarget target_;
   const std::atomic<bool>* cancel_ = nullptr;
 };
 

@@ -9,7 +9,11 @@
 //   4. `helm upgrade` with a changed config reaches the agent;
 //   5. `helm uninstall` leaves no gpuheal taint, annotation, cordon or condition on any node;
 //   6. the agent as a host service (deploy/systemd/gpuheal-agent-kubelet.service's command line)
-//      with the kubelet's own credentials: it reports its Node; writing another Node is refused.
+//      with the kubelet's own credentials: it reports its Node; writing another Node is refused;
+//   7. the node's containerd frozen and restarted: ContainerRuntimeReady False and back;
+//   8. a device plugin's GPUs (the NVML double's, advertised to the kubelet): a critical fault of
+//      one GPU evicts just the pod the kubelet's PodResources names, the GPU is reset, the node is
+//      never tainted or cordoned.
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -27,6 +31,7 @@
 #include <sstream>
 #include <thread>
 
+#include "apply_manifest.h"
 #include "kube/client.h"
 #include "kube/objects.h"
 #include "local_control_plane.h"
@@ -545,6 +550,259 @@ TEST_F(RealNode, TheNodesContainerdFrozenAndRestartedTurnsContainerRuntimeReadyF
   RunShell("sed -i 's/^containerd .*/containerd " +
            restarted.out.substr(0, restarted.out.find('\n')) + "/' " + node_dir + "/pids");
   ASSERT_TRUE(runtime_is("True", "ContainerRuntimeIsReady")) << log();
+}
+
+// The kubelet's device-plugin checkpoint: which pod UID holds which device ID (the kubelet's own
+// record, read as the truth the agent's PodResources answer is checked against).
+std::map<std::string, std::string> DeviceHolders(const std::string& resource) {
+  std::ifstream in("/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const json j = json::parse(ss.str(), nullptr, false);
+  std::map<std::string, std::string> out;
+  if (!j.is_object()) return out;
+  for (const auto& e : j["Data"].value("PodDeviceEntries", json::array())) {
+    if (e.value("ResourceName", "") != resource) continue;
+    auto add = [&](const json& ids) {
+      for (const auto& id : ids)
+        if (id.is_string()) out[id.get<std::string>()] = e.value("PodUID", "");
+    };
+    const json& ids = e["DeviceIDs"];
+    if (ids.is_array()) add(ids);
+    if (ids.is_object())
+      for (const auto& [numa, list] : ids.items()) add(list);
+  }
+  return out;
+}
+
+// 8. Four pods on four GPUs of a device plugin; Xid 45 on one GPU: the agent names its pod from
+// the kubelet's PodResources, the controller evicts that pod alone, the agent resets the GPU
+// through the NVML double, and a new pod is placed on it. The node is never tainted or cordoned.
+TEST_F(RealNode, ADevicePluginGpuFaultEvictsOnlyThePodHoldingIt) {
+  const std::string node_dir = dir_ + "/node", work = dir_ + "/gpu-scoped";
+  std::filesystem::create_directories(work + "/sysfs");
+  const int buses[] = {0x1b, 0x2b, 0x3b, 0x4b};
+  std::vector<std::string> uuids;
+  json devices = json::array();
+  for (int i = 0; i < 4; ++i) {
+    char uuid[64], bus[32];
+    std::snprintf(uuid, sizeof(uuid), "GPU-7e57d0c0-0000-4000-8000-00000000000%d", i);
+    std::snprintf(bus, sizeof(bus), "00000000:%02X:00.0", buses[i]);
+    uuids.push_back(uuid);
+    devices.push_back(
+        {{"bus_id", bus},
+         {"uuid", uuid},
+         {"name", "NVIDIA H100 80GB HBM3"},
+         {"ecc", {{"volatile_uncorrected", 0}, {"volatile_corrected", 0}}},
+         {"remapped_rows", {{"corrected", 0}, {"uncorrected", 0}, {"pending", 0}, {"failure", 0}}},
+         {"retired_pages_pending", false},
+         {"nvlink", {{"links", 18}, {"down", json::array()}, {"errors", 0}}},
+         {"clock_event_reasons", 0},
+         {"pcie", {{"gen", 5}, {"max_gen", 5}, {"width", 16}, {"max_width", 16}}},
+         {"temperature", 40},
+         {"temperature_slowdown", 87},
+         {"recovery_action", 0},
+         {"persistence_mode", false},
+         {"processes", json::array()}});
+  }
+  const std::string scenario = work + "/gpus.json";
+  std::ofstream(scenario) << json({{"driver_version", "570.86.15"}, {"devices", devices}}).dump(2);
+  const std::string faulty_pci = "0000:3b:00", faulty_uuid = uuids[2];
+
+  // The device plugin: nvidia.com/gpu devices named by the double's UUIDs.
+  std::vector<std::string> plugin_argv = {DEVICE_PLUGIN, "--resource", "nvidia.com/gpu"};
+  for (const auto& u : uuids) plugin_argv.insert(plugin_argv.end(), {"--device", u});
+  Child plugin(plugin_argv, work + "/device-plugin.log");
+  auto plugin_log = [&] { return RunShell("tail -20 " + work + "/device-plugin.log").out; };
+  ASSERT_TRUE(Eventually(
+      [&] { return NodeObj(node_)["status"]["allocatable"].value("nvidia.com/gpu", "") == "4"; },
+      60s))
+      << "the kubelet did not take the device plugin's GPUs:\n"
+      << plugin_log();
+
+  // The workload: four pods, one GPU each.
+  const std::string ns = "gpu-work";
+  (void)client_->Create(
+      "/api/v1/namespaces",
+      {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}}}});
+  auto make_pod = [&](const std::string& name) {
+    json pod = {{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata", {{"name", name}, {"namespace", ns}, {"labels", {{"app", "gpu"}}}}},
+                {"spec",
+                 {{"terminationGracePeriodSeconds", 1},
+                  {"nodeSelector", {{"kubernetes.io/hostname", node_}}},
+                  {"containers",
+                   {{{"name", "main"},
+                     {"image", pause_},
+                     {"imagePullPolicy", "Never"},
+                     {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}}};
+    // A new namespace has no default ServiceAccount for a moment: the API refuses its pods.
+    std::string last;
+    const bool made = Eventually(
+        [&] {
+          auto r = client_->Create(kube::PodPath(ns), pod);
+          last = r ? r->Describe() : r.error().message;
+          return r.ok() && r->status == 201;
+        },
+        20s, 200ms);
+    EXPECT_TRUE(made) << name << ": " << last;
+    return made;
+  };
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(make_pod("trainer-" + std::to_string(i)));
+  std::map<std::string, std::string> uid_of;  // pod name -> UID
+  ASSERT_TRUE(Eventually(
+      [&] {
+        uid_of.clear();
+        for (const auto& p : Pods(ns, "app=gpu"))
+          if (PodReady(p)) uid_of[p["metadata"]["name"]] = p["metadata"]["uid"];
+        return uid_of.size() == 4;
+      },
+      90s))
+      << Describe(ns, "app=gpu");
+  // Which pod holds the faulty GPU, as the kubelet recorded its allocation.
+  const auto holders = DeviceHolders("nvidia.com/gpu");
+  ASSERT_EQ(holders.size(), 4u) << "the kubelet's checkpoint names the four allocations";
+  std::string victim;
+  for (const auto& [name, uid] : uid_of)
+    if (holders.count(faulty_uuid) && holders.at(faulty_uuid) == uid) victim = name;
+  ASSERT_FALSE(victim.empty());
+
+  // The agent with the kubelet's credentials, NVML through the double, PodResources from the
+  // node's kubelet; the controller (the chart is uninstalled by now) on the admin's credentials.
+  const std::string config = work + "/agent.yaml";
+  std::ofstream(config) << "accept_injected: true\nkmsg_start: end\nlisten: \"\"\nstate_dir: "
+                        << work << "/agent-state\n"
+                        << "previous_boot: {enabled: false}\n"
+                        << "runtime: {endpoint: \"unix://" << node_dir
+                        << "/containerd/containerd.sock\"}\n"
+                        << "nvidia:\n  poll_period: 1h\n  sysfs_pci_devices: " << work
+                        << "/sysfs\n  reset:\n    command: [\"" << NVML_DOUBLE_CTL
+                        << "\", \"reset\", \"" << scenario << "\", \"{bus_id}\"]\n"
+                        << "pod_resources:\n  socket: " << node_dir
+                        << "/kubelet/pod-resources/kubelet.sock\n";
+  setenv("GPUHEAL_NVML_SCENARIO", scenario.c_str(), 1);
+  Child agent({GPUHEAL_BIN, "agent", "--kubeconfig", node_dir + "/kubelet.kubeconfig",
+               "--node-name", node_, "--config", config, "--nvml-library", NVML_DOUBLE},
+              work + "/agent.log");
+  unsetenv("GPUHEAL_NVML_SCENARIO");
+  auto agent_log = [&] { return RunShell("tail -30 " + work + "/agent.log").out; };
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const json n = NodeObj(node_);
+        return ConditionStatus(n, "AcceleratedHardwareReady") == "True" &&
+               ConditionStatus(n, "ContainerRuntimeReady") == "True";
+      },
+      30s))
+      << agent_log();
+  // The chart is uninstalled by now; Helm leaves its CRDs (and this test may run alone).
+  EnsureCrd(*client_, "noderepairs.yaml", kube::kNodeRepairsPath);
+  EnsureCrd(*client_, "nodediagnostics.yaml", kube::kNodeDiagnosticsPath);
+  const std::string policy = work + "/policy.yaml";
+  std::ofstream(policy) << "breaker:\n  share_percent: 100\n"
+                        << "checkpoint: {window: 1s, catastrophic_window: 1s}\n";
+  Child controller(
+      {GPUHEAL_BIN, "controller", "--kubeconfig", cp_->kubeconfig(), "--policy", policy, "--listen",
+       "", "--lease-namespace", "default", "--lease-name", "e2e-gpu-scoped"},
+      work + "/controller.log");
+  auto controller_log = [&] { return RunShell("tail -30 " + work + "/controller.log").out; };
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return RunShell("grep -q '\"controller started\"' " + work + "/controller.log").code == 0;
+      },
+      30s))
+      << controller_log();
+
+  const auto t0 = Clock::now();
+  auto since_t0 = [&] {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  };
+  auto inj = RunGpuheal("inject --xid 45 --pci " + faulty_pci);
+  ASSERT_EQ(inj.code, 0) << inj.out;
+  // The agent names the victim as the faulty GPU's only holder.
+  json entry;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const json n = NodeObj(node_);
+        const json faults = json::parse(
+            n["metadata"].value("annotations", json::object()).value("gpuheal.io/gpu-faults", "{}"),
+            nullptr, false);
+        if (!faults.is_object() || !faults.contains(faulty_pci)) return false;
+        entry = faults[faulty_pci];
+        return entry.contains("pods");
+      },
+      20s))
+      << agent_log();
+  ASSERT_EQ(entry["pods"].size(), 1u) << entry.dump();
+  EXPECT_EQ(entry["pods"][0].value("namespace", ""), ns);
+  EXPECT_EQ(entry["pods"][0].value("name", ""), victim);
+  EXPECT_EQ(entry["pods"][0].value("container", ""), "main");
+
+  // The victim goes, the GPU is reset through the double, the fault clears; the node is never
+  // tainted or cordoned and the other three pods keep running.
+  bool tainted = false, victim_gone = false, cleared = false;
+  auto resets = [&] {
+    std::ifstream in(scenario);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const json s = json::parse(ss.str(), nullptr, false);
+    if (!s.is_object()) return -1;
+    for (const auto& d : s["devices"])
+      if (d.value("bus_id", "") == "00000000:3B:00.0") return d.value("resets", 0);
+    return -1;
+  };
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const json n = NodeObj(node_);
+        for (const auto& t : n["spec"].value("taints", json::array()))
+          if (t.value("key", "").rfind("gpuheal.io/", 0) == 0) tainted = true;
+        if (n["spec"].value("unschedulable", false)) tainted = true;
+        bool present = false;
+        for (const auto& p : Pods(ns, "app=gpu"))
+          if (p["metadata"].value("name", "") == victim) present = true;
+        if (!present && !victim_gone)
+          std::printf("T+%.0f ms: %s evicted\n", since_t0(), victim.c_str());
+        victim_gone = victim_gone || !present;
+        const std::string faults =
+            n["metadata"].value("annotations", json::object()).value("gpuheal.io/gpu-faults", "");
+        cleared = victim_gone && faults == "{}";
+        if (cleared)
+          std::printf("T+%.0f ms: GPU %s reset, its fault cleared\n", since_t0(),
+                      faulty_pci.c_str());
+        return tainted || cleared;
+      },
+      90s, 100ms))
+      << "victim gone " << victim_gone << "\nagent:\n"
+      << agent_log() << "\ncontroller:\n"
+      << controller_log();
+  EXPECT_FALSE(tainted) << "the node was tainted or cordoned for one GPU";
+  EXPECT_EQ(resets(), 1) << "the faulty GPU was reset once, through NVML's double";
+  int others = 0;
+  for (const auto& p : Pods(ns, "app=gpu")) {
+    const std::string name = p["metadata"]["name"];
+    if (name == victim) continue;
+    EXPECT_TRUE(PodReady(p)) << name;
+    EXPECT_EQ(p["metadata"].value("uid", ""), uid_of[name]) << name << " was replaced";
+    ++others;
+  }
+  EXPECT_EQ(others, 3);
+
+  // A new pod is placed on the freed GPU.
+  ASSERT_TRUE(make_pod("trainer-new"));
+  std::string new_uid;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        for (const auto& p : Pods(ns, "app=gpu"))
+          if (p["metadata"].value("name", "") == "trainer-new" && PodReady(p))
+            new_uid = p["metadata"].value("uid", "");
+        return !new_uid.empty();
+      },
+      60s))
+      << Describe(ns, "app=gpu");
+  const auto after = DeviceHolders("nvidia.com/gpu");
+  ASSERT_TRUE(after.count(faulty_uuid));
+  EXPECT_EQ(after.at(faulty_uuid), new_uid) << "the new pod holds the reset GPU";
+  (void)client_->Delete("/api/v1/namespaces/" + ns);
 }
 
 }  // namespace
