@@ -3,8 +3,8 @@
 // NVML's GPUs. NVIDIA's device plugin names a GPU by its UUID ("GPU-…", the default) or its
 // index ("0"), per its DEVICE_ID_STRATEGY; a shared GPU (time-slicing, MPS) as "<id>::<replica>".
 // A device ID of a GPU resource that names no GPU NVML knows (a MIG device, another plugin's
-// scheme) makes the answer unknown: a pod on that device might hold a faulty GPU, so the
-// controller falls back to the node-level drain rather than miss it.
+// scheme) makes the answer unknown, not "none": a pod on that device might hold a faulty GPU,
+// and the controller evicts by GPU only what it knows to be complete.
 
 #include <map>
 #include <string>

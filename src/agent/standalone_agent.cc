@@ -957,8 +957,8 @@ void StandaloneAgent::RefreshGpuHolders() {
     gpu_holders_.clear();
     if (error != holders_error_) {
       Log("warn",
-          "cannot tell which pods hold the faulty GPUs: the controller falls back to the "
-          "node-level drain",
+          "cannot tell which pods hold the faulty GPUs: the controller evicts none of them by "
+          "GPU, and the GPU's drain waits for its processes",
           {{"error", error}});
     }
   } else if (!holders_error_.empty()) {
