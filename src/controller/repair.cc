@@ -365,6 +365,15 @@ Next Repairer::Reconcile(const std::string& name) {
     return milliseconds(0);
   }
   const bool gpu_rung = fault->gpu_level && !policy_.critical_node_level;
+  if (open && open->At("Quarantined") && gpu_rung) {
+    // A node-level episode is open but its fault has cleared; what is left is a critical fault of
+    // single GPUs. That episode ends as a healthy node's does (probation, then the release); the
+    // GPUs' own episode opens at the reconcile after it, under its own name, so the agent never
+    // gets a recovery request named after another episode.
+    auto next = Healthy(*node, &*open, now);
+    if (next) return next;
+    return milliseconds(0);
+  }
   if (!open && !records.empty() && !IsPrediction(records.back())) {
     // The last episode ended but the fault has not changed since: the same fault, not a new one.
     // After Replaced or Failed the node stays quarantined; never open a second episode for it.

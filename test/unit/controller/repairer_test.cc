@@ -780,6 +780,42 @@ TEST_F(RepairerTest, TheGpuLevelRungAsksTheAgentAndEndsOnItsAnswer) {
   EXPECT_TRUE(api.Object(kube::PodPath("jobs", "p1"))) << "nothing evicted by the controller";
 }
 
+// A node-level episode still open (its fault cleared, the node in probation) when a critical
+// GPU fault arrives: that episode is released as any healthy node's, and the GPU fault gets an
+// episode of its own; the agent's recovery request never carries the old episode's name.
+TEST_F(RepairerTest, AGpuFaultAfterANodeLevelEpisodeGetsItsOwnEpisode) {
+  AddNode("n1");
+  Fault("n1");
+  auto r = Make();
+  Settle(*r, "n1", 20s);
+  ASSERT_TRUE(Quarantined("n1"));
+  const std::string node_episode = Last("n1").meta.name;
+  Heal("n1");
+  CriticalGpuFault("n1");
+  auto next = r->Reconcile("n1");
+  ASSERT_TRUE(next);
+  EXPECT_EQ(*next, 2min) << "the node-level episode's probation";
+  EXPECT_FALSE(NodeObj("n1").meta.annotations.count(std::string(keys::kGpuRecoveryRequest)));
+  clock.Advance(*next);
+  next = r->Reconcile("n1");  // the release
+  ASSERT_TRUE(next);
+  EXPECT_FALSE(Quarantined("n1"));
+  next = r->Reconcile("n1");  // the GPU's episode
+  const auto recs = Records("n1");
+  ASSERT_EQ(recs.size(), 2u);
+  const auto gpu = Last("n1");
+  EXPECT_NE(gpu.meta.name, node_episode);
+  EXPECT_EQ(gpu.phase, "Remediating");
+  for (const auto& rec : recs) {
+    if (rec.meta.name == node_episode) {
+      EXPECT_EQ(rec.phase, "Recovered");
+    }
+  }
+  const auto req = NodeObj("n1").meta.annotations.at(std::string(keys::kGpuRecoveryRequest));
+  EXPECT_NE(req.find(gpu.meta.name), std::string::npos) << req;
+  EXPECT_FALSE(Quarantined("n1")) << "the node stays in service for one GPU";
+}
+
 TEST_F(RepairerTest, TheGpuLevelRungQuarantinesWhenTheAgentIsSilent) {
   AddNode("n1");
   CriticalGpuFault("n1");
