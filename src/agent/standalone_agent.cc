@@ -292,13 +292,13 @@ Status StandaloneAgent::Init() {
   // own, with NVML to map device IDs to GPUs).
   if (reporter_ && nvml_ && config_.domain_monitors && !config_.pod_resources.socket.empty()) {
     pod_resources_ = std::make_unique<PodResourcesClient>(config_.pod_resources.socket);
+    // The refresh: the faulty GPUs count as not asked about, so publishing asks (once) and
+    // re-arms the timer.
     auto t = loop_->AddTimer([this](uint32_t) {
       if (active_.GpuLevel().empty()) return;
-      RefreshGpuHolders();
-      if (reporter_)
-        reporter_->SetAnnotation(std::string(keys::kGpuFaults),
-                                 GpuFaultsToJson(GpuFaultsToPublish()));
-      loop_->ArmTimer(holders_timer_, config_.pod_resources.refresh);
+      holders_for_.clear();
+      reporter_->SetAnnotation(std::string(keys::kGpuFaults),
+                               GpuFaultsToJson(GpuFaultsToPublish()));
     });
     if (!t) return t.error();
     holders_timer_ = *t;
