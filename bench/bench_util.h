@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -48,6 +50,20 @@ inline double CpuSeconds(pid_t pid) {
   std::sscanf(stat.c_str() + close + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
               &st);
   return static_cast<double>(ut + st) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The CPU seconds of every process whose name (/proc/PID/comm) is `comm`, summed.
+inline double CpuSecondsOf(const std::string& comm) {
+  double total = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename();
+    if (pid.empty() || !std::isdigit(static_cast<unsigned char>(pid[0]))) continue;
+    std::ifstream in(e.path() / "comm");
+    std::string name;
+    if (!std::getline(in, name) || name != comm) continue;
+    if (const double s = CpuSeconds(static_cast<pid_t>(std::stol(pid))); s > 0) total += s;
+  }
+  return total;
 }
 
 // Where a process's resident set is: /proc/PID/smaps' Rss summed per mapped file (anonymous

@@ -10,9 +10,10 @@
 //     PodDisruptionBudget per node that allows it -> pods evicted per second by the controller
 //     (first to last eviction seen by a watcher); baseline in the same run: this program evicting
 //     as many pods of other nodes through the same Eviction API in the controller's order
-//     (--workers threads, each evicting a node's pods, one budget's, one after another), again at
-//     twice the threads, and with a node's pods --parallel at a time: the best of the three is
-//     the API server's own ceiling on this machine;
+//     (a thread per node up to --concurrency, each evicting its node's pods, one budget's, one
+//     after another), at --workers threads (a drain holding its worker, as before the eviction
+//     pool), and at twice the concurrency (two of a budget's pods at a time): the best of the
+//     three is the API server's own ceiling on this machine;
 //   the controller's RSS and CPU afterwards.
 //   --memory: --nodes nodes and --pods pods (spread over the nodes) cached, no faults: the
 //     controller's RSS once its informers hold them, against its RSS with the nodes alone. These
@@ -20,7 +21,7 @@
 //
 //   bench_controller [--nodes 1500] [--faults 100] [--burst 300] [--evict-nodes 25]
 //   [--pods-per-node 8]
-//                    [--workers 8] [--parallel 8] [--no-sim]
+//                    [--workers 8] [--parallel 8] [--concurrency 32] [--no-sim]
 //   --no-sim: the nodes are created by this program and nothing keeps them alive (no Leases, no
 //     heartbeats: the API server serves only the benchmark), and it reports the pods Running
 //     itself.
@@ -28,6 +29,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -37,6 +39,8 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <thread>
 #include <tuple>
 
@@ -108,6 +112,66 @@ void CreatePods(Client& c, const std::string& ns, const std::string& prefix, int
     });
   }
   for (auto& t : ts) t.join();
+}
+
+// The API server's request counters (apiserver_request_total) summed by "VERB resource/sub".
+std::map<std::string, double> RequestCounts(Client& c) {
+  std::map<std::string, double> out;
+  auto r = c.Get("/metrics");
+  if (!r || !r->ok()) return out;
+  std::istringstream in(r->body);
+  std::string line;
+  auto label = [](const std::string& l, const std::string& name) {
+    const auto at = l.find(name + "=\"");
+    if (at == std::string::npos) return std::string();
+    const auto from = at + name.size() + 2;
+    return l.substr(from, l.find('"', from) - from);
+  };
+  while (std::getline(in, line)) {
+    if (!line.starts_with("apiserver_request_total{")) continue;
+    const std::string sub = label(line, "subresource");
+    const std::string key =
+        label(line, "verb") + " " + label(line, "resource") + (sub.empty() ? "" : "/" + sub);
+    out[key] += std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr);
+  }
+  return out;
+}
+
+// CPU seconds so far of the control plane's processes and of gpuheal's (the controller, the sim).
+struct CpuSnapshot {
+  double apiserver, etcd, kcm, gpuheal;
+};
+CpuSnapshot CpuNow() {
+  using gpuheal::bench::CpuSecondsOf;
+  return {CpuSecondsOf("kube-apiserver"), CpuSecondsOf("etcd"), CpuSecondsOf("kube-controller"),
+          CpuSecondsOf("gpuheal")};
+}
+std::string CpuDelta(const CpuSnapshot& a, const CpuSnapshot& b, double seconds) {
+  auto share = [&](double x, double y) { return seconds > 0 ? 100.0 * (y - x) / seconds : 0.0; };
+  return fmt::format(
+      "CPU, % of one core: kube-apiserver {:.0f}%, etcd {:.0f}%, kube-controller-manager {:.0f}%, "
+      "gpuheal (controller and sim) {:.0f}%",
+      share(a.apiserver, b.apiserver), share(a.etcd, b.etcd), share(a.kcm, b.kcm),
+      share(a.gpuheal, b.gpuheal));
+}
+
+// The requests counted between two RequestCounts, the busiest first.
+std::string RequestDelta(const std::map<std::string, double>& before,
+                         const std::map<std::string, double>& after, double seconds) {
+  std::vector<std::pair<double, std::string>> d;
+  double total = 0;
+  for (const auto& [k, v] : after) {
+    const auto it = before.find(k);
+    const double n = v - (it == before.end() ? 0 : it->second);
+    if (n >= 1) d.emplace_back(n, k);
+    total += n;
+  }
+  std::sort(d.rbegin(), d.rend());
+  std::string s =
+      fmt::format("{:.0f} requests ({:.0f}/s):", total, seconds > 0 ? total / seconds : 0);
+  for (size_t i = 0; i < d.size() && i < 8; ++i)
+    s += fmt::format(" {} {:.0f};", d[i].second, d[i].first);
+  return s;
 }
 
 // The sim's name for its i-th node in service: node i is in pool i % 15 (`gpuheal sim --pools 15
@@ -190,7 +254,7 @@ int Memory(const std::string& kubeconfig, Client& c, int nodes, int pods) {
 
 int main(int argc, char** argv) {
   int nodes = 1500, faults = 100, burst = 300, evict_nodes = 25, pods_per_node = 8, pods = 150000,
-      workers = 8, parallel = 8;
+      workers = 8, parallel = 8, concurrency = 32;
   bool memory = false, use_sim = true;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--no-sim")) {
@@ -217,6 +281,8 @@ int main(int argc, char** argv) {
       workers = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--parallel"))
       parallel = std::stoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--concurrency"))
+      concurrency = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--pods"))
       pods = std::stoi(argv[++i]);
   }
@@ -292,7 +358,7 @@ int main(int argc, char** argv) {
            "skip: {namespaces: []}\n"
            // the figures are about speed: gates would hold most of the burst
            "pools: {max_unavailable_percent: 100}\nbreaker: {share_percent: 100}\n"
-        << "eviction: {parallel: " << parallel << "}\n";
+        << "eviction: {parallel: " << parallel << ", concurrency: " << concurrency << "}\n";
     gpuheal::testing::AgentProcess ctl({GPUHEAL_BIN, "controller", "--kubeconfig", cp->kubeconfig(),
                                         "--policy", dir + "/policy.yaml", "--listen", "",
                                         "--lease-namespace", "default", "--workers",
@@ -460,6 +526,33 @@ int main(int argc, char** argv) {
         return std::make_tuple(n, n ? std::chrono::duration<double>(last - first).count() : 0.0,
                                first);
       };
+      // Where a set's time went: how far apart its nodes' first evictions were, and how long a
+      // node took from its first eviction to its last (p50 and max).
+      auto per_node_stats = [&](const std::vector<std::string>& set) {
+        std::lock_guard<std::mutex> lock(mu);
+        std::vector<double> spans;
+        clk::time_point first_start = clk::time_point::max(), last_start = clk::time_point::min();
+        for (const auto& node : set) {
+          clk::time_point first = clk::time_point::max(), last = clk::time_point::min();
+          for (int i = 0; i < pods_per_node; ++i) {
+            auto it = gone.find(fmt::format("p-{}-{}", node, i));
+            if (it == gone.end()) continue;
+            first = std::min(first, it->second);
+            last = std::max(last, it->second);
+          }
+          if (first == clk::time_point::max()) continue;
+          first_start = std::min(first_start, first);
+          last_start = std::max(last_start, first);
+          spans.push_back(std::chrono::duration<double>(last - first).count());
+        }
+        if (spans.empty()) return std::string();
+        std::sort(spans.begin(), spans.end());
+        return fmt::format(
+            "nodes' first evictions within {:.2f} s; a node's first to last: p50 {:.2f} s, max "
+            "{:.2f} s",
+            std::chrono::duration<double>(last_start - first_start).count(),
+            spans[spans.size() / 2], spans.back());
+      };
       auto wait_all = [&](const std::vector<std::string>& set) {
         const auto until = clk::now() + std::chrono::seconds(180);
         while (clk::now() < until && std::get<0>(span(set)) < total)
@@ -469,6 +562,9 @@ int main(int argc, char** argv) {
       // `threads` threads, each taking whole nodes and evicting a node's pods `per_node` at a time.
       auto direct = [&](const std::vector<std::string>& set, int threads, int per_node,
                         const char* what) {
+        const auto counts0 = RequestCounts(c);
+        const auto cpu0 = CpuNow();
+        const auto t0 = clk::now();
         std::vector<std::thread> ts;
         for (int t = 0; t < threads; ++t) {
           ts.emplace_back([&, t] {
@@ -486,22 +582,33 @@ int main(int argc, char** argv) {
         }
         for (auto& t : ts) t.join();
         wait_all(set);
+        const auto counts1 = RequestCounts(c);
+        const auto cpu1 = CpuNow();
+        const double took = std::chrono::duration<double>(clk::now() - t0).count();
         auto [bn, bs, bfirst] = span(set);
         const double rate = bs > 0 ? (bn - 1) / bs : 0.0;
         std::printf(
             "baseline%s: %d pods evicted by this program (%d threads, a node's pods %d at a time): "
             "%.2f s first to last, %.0f pods/s\n",
             what, bn, threads, per_node, bs, rate);
+        std::printf("  %s\n", per_node_stats(set).c_str());
+        std::printf("  API server: %s\n  %s\n", RequestDelta(counts0, counts1, took).c_str(),
+                    CpuDelta(cpu0, cpu1, took).c_str());
         return rate;
       };
-      // The controller's order (a node's pods are under one budget here, so one after another,
-      // --workers nodes at once), the same at twice the threads, and a node's pods --parallel at
-      // a time (what evicting one budget's pods side by side costs).
-      const double same = direct(set_b, workers, 1, "");
-      const double twice = direct(set_c, 2 * workers, 1, " x2");
-      const double side_by_side = direct(set_d, workers, parallel, " one budget side by side");
+      // The controller's order (a node's pods are under one budget here, so one after another;
+      // nodes side by side up to the pool's concurrency), the same at --workers nodes at once,
+      // and at twice the concurrency: two of a budget's pods at a time (what evicting one
+      // budget's pods side by side costs).
+      const int width = std::min(concurrency, evict_nodes);
+      const double same = direct(set_b, width, 1, "");
+      const double at_workers = direct(set_c, workers, 1, " at the workers' count");
+      const double side_by_side = direct(set_d, width, 2, " x2, one budget side by side");
       // The controller drains set A: quarantine, checkpoint requests, then the Eviction API.
       const auto f0 = clk::now();
+      const auto counts0 = RequestCounts(c);
+      const auto cpu0 = CpuNow();
+      const double ctl_cpu0 = gpuheal::bench::CpuSeconds(ctl.pid());
       {
         std::vector<std::thread> ts;
         for (int t = 0; t < 4; ++t) {
@@ -523,8 +630,46 @@ int main(int argc, char** argv) {
           an, as, as > 0 ? (an - 1) / as : 0.0, std::chrono::duration<double>(afirst - f0).count(),
           use_sim ? "; the sim's workloads answer in 0.5 s" : "",
           std::chrono::duration<double>(afirst - f0).count() + as);
+      std::printf("  %s\n", per_node_stats(set_a).c_str());
+      {
+        // The controller's own account (its NodeRepair records): when each node's checkpoint
+        // requests went out and when its drain began, from the first node's to the last's.
+        const auto sys0 =
+            std::chrono::system_clock::now() -
+            std::chrono::duration_cast<std::chrono::system_clock::duration>(clk::now() - f0);
+        std::map<std::string, std::vector<double>> at;
+        if (auto r = c.Get(std::string(kNodeRepairsPath)); r && r->ok()) {
+          const std::set<std::string> in_a(set_a.begin(), set_a.end());
+          const json list = json::parse(r->body);
+          for (const auto& rec : list["items"]) {
+            if (!in_a.count(rec["spec"].value("node", ""))) continue;
+            for (const char* phase : {"Quarantined", "CheckpointRequested", "Draining"}) {
+              const auto t = ParseTime(rec["status"]["phases"].value(phase, ""));
+              if (t) at[phase].push_back(std::chrono::duration<double>(*t - sys0).count());
+            }
+          }
+        }
+        std::string line;
+        for (const char* phase : {"Quarantined", "CheckpointRequested", "Draining"}) {
+          auto& v = at[phase];
+          if (v.empty()) continue;
+          std::sort(v.begin(), v.end());
+          line += fmt::format(" {} {:.2f}-{:.2f} s;", phase, v.front(), v.back());
+        }
+        if (line.empty()) line = " none read";
+        std::printf("  records, after the conditions turned False:%s\n", line.c_str());
+      }
+      {
+        const auto counts1 = RequestCounts(c);
+        const auto cpu1 = CpuNow();
+        const double took = std::chrono::duration<double>(clk::now() - f0).count();
+        std::printf("  API server: %s\n  %s; the controller alone %.0f%%\n",
+                    RequestDelta(counts0, counts1, took).c_str(),
+                    CpuDelta(cpu0, cpu1, took).c_str(),
+                    100.0 * (gpuheal::bench::CpuSeconds(ctl.pid()) - ctl_cpu0) / took);
+      }
       const double ctl_rate = as > 0 ? (an - 1) / as : 0.0;
-      const double best = std::max({same, twice, side_by_side});
+      const double best = std::max({same, at_workers, side_by_side});
       std::printf(
           "controller: %.0f pods/s = %.0f%% of the best direct rate of this run (%.0f pods/s)\n",
           ctl_rate, best > 0 ? 100.0 * ctl_rate / best : 0.0, best);

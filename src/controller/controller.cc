@@ -57,15 +57,20 @@ Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Api
     Log("warn", "lost leadership: stopped acting, campaigning again",
         {{"identity", self->opts_.identity}});
     self->StopWorkers(false);
+    self->repairer_->CancelEvictions();
   };
 
   World w;
   w.node = [self](const std::string& n) { return self->nodes_->Get(n); };
   w.nodes = [self] { return self->nodes_->Items(); };
+  w.each_node = [self](const std::function<void(const kube::Node&)>& fn) {
+    self->nodes_->ForEach(fn);
+  };
   w.pods = [self](const std::string& n) { return self->pods_->ByIndex("node", n); };
   w.repairs = [self](const std::string& n) { return self->repairs_->ByIndex("node", n); };
   w.budgets = [self](const std::string& ns) { return self->budgets_->ByIndex("namespace", ns); };
   w.backlog = [self] { return self->queue_.Len() > 0; };
+  w.wake = [self](const std::string& n) { self->queue_.Add(n); };
   c->repairer_ = std::make_unique<Repairer>(*c->client_, c->clock_, std::move(w), c->opts_.policy,
                                             c->opts_.dry_run, c->metrics_);
   c->repairer_->SetBreakerKey(c->opts_.lease_namespace, c->opts_.lease_name);
@@ -107,6 +112,7 @@ Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Api
 
 Controller::~Controller() {
   StopWorkers(true);
+  repairer_.reset();  // its evictions in flight end; they wake nodes through queue_
   if (elector_) elector_->Stop();
   http_.reset();
   if (repairs_) repairs_->Stop();

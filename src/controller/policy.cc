@@ -56,7 +56,7 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
   if (root["eviction"]) {
     GPUHEAL_TRY(v, Section::Open(e, root["eviction"], "eviction",
                                  {"grace_period_seconds", "drain_timeout", "after_drain_timeout",
-                                  "gpu_pods_only", "parallel"}));
+                                  "gpu_pods_only", "parallel", "concurrency"}));
     GPUHEAL_CHECK(v.Int("grace_period_seconds", p.eviction_grace_seconds, 0, 86400));
     GPUHEAL_CHECK(v.Duration("drain_timeout", p.drain_timeout));
     std::string after;
@@ -70,6 +70,7 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
     }
     GPUHEAL_CHECK(v.Bool("gpu_pods_only", p.gpu_pods_only));
     GPUHEAL_CHECK(v.Int("parallel", p.eviction_parallel, 1, 64));
+    GPUHEAL_CHECK(v.Int("concurrency", p.eviction_concurrency, 1, 256));
   }
   if (root["skip"]) {
     GPUHEAL_TRY(s, Section::Open(e, root["skip"], "skip", {"namespaces", "pod_labels"}));

@@ -40,6 +40,8 @@ struct Policy {
   bool force_delete_after_drain_timeout = false;  // false: wait (and say so)
   bool gpu_pods_only = false;
   int eviction_parallel = 8;  // a node's pods evicted at once (eviction.parallel)
+  // evictions in flight at once, all nodes together (eviction.concurrency)
+  int eviction_concurrency = 32;
   std::vector<std::string> skip_namespaces = {"kube-system"};
   std::map<std::string, std::string> skip_pod_labels;  // pods with all these labels are left alone
   std::string pool_label = "gpuheal.io/pool";          // falls back to karpenter.sh/nodepool

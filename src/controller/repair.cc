@@ -33,6 +33,9 @@ Repairer::Repairer(kube::Api& api, const Clock& clock, World world, Policy polic
       dry_run_(dry_run),
       metrics_(metrics),
       device_taints_(api_, clock_) {
+  evictions_ = std::make_unique<EvictionPool>(
+      [this](const std::string& ns, const std::string& pod) { return api_.Evict(ns, pod); },
+      world_.wake, policy_.eviction_concurrency);
   kube::EventRecorderOptions eo;
   eo.component = "gpuheal-controller";
   events_ = std::make_unique<kube::EventRecorder>(api_, eo);
@@ -101,6 +104,7 @@ void Repairer::FlushEvents() {
 }
 
 Repairer::~Repairer() {
+  evictions_.reset();  // the evictions in flight end first
   {
     std::lock_guard<std::mutex> lock(ev_mu_);
     ev_stop_ = true;
@@ -126,6 +130,17 @@ bool Repairer::WriteStatus(RepairRecord& r) {
     return false;
   }
   r.dirty = false;
+  {
+    // The version written is the one the informer will show: no need to read it back then.
+    auto written = kube::DecodeNodeRepair(res->body);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (written && !written->meta.resource_version.empty() && !Terminal(r.cr.phase)) {
+      r.cr.meta.resource_version = written->meta.resource_version;
+      known_rv_[r.cr.meta.name] = written->meta.resource_version;
+    } else {
+      known_rv_.erase(r.cr.meta.name);
+    }
+  }
   metrics_
       .GetCounter("gpuheal_controller_repair_phases_total",
                   "NodeRepair phase transitions written, by phase", {{"phase", r.cr.phase}})
@@ -177,13 +192,28 @@ std::optional<RepairRecord> Repairer::OpenRecord(const std::string& name,
     }
   }
   if (open) {
-    // The record itself is read fresh: a cached copy a moment behind this controller's own last
-    // write would lose what that write added (the evicted pods, an action).
-    auto res = api_.Get(kNodeRepairs + "/" + open->cr.meta.name);
-    if (res && res->ok()) {
-      if (auto fresh = kube::DecodeNodeRepair(res->body)) open->cr = *fresh;
-    } else if (res && res->status == 404) {
-      open.reset();
+    // A cached copy a moment behind this controller's own last write would lose what that write
+    // added (the evicted pods, an action): the record is read fresh unless the cache holds the
+    // very version this controller last wrote or read. A drain reconciles its node at each pod's
+    // deletion, and a GET each time was a fifth of the API server's requests during a burst.
+    std::string known;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = known_rv_.find(open->cr.meta.name); it != known_rv_.end()) known = it->second;
+    }
+    if (known.empty() || known != open->cr.meta.resource_version) {
+      auto res = api_.Get(kNodeRepairs + "/" + open->cr.meta.name);
+      if (res && res->ok()) {
+        if (auto fresh = kube::DecodeNodeRepair(res->body)) {
+          open->cr = *fresh;
+          std::lock_guard<std::mutex> lock(mu_);
+          known_rv_[open->cr.meta.name] = open->cr.meta.resource_version;
+        }
+      } else if (res && res->status == 404) {
+        std::lock_guard<std::mutex> lock(mu_);
+        known_rv_.erase(open->cr.meta.name);
+        open.reset();
+      }
     }
   }
   if (open && Terminal(open->cr.phase)) open.reset();
@@ -353,6 +383,8 @@ Next Repairer::Reconcile(const std::string& name) {
       if (!WriteStatus(*open)) return milliseconds(2000);
       return next;
     }
+    // No fault: evictions queued for its drain are not started (those in flight end).
+    evictions_->Cancel(node->meta.name);
     return Healthy(*node, open ? &*open : nullptr, now);
   }
   if (open && IsPrediction(open->cr)) {

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,6 +30,7 @@
 
 #include "controller/budget_backoff.h"
 #include "controller/device_taints.h"
+#include "controller/eviction_pool.h"
 #include "controller/incidents.h"
 #include "controller/node_fault.h"
 #include "controller/policy.h"
@@ -75,6 +77,11 @@ class Repairer final : private RepairContext {
   // Waits until every Event queued so far is written (tests).
   void FlushEvents();
 
+  // Drops the evictions queued and not started (leadership lost: another replica drains).
+  void CancelEvictions() { evictions_->Cancel(""); }
+  // Chains of evictions queued or in flight, all nodes (tests).
+  size_t EvictionsBusy() const { return evictions_->Busy(); }
+
  private:
   using SysTime = std::chrono::system_clock::time_point;
 
@@ -111,6 +118,8 @@ class Repairer final : private RepairContext {
   // repair_gates.cc. Which gate holds disruptive actions (kind kNone: none) and why. The pool
   // gate counts nodes out of service, so it does not hold a GPU-level repair.
   GateResult Gate(const kube::Node& node, int attempts, bool pool_gate);
+  // Each node of the cache (World::each_node, else a copy of World::nodes).
+  void EachNode(const std::function<void(const kube::Node&)>& fn) const;
   // Held-gate bookkeeping shared by both rungs: the message, a metric and an Event when it changes.
   void Held(const kube::Node& node, RepairRecord& r, const GateResult& held);
   // The failure-domain incident that holds `node`'s node-level remediation (kind kNone: none).
@@ -131,6 +140,15 @@ class Repairer final : private RepairContext {
     std::vector<size_t> pods;
   };
   std::vector<EvictionGroup> BudgetGroups(const std::vector<const kube::Pod*>& pods) const;
+  // Applies what the eviction pool finished for `node`: counts evictions and refusals, takes
+  // refused pods (and the rest of their chain) off the record's list and holds them with their
+  // budget (`hold`). True when a PodDisruptionBudget refused one.
+  bool ApplyEvictions(const std::string& node, RepairRecord& r, SysTime now,
+                      const std::function<void(const std::string&)>& hold);
+  // Whether `p` (by uid) was evicted and the cache does not show it terminating yet.
+  bool EvictedBefore(const std::string& node, const kube::Pod& p);
+  // Keeps of that memory only the pods of `pods` still shown running.
+  void ForgetEvicted(const std::string& node, const std::vector<kube::Pod>& pods);
 
   // repair_diagnostic.cc. Before the first remediation that destroys the evidence (policy
   // diagnostics): a NodeDiagnostic of the node, waited for at most diagnostics.timeout.
@@ -190,7 +208,8 @@ class Repairer final : private RepairContext {
   std::unique_ptr<kube::EventRecorder> events_;
   BudgetBackoff budgets_;  // 429s from PodDisruptionBudgets, retried per budget
   DeviceTaints device_taints_;
-  std::mutex mu_;  // the breaker, created_ and deferred_: workers reconcile different nodes at once
+  std::mutex mu_;  // the breaker, created_, known_rv_ and deferred_: workers reconcile different
+                   // nodes at once
   std::mutex ev_mu_;
   std::condition_variable ev_cv_;
   std::deque<PendingEvent> ev_queue_;
@@ -198,6 +217,9 @@ class Repairer final : private RepairContext {
   bool ev_stop_ = false;
   std::thread ev_thread_;
   std::map<std::string, std::string> created_;  // node -> the last NodeRepair this replica created
+  // open record -> the resourceVersion this replica last wrote or read: a cached copy of that
+  // version needs no fresh read
+  std::map<std::string, std::string> known_rv_;
   // node -> when it was quarantined, its record left for after the other nodes in the queue
   std::map<std::string, SysTime> deferred_;
   bool breaker_open_ = false;
@@ -206,6 +228,11 @@ class Repairer final : private RepairContext {
   std::map<std::string, Incident> incidents_;  // open, by domain ("label=value"); under mu_
   Histogram* fault_to_quarantine_ = nullptr;
   Histogram* fault_to_drained_ = nullptr;
+  std::mutex evicted_mu_;
+  // node -> uids of pods evicted whose deletion the cache has not shown yet: not evicted again
+  std::map<std::string, std::set<std::string>> evicted_uids_;
+  // Last: its threads stop before the members they use go.
+  std::unique_ptr<EvictionPool> evictions_;
 };
 
 }  // namespace gpuheal::controller

@@ -13,12 +13,35 @@
 
 #include "controller/repair.h"
 #include "core/keys.h"
+#include "core/log.h"
 #include "core/time.h"
 #include "kube/selector.h"
 
 namespace gpuheal::controller {
 
 using std::chrono::milliseconds;
+
+namespace {
+
+// fn(0) .. fn(n - 1), `width` at a time (on this thread alone when one at a time is all).
+void ParallelFor(size_t n, int width, const std::function<void(size_t)>& fn) {
+  const size_t threads = std::min(n, static_cast<size_t>(std::max(1, width)));
+  if (threads <= 1) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> ts;
+  ts.reserve(threads);
+  for (size_t t = 0; t < threads; ++t) {
+    ts.emplace_back([&] {
+      for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
+    });
+  }
+  for (auto& t : ts) t.join();
+}
+
+}  // namespace
 
 std::vector<Repairer::EvictionGroup> Repairer::BudgetGroups(
     const std::vector<const kube::Pod*>& pods) const {
@@ -56,6 +79,75 @@ std::vector<Repairer::EvictionGroup> Repairer::BudgetGroups(
   return groups;
 }
 
+bool Repairer::ApplyEvictions(const std::string& node, RepairRecord& r, SysTime now,
+                              const std::function<void(const std::string&)>& hold) {
+  auto chains = evictions_->Take(node);
+  if (chains.empty()) return false;
+  auto& evictions = metrics_.GetCounter("gpuheal_controller_evictions_total",
+                                        "Pods evicted through the Eviction API");
+  auto& refused =
+      metrics_.GetCounter("gpuheal_controller_evictions_refused_total",
+                          "Evictions a PodDisruptionBudget refused (429); each budget is "
+                          "asked again after its own backoff");
+  bool any_refused = false;
+  for (const auto& chain : chains) {
+    std::optional<std::string> budget;  // set once the chain was refused
+    for (const auto& o : chain) {
+      const std::string key = o.pod.Key();
+      if (o.sent && o.result && o.result->ok()) {
+        evictions.Inc();
+        budgets_.Evicted(key);
+        std::lock_guard<std::mutex> lock(evicted_mu_);
+        evicted_uids_[node].insert(o.pod.uid);
+        continue;
+      }
+      if (o.sent && o.result && o.result->status == 404) continue;  // gone already
+      if (o.sent && o.result && o.result->status == 429) {
+        any_refused = true;
+        refused.Inc();
+        budget = budgets_.Refused(key, o.result->api_status(), now);
+        if (!budget->empty()) hold(key);
+      } else if (!o.sent && budget) {
+        // Not asked after its chain's refusal: under the same budget, it waits as well.
+        budgets_.Join(key, *budget);
+        hold(key);
+      } else if (o.sent) {
+        Log("warn", "eviction failed; retrying",
+            {{"node", node},
+             {"pod", key},
+             {"error", o.result ? o.result->Describe() : o.result.error().message}});
+      }
+      // Not evicted: it leaves the record's list until it is asked again.
+      r.cr.evicted_pods.erase(std::remove(r.cr.evicted_pods.begin(), r.cr.evicted_pods.end(), key),
+                              r.cr.evicted_pods.end());
+      r.dirty = true;
+    }
+  }
+  return any_refused;
+}
+
+bool Repairer::EvictedBefore(const std::string& node, const kube::Pod& p) {
+  std::lock_guard<std::mutex> lock(evicted_mu_);
+  auto it = evicted_uids_.find(node);
+  return it != evicted_uids_.end() && it->second.count(p.meta.uid) > 0;
+}
+
+void Repairer::ForgetEvicted(const std::string& node, const std::vector<kube::Pod>& pods) {
+  std::lock_guard<std::mutex> lock(evicted_mu_);
+  auto it = evicted_uids_.find(node);
+  if (it == evicted_uids_.end()) return;
+  // A pod the cache shows terminating or gone needs no memory of its eviction.
+  std::set<std::string> still;
+  for (const auto& p : pods) {
+    if (!p.meta.deleting && it->second.count(p.meta.uid)) still.insert(p.meta.uid);
+  }
+  if (still.empty()) {
+    evicted_uids_.erase(it);
+  } else {
+    it->second.swap(still);
+  }
+}
+
 std::optional<Next> Repairer::Drain(const kube::Node& node, const NodeFault& f, RepairRecord& r,
                                     SysTime now) {
   // 3. Checkpoint: ask the workloads, wait until each says done or the window ends.
@@ -66,14 +158,20 @@ std::optional<Next> Repairer::Drain(const kube::Node& node, const NodeFault& f, 
   if (!r.At("Drained")) {
     if (!pods.empty() && !r.At("Draining")) {
       const std::string stamp = kube::RfcTime(now);
+      std::vector<const kube::Pod*> ask;
       for (const auto& p : pods) {
         if (p.meta.annotations.count(std::string(keys::kCheckpointRequested)) || dry_run_ ||
             p.meta.deleting)
           continue;
-        (void)api_.Patch(
-            kube::PodPath(p.meta.namespace_, p.meta.name), kube::PatchType::kMerge,
-            {{"metadata", {{"annotations", {{std::string(keys::kCheckpointRequested), stamp}}}}}});
+        ask.push_back(&p);
       }
+      // eviction.parallel at a time: one after another, a burst of 25 nodes of 8 pods spread the
+      // nodes' checkpoint requests, and so their drains, over a second.
+      ParallelFor(ask.size(), policy_.eviction_parallel, [&](size_t i) {
+        (void)api_.Patch(
+            kube::PodPath(ask[i]->meta.namespace_, ask[i]->meta.name), kube::PatchType::kMerge,
+            {{"metadata", {{"annotations", {{std::string(keys::kCheckpointRequested), stamp}}}}}});
+      });
       r.Phase("CheckpointRequested", now);
       const auto window = f.severity >= Severity::kCatastrophic
                               ? policy_.catastrophic_checkpoint_window
@@ -110,6 +208,8 @@ std::optional<Next> Repairer::Drain(const kube::Node& node, const NodeFault& f, 
         if (!held_until || *until < *held_until) held_until = until;
         if (held_budget.empty()) held_budget = budgets_.BudgetOf(key);
       };
+      // What the pool evicted since the last look (refusals put their budget on hold).
+      pdb_held |= ApplyEvictions(node.meta.name, r, now, hold);
       if (!dry_run_) {
         for (const auto& p : pods) {
           const std::string key = p.meta.namespace_ + "/" + p.meta.name;
@@ -124,9 +224,13 @@ std::optional<Next> Repairer::Drain(const kube::Node& node, const NodeFault& f, 
         if (r.dirty) r.Message("draining");
         if (!WriteStatus(r)) return Next(milliseconds(2000));
       }
-      // A node's pods are evicted eviction.parallel at a time: each eviction is a round trip that
-      // reads and updates the pod's budget, so one after another caps a node's drain at the API
-      // server's latency. The results are applied to the record afterwards, on this thread.
+      // The evictions run in the pool beside the workers (eviction_pool.h): pods of one
+      // PodDisruptionBudget one after another (each eviction rewrites the budget's status, so
+      // evictions of one budget at once conflict, and the API server retries a conflict only
+      // after 500 ms), different budgets and pods of none side by side, eviction.parallel of this
+      // node's and eviction.concurrency of all nodes' at once. A chain stops at its first
+      // refusal. The results come back at this node's next reconcile, woken when they end.
+      ForgetEvicted(node.meta.name, pods);
       std::vector<const kube::Pod*> to_evict;
       for (const auto& p : pods) {
         if (p.meta.deleting) continue;
@@ -134,69 +238,22 @@ std::optional<Next> Repairer::Drain(const kube::Node& node, const NodeFault& f, 
           r.Action("would evict " + p.meta.namespace_ + "/" + p.meta.name + " (dry-run)");
           continue;
         }
-        if (held.count(p.meta.namespace_ + "/" + p.meta.name)) continue;
+        const std::string key = p.meta.namespace_ + "/" + p.meta.name;
+        if (held.count(key) || evictions_->Pending(key) || EvictedBefore(node.meta.name, p))
+          continue;
         to_evict.push_back(&p);
       }
-      // Pods under one PodDisruptionBudget are evicted one after another: each eviction rewrites
-      // the budget's status, so evictions of one budget at once conflict, and the API server
-      // retries a conflict only after 500 ms. Pods of different budgets, and pods of none, go
-      // side by side, eviction.parallel at a time. A group stops at its first refusal.
-      const auto groups = BudgetGroups(to_evict);
-      std::vector<size_t> group_of(to_evict.size());  // pod -> its group
-      for (size_t g = 0; g < groups.size(); ++g)
-        for (const size_t i : groups[g].pods) group_of[i] = g;
-      std::vector<Result<kube::Response>> results(to_evict.size(), Error{"not sent"});
-      std::atomic<size_t> next_group{0};
-      auto run = [&] {
-        for (size_t g; (g = next_group.fetch_add(1)) < groups.size();) {
-          for (const size_t i : groups[g].pods) {
-            results[i] = api_.Evict(to_evict[i]->meta.namespace_, to_evict[i]->meta.name);
-            if (results[i] && results[i]->status == 429) break;
-          }
-        }
-      };
-      const size_t width =
-          std::min(groups.size(), static_cast<size_t>(std::max(1, policy_.eviction_parallel)));
-      if (width <= 1) {
-        run();
-      } else {
-        std::vector<std::thread> threads;
-        threads.reserve(width);
-        for (size_t t = 0; t < width; ++t) threads.emplace_back(run);
-        for (auto& t : threads) t.join();
-      }
-      auto& evictions = metrics_.GetCounter("gpuheal_controller_evictions_total",
-                                            "Pods evicted through the Eviction API");
-      auto& refused =
-          metrics_.GetCounter("gpuheal_controller_evictions_refused_total",
-                              "Evictions a PodDisruptionBudget refused (429); each budget is "
-                              "asked again after its own backoff");
-      for (size_t i = 0; i < to_evict.size(); ++i) {
-        const auto& res = results[i];
-        const std::string key = to_evict[i]->meta.namespace_ + "/" + to_evict[i]->meta.name;
-        if (res && res->ok()) {
-          evictions.Inc();
-          budgets_.Evicted(key);
-        } else if (!res || res->status != 404) {
-          if (res && res->status == 429) {
-            pdb_held = true;
-            refused.Inc();
-            const std::string budget = budgets_.Refused(key, res->api_status(), now);
-            if (!budget.empty()) hold(key);
-            // The rest of its group, under the same budget, was not asked: it waits as well.
-            for (const size_t j : groups[group_of[i]].pods) {
-              if (results[j] || results[j].error().message != "not sent") continue;
-              const std::string other = to_evict[j]->meta.namespace_ + "/" + to_evict[j]->meta.name;
-              budgets_.Join(other, budget);
-              hold(other);
-            }
-          }
-          r.cr.evicted_pods.erase(
-              std::remove(r.cr.evicted_pods.begin(), r.cr.evicted_pods.end(), key),
-              r.cr.evicted_pods.end());
-          r.dirty = true;
+      std::vector<std::vector<EvictionTarget>> chains;
+      for (const auto& g : BudgetGroups(to_evict)) {
+        auto& c = chains.emplace_back();
+        for (const size_t i : g.pods) {
+          const auto& m = to_evict[i]->meta;
+          c.push_back({m.namespace_, m.name, m.uid});
         }
       }
+      evictions_->Submit(node.meta.name, std::move(chains), policy_.eviction_parallel);
+      // Without a wake-up the pool evicted them before it returned: their results are here now.
+      pdb_held |= ApplyEvictions(node.meta.name, r, now, hold);
       if (dry_run_) {
         r.Message("dry-run: would evict and remediate");
         return Next(std::nullopt);
@@ -230,6 +287,9 @@ std::optional<Next> Repairer::Drain(const kube::Node& node, const NodeFault& f, 
       }
       return Next(next);
     }
+    // The last chains' results (their pods are gone now): counted, nothing left to hold.
+    ApplyEvictions(node.meta.name, r, now, [](const std::string&) {});
+    ForgetEvicted(node.meta.name, pods);
     r.Phase("Drained", now);
     fault_to_drained_->Observe(std::chrono::duration<double>(now - f.since).count());
   }

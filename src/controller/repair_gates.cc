@@ -92,20 +92,25 @@ GateResult Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate) 
                     duration_cast<std::chrono::hours>(policy_.repairs_window).count(),
                     policy_.max_repairs));
   }
-  const std::vector<kube::Node> all = world_.nodes();
   // Circuit breaker: a correlated event (many GPU nodes unhealthy within the window) is more
   // likely a shared cause (driver rollout, fabric, power) than bad hardware.
   CheckBreakerKey(now);
   std::unique_lock<std::mutex> lock(mu_);
   const SysTime acknowledged = breaker_reset_at_;
   lock.unlock();
-  size_t gpu_nodes = 0, recent = 0;
-  for (const auto& n : all) {
-    if (n.gpu_capacity <= 0) continue;
+  // One pass over the cluster for the breaker and the pool gate.
+  const std::string pool = PoolOf(node, policy_);
+  size_t gpu_nodes = 0, recent = 0, pool_size = 0, pool_unhealthy = 0;
+  EachNode([&](const kube::Node& n) {
+    if (pool_gate && PoolOf(n, policy_) == pool) {
+      ++pool_size;
+      if (FaultOf(n, false)) ++pool_unhealthy;
+    }
+    if (n.gpu_capacity <= 0) return;
     ++gpu_nodes;
     auto nf = FaultOf(n);
     if (nf && now - nf->since <= policy_.breaker_window && nf->since > acknowledged) ++recent;
-  }
+  });
   const std::string why =
       fmt::format("{} of {} GPU nodes turned unhealthy within {} s (limit {:.0f}%)", recent,
                   gpu_nodes, duration_cast<std::chrono::seconds>(policy_.breaker_window).count(),
@@ -148,20 +153,21 @@ GateResult Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate) 
   if (!pool_gate) return {};
   // Pool gate: count as Karpenter does, every unhealthy node of the pool (out of service: a
   // node-level fault; a GPU-level one leaves the node in service).
-  const std::string pool = PoolOf(node, policy_);
-  size_t size = 0, unhealthy = 0;
-  for (const auto& n : all) {
-    if (PoolOf(n, policy_) != pool) continue;
-    ++size;
-    if (FaultOf(n, false)) ++unhealthy;
-  }
-  const size_t allowed = policy_.PoolAllowance(size);
-  if (unhealthy > allowed) {
+  const size_t allowed = policy_.PoolAllowance(pool_size);
+  if (pool_unhealthy > allowed) {
     return held(K::kPool,
                 fmt::format("{} of {} nodes in pool \"{}\" unhealthy, at most {} repaired at once",
-                            unhealthy, size, pool, allowed));
+                            pool_unhealthy, pool_size, pool, allowed));
   }
   return {};
+}
+
+void Repairer::EachNode(const std::function<void(const kube::Node&)>& fn) const {
+  if (world_.each_node) {
+    world_.each_node(fn);
+    return;
+  }
+  for (const auto& n : world_.nodes()) fn(n);
 }
 
 GateResult Repairer::IncidentGate(const kube::Node& node) {

@@ -55,7 +55,10 @@ std::unique_ptr<HttpConnection> Client::Take() {
 void Client::Give(std::unique_ptr<HttpConnection> c) {
   if (!c) return;
   std::lock_guard<std::mutex> lock(pool_mu_);
-  if (pool_.size() < 16) pool_.push_back(std::move(c));
+  // As many idle connections as requests were in flight at once, up to 64: the controller's
+  // workers and eviction pool (8 + 32 by default) each keep theirs instead of a TLS handshake per
+  // request above the cap.
+  if (pool_.size() < 64) pool_.push_back(std::move(c));
 }
 
 std::chrono::milliseconds Client::Backoff(int attempt, const std::string& retry_after) {

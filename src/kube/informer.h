@@ -125,6 +125,13 @@ class Informer {
     for (const auto& [k, v] : store_) out.push_back(v);
     return out;
   }
+  // Calls `fn` on each cached object under the cache's lock, copying none: for a pass over a
+  // large cache (1,500 nodes) on every reconcile. `fn` must be quick and not call back into this
+  // informer.
+  void ForEach(const std::function<void(const T&)>& fn) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [k, v] : store_) fn(v);
+  }
   std::vector<T> ByIndex(const std::string& index, const std::string& value) const {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<T> out;

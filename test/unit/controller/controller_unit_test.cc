@@ -22,11 +22,12 @@ TEST(Policy, DefaultsAndFullPolicy) {
   EXPECT_EQ(d->max_unavailable_percent, 20);
   EXPECT_EQ(d->max_repairs, 3);
   EXPECT_EQ(d->eviction_parallel, 8);
+  EXPECT_EQ(d->eviction_concurrency, 32);
   EXPECT_EQ(d->provider, Provider::kNone);
   auto p = ParsePolicy(R"(
 toleration: {AcceleratedHardwareReady: 5m, default: 1h}
 checkpoint: {window: 1m, catastrophic_window: 2s}
-eviction: {grace_period_seconds: 10, drain_timeout: 3m, after_drain_timeout: force-delete, gpu_pods_only: true, parallel: 16}
+eviction: {grace_period_seconds: 10, drain_timeout: 3m, after_drain_timeout: force-delete, gpu_pods_only: true, parallel: 16, concurrency: 64}
 skip: {namespaces: [kube-system, monitoring], pod_labels: {gpuheal.io/skip: "true"}}
 pools: {label: example.com/pool, max_unavailable_percent: 10}
 breaker: {share_percent: 40, window: 2m, quiet: 30m}
@@ -45,6 +46,7 @@ critical: {action: node, request_timeout: 3m}
   EXPECT_TRUE(p->force_delete_after_drain_timeout);
   EXPECT_TRUE(p->gpu_pods_only);
   EXPECT_EQ(p->eviction_parallel, 16);
+  EXPECT_EQ(p->eviction_concurrency, 64);
   EXPECT_EQ(p->skip_namespaces, (std::vector<std::string>{"kube-system", "monitoring"}));
   EXPECT_EQ(p->skip_pod_labels.at("gpuheal.io/skip"), "true");
   EXPECT_EQ(p->pool_label, "example.com/pool");
@@ -162,6 +164,8 @@ TEST(Policy, ErrorsNameFileLineAndField) {
       {"probation: 0s\n", "\"probation\" must be a positive duration"},
       {"eviction:\n  after_drain_timeout: kill\n", "must be wait or force-delete"},
       {"eviction:\n  parallel: 0\n", "\"eviction.parallel\" must be an integer from 1 to 64"},
+      {"eviction:\n  concurrency: 1000\n",
+       "\"eviction.concurrency\" must be an integer from 1 to 256"},
       {"pools:\n  max_unavailable_percent: 0\n",
        "\"pools.max_unavailable_percent\" must be an integer from 1 to 100"},
       {"provider:\n  name: reboot\n",

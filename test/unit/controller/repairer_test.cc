@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include "controller/repair.h"
 #include "core/keys.h"
@@ -384,6 +387,101 @@ TEST_F(RepairerTest, ANodesPodsAreEvictedInParallelBatchesEachAnswerToItsPod) {
   api.AllowEvictions();
   Settle(*r, "n1", 10s);
   EXPECT_TRUE(Last("n1").phase_times.count("Drained"));
+}
+
+// With a wake-up (the controller's work queue), a drain hands its evictions to the pool and
+// returns; the pool wakes the node when they end, and the next reconcile applies their results:
+// refused pods leave the record's list and wait for their budget, evicted ones are counted and
+// not asked again.
+TEST_F(RepairerTest, WithAWakeUpTheDrainDoesNotWaitAndTheNextReconcileTakesTheResults) {
+  policy.checkpoint_window = 0s;
+  AddNode("n1");
+  for (int i = 0; i < 3; ++i) AddPod("tr" + std::to_string(i), "n1", 1, {{"app", "tr"}});
+  for (int i = 0; i < 4; ++i) AddPod("w" + std::to_string(i), "n1");
+  api.Put(kube::PdbPath("jobs", "tr"),
+          {{"spec", {{"minAvailable", 3}, {"selector", {{"matchLabels", {{"app", "tr"}}}}}}}});
+  Fault("n1");
+  api.RefuseEvictions("/pods/tr", "tr");
+  std::mutex mu;
+  std::vector<std::string> woken;
+  auto w = MakeWorld();
+  w.wake = [&](const std::string& n) {
+    std::lock_guard<std::mutex> lock(mu);
+    woken.push_back(n);
+  };
+  Repairer r(api, clock, std::move(w), policy, false, metrics);
+  auto idle = [&] {
+    for (int i = 0; i < 500 && r.EvictionsBusy() > 0; ++i) std::this_thread::sleep_for(10ms);
+    return r.EvictionsBusy() == 0;
+  };
+  for (int i = 0; i < 20 && api.Count("POST", "/eviction") == 0 && r.EvictionsBusy() == 0; ++i) {
+    const auto next = r.Reconcile("n1");
+    ASSERT_TRUE(next);
+    clock.Advance(std::max<std::chrono::microseconds>(*next, 1ms));
+  }
+  ASSERT_TRUE(idle());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(woken, std::vector<std::string>{"n1"}) << "woken once, when its evictions ended";
+  }
+  EXPECT_EQ(api.Count("POST", "/eviction"), 5u) << "tr's first pod, then the 4 pods of no budget";
+  EXPECT_EQ(Last("n1").evicted_pods.size(), 7u) << "all listed before the Eviction API was called";
+  (void)r.Reconcile("n1");
+  auto rec = Last("n1");
+  EXPECT_EQ(rec.evicted_pods.size(), 4u) << "tr's three left the list at the refusal";
+  EXPECT_NE(rec.message.find("PodDisruptionBudget jobs/tr: 3 pod(s)"), std::string::npos)
+      << rec.message;
+  EXPECT_EQ(metrics.GetCounter("gpuheal_controller_evictions_total", "").value(), 4);
+  EXPECT_EQ(metrics.GetCounter("gpuheal_controller_evictions_refused_total", "").value(), 1);
+  api.AllowEvictions();
+  for (int i = 0; i < 100 && !Last("n1").phase_times.count("Drained"); ++i) {
+    const auto next = r.Reconcile("n1");
+    ASSERT_TRUE(idle());
+    clock.Advance(std::max<std::chrono::microseconds>(next.value_or(1s), 1ms));
+  }
+  EXPECT_TRUE(Last("n1").phase_times.count("Drained"));
+  for (int i = 0; i < 3; ++i)
+    EXPECT_FALSE(api.Object(kube::PodPath("jobs", "tr" + std::to_string(i)))) << i;
+  EXPECT_EQ(metrics.GetCounter("gpuheal_controller_evictions_total", "").value(), 7);
+  EXPECT_EQ(api.Count("POST", "/pods/w"), 4u) << "an evicted pod is not asked again";
+}
+
+// The cache may show an evicted pod still running when the pool wakes its node: it is not evicted
+// a second time.
+TEST_F(RepairerTest, APodEvictedButStillRunningInTheCacheIsNotEvictedAgain) {
+  policy.checkpoint_window = 0s;
+  AddNode("n1");
+  for (int i = 0; i < 3; ++i) AddPod("w" + std::to_string(i), "n1");
+  Fault("n1");
+  auto w = MakeWorld();
+  const auto before = w.pods("n1");
+  std::atomic<bool> stale{true};  // the watch delivers the deletions late
+  auto live = w.pods;
+  w.pods = [&, live](const std::string& n) { return stale ? before : live(n); };
+  std::atomic<int> wakes{0};
+  w.wake = [&](const std::string&) { ++wakes; };
+  Repairer r(api, clock, std::move(w), policy, false, metrics);
+  for (int i = 0; i < 20 && wakes == 0 && r.EvictionsBusy() == 0; ++i) {
+    const auto next = r.Reconcile("n1");
+    ASSERT_TRUE(next);
+    clock.Advance(std::max<std::chrono::microseconds>(*next, 1ms));
+  }
+  for (int i = 0; i < 500 && wakes == 0; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(wakes, 1);
+  for (int i = 0; i < 3; ++i) {
+    (void)r.Reconcile("n1");
+    for (int j = 0; j < 500 && r.EvictionsBusy() > 0; ++j) std::this_thread::sleep_for(10ms);
+    clock.Advance(500ms);
+  }
+  EXPECT_EQ(r.EvictionsBusy(), 0u);
+  EXPECT_EQ(api.Count("POST", "/eviction"), 3u);
+  stale = false;
+  for (int i = 0; i < 5 && !Last("n1").phase_times.count("Drained"); ++i) {
+    (void)r.Reconcile("n1");
+    clock.Advance(500ms);
+  }
+  EXPECT_TRUE(Last("n1").phase_times.count("Drained"));
+  EXPECT_EQ(api.Count("POST", "/eviction"), 3u);
 }
 
 TEST_F(RepairerTest, TheReleaseWaitsForProbationAndUndoesOnlyWhatGpuhealDid) {
