@@ -7,12 +7,18 @@
 //   1. no NVML, the container-runtime monitor off
 //   2. no NVML, the container-runtime monitor on (the default; no runtime answers here)
 //   3. the NVML test double with 1 GPU, then 8 GPUs: the growth per GPU
+//   4. what a TLS stack costs a process before its first request: in a child process each,
+//      libcurl (as the agent opens it), libcurl's GnuTLS build, OpenSSL's libssl and GnuTLS
+//      alone, opened with dlopen and initialised; the growth of VmRSS at each step
 // The agent in Kubernetes mode (libcurl loaded, connected) is in bench_agent_kube.
 //
 //   bench_footprint
 
+#include <curl/curl.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -93,6 +99,35 @@ json Devices(int n) {
 
 }  // namespace
 
+long VmRssKb() { return gpuheal::bench::RssKb(getpid()); }
+
+// In a child process: `soname` opened and `init` (a function of no arguments the library
+// exports, or nullptr) called; prints the VmRSS growth of each step.
+void TlsCost(const char* soname, const char* init, void (*call)(void*)) {
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  if (pid < 0) return;
+  if (pid == 0) {
+    const long before = VmRssKb();
+    void* h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      std::printf("  %-22s not installed\n", soname);
+      std::fflush(stdout);
+      _exit(0);
+    }
+    const long opened = VmRssKb();
+    void* fn = init ? dlsym(h, init) : nullptr;
+    if (fn) call(fn);
+    const long ready = VmRssKb();
+    std::printf("  %-22s dlopen %+6ld kB, %s %+6ld kB: %+6ld kB\n", soname, opened - before,
+                init ? init : "-", ready - opened, ready - before);
+    std::fflush(stdout);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
 int main() {
   if (geteuid() != 0) {
     std::fprintf(stderr, "bench_footprint: the agent reads /dev/kmsg; run as root\n");
@@ -108,6 +143,15 @@ int main() {
   sc.Write({{"devices", Devices(8)}});
   const long eight =
       Measure("standalone, NVML double, 8 GPUs", "", {"--nvml-library", NVML_DOUBLE});
+  std::printf("what a TLS stack adds to a process before its first request:\n");
+  TlsCost("libcurl.so.4", "curl_global_init",
+          [](void* f) { reinterpret_cast<CURLcode (*)(long)>(f)(CURL_GLOBAL_DEFAULT); });
+  TlsCost("libcurl-gnutls.so.4", "curl_global_init",
+          [](void* f) { reinterpret_cast<CURLcode (*)(long)>(f)(CURL_GLOBAL_DEFAULT); });
+  TlsCost("libssl.so.3", "OPENSSL_init_ssl",
+          [](void* f) { reinterpret_cast<int (*)(uint64_t, const void*)>(f)(0, nullptr); });
+  TlsCost("libgnutls.so.30", "gnutls_global_init",
+          [](void* f) { reinterpret_cast<int (*)()>(f)(); });
   std::printf(
       "summary: no NVML %ld kB (runtime monitor off) / %ld kB (on); NVML double 1 GPU %ld kB, "
       "8 GPUs %ld kB: %+.0f kB per GPU\n",
