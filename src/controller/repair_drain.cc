@@ -165,8 +165,8 @@ std::optional<Next> Repairer::Drain(const kube::Node& node, const NodeFault& f, 
           continue;
         ask.push_back(&p);
       }
-      // eviction.parallel at a time: one after another, a burst of 25 nodes of 8 pods spread the
-      // nodes' checkpoint requests, and so their drains, over a second.
+      // eviction.parallel at a time: one after another, a node of 8 pods waited for 8 round trips
+      // before its checkpoint window began.
       ParallelFor(ask.size(), policy_.eviction_parallel, [&](size_t i) {
         (void)api_.Patch(
             kube::PodPath(ask[i]->meta.namespace_, ask[i]->meta.name), kube::PatchType::kMerge,
