@@ -172,6 +172,11 @@ void EvictionPool::Cancel(const std::string& node) {
   }
 }
 
+size_t EvictionPool::PendingPods() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_.size();
+}
+
 size_t EvictionPool::Busy() const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;

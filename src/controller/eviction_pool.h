@@ -60,8 +60,10 @@ class EvictionPool {
   // Drops the chains of `node` not started yet (its fault went away); "": every node's
   // (leadership lost). The evictions in flight end and their results wait for Take as usual.
   void Cancel(const std::string& node);
-  // Chains queued or in flight, all nodes (tests, metrics).
+  // Chains queued or in flight, all nodes (tests).
   size_t Busy() const;
+  // Pods queued or being evicted, all nodes (gpuheal_controller_evictions_pending).
+  size_t PendingPods() const;
 
  private:
   struct NodeWork {

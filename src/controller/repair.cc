@@ -50,6 +50,9 @@ Repairer::Repairer(kube::Api& api, const Clock& clock, World world, Policy polic
   fault_to_quarantine_ = &metrics.GetHistogram(
       "gpuheal_controller_fault_to_quarantine_seconds",
       "Condition False (lastTransitionTime) to quarantine taint written", kLatencyBuckets);
+  evictions_pending_ = &metrics.GetGauge(
+      "gpuheal_controller_evictions_pending",
+      "Pods whose eviction is queued or in flight in the eviction pool, all nodes");
   fault_to_drained_ = &metrics.GetHistogram("gpuheal_controller_fault_to_drained_seconds",
                                             "Condition False to the node's last evictable pod gone",
                                             kLatencyBuckets);

@@ -228,6 +228,7 @@ class Repairer final : private RepairContext {
   std::map<std::string, Incident> incidents_;  // open, by domain ("label=value"); under mu_
   Histogram* fault_to_quarantine_ = nullptr;
   Histogram* fault_to_drained_ = nullptr;
+  Gauge* evictions_pending_ = nullptr;  // pods queued or in flight in the eviction pool
   std::mutex evicted_mu_;
   // node -> uids of pods evicted whose deletion the cache has not shown yet: not evicted again
   std::map<std::string, std::set<std::string>> evicted_uids_;

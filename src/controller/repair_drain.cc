@@ -82,6 +82,7 @@ std::vector<Repairer::EvictionGroup> Repairer::BudgetGroups(
 bool Repairer::ApplyEvictions(const std::string& node, RepairRecord& r, SysTime now,
                               const std::function<void(const std::string&)>& hold) {
   auto chains = evictions_->Take(node);
+  evictions_pending_->Set(static_cast<double>(evictions_->PendingPods()));
   if (chains.empty()) return false;
   auto& evictions = metrics_.GetCounter("gpuheal_controller_evictions_total",
                                         "Pods evicted through the Eviction API");
@@ -252,6 +253,7 @@ std::optional<Next> Repairer::Drain(const kube::Node& node, const NodeFault& f, 
         }
       }
       evictions_->Submit(node.meta.name, std::move(chains), policy_.eviction_parallel);
+      evictions_pending_->Set(static_cast<double>(evictions_->PendingPods()));
       // Without a wake-up the pool evicted them before it returned: their results are here now.
       pdb_held |= ApplyEvictions(node.meta.name, r, now, hold);
       if (dry_run_) {

@@ -104,11 +104,13 @@ TEST(EvictionPoolTest, SubmitReturnsAtOnceAndChainsRunSideBySideUpToTheConcurren
   EXPECT_TRUE(pool.Pending("ns/ax0"));
   EXPECT_TRUE(gate.WaitRunning(4)) << "four chains in flight while Submit has returned";
   EXPECT_EQ(pool.Busy(), 6u);
+  EXPECT_EQ(pool.PendingPods(), 6u);
   EXPECT_TRUE(pool.Take("a").empty()) << "nothing ended yet";
   gate.Open();
   for (const std::string node : {"a", "b", "c"}) ASSERT_TRUE(woken.WaitFor(node)) << node;
   EXPECT_EQ(gate.max_running(), 4);
   EXPECT_FALSE(pool.Pending("ns/ax0"));
+  EXPECT_EQ(pool.PendingPods(), 0u);
   for (const std::string node : {"a", "b", "c"}) {
     EXPECT_EQ(woken.count(node), 1) << "woken once, when its last chain ended";
     auto out = pool.Take(node);

@@ -444,6 +444,7 @@ TEST_F(RepairerTest, WithAWakeUpTheDrainDoesNotWaitAndTheNextReconcileTakesTheRe
     EXPECT_FALSE(api.Object(kube::PodPath("jobs", "tr" + std::to_string(i)))) << i;
   EXPECT_EQ(metrics.GetCounter("gpuheal_controller_evictions_total", "").value(), 7);
   EXPECT_EQ(api.Count("POST", "/pods/w"), 4u) << "an evicted pod is not asked again";
+  EXPECT_EQ(metrics.GetGauge("gpuheal_controller_evictions_pending", "").value(), 0);
 }
 
 // The cache may show an evicted pod still running when the pool wakes its node: it is not evicted
