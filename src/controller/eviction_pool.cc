@@ -154,11 +154,9 @@ bool EvictionPool::Pending(const std::string& key) const {
 
 void EvictionPool::Cancel(const std::string& node) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = nodes_.begin(); it != nodes_.end();) {
-    if (!node.empty() && it->first != node) {
-      ++it;
-      continue;
-    }
+  // A named node is looked up: every healthy node's reconcile calls this.
+  auto it = node.empty() ? nodes_.begin() : nodes_.find(node);
+  while (it != nodes_.end()) {
     auto& w = it->second;
     for (const auto& c : w.queued)
       for (const auto& p : c) pending_.erase(p.Key());
