@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "core/parallel.h"
+
 namespace gpuheal::controller {
 
 EvictionPool::EvictionPool(EvictFn evict, WakeFn wake, int concurrency)
@@ -47,27 +49,7 @@ void EvictionPool::Submit(const std::string& node, std::vector<std::vector<Evict
   if (!wake_) {
     // Nothing would wake the node: run the chains here, per_node at a time.
     std::vector<ChainOutcome> outs(chains.size());
-    std::mutex next_mu;
-    size_t next = 0;
-    auto run = [&] {
-      for (;;) {
-        size_t i;
-        {
-          std::lock_guard<std::mutex> lock(next_mu);
-          if (next == chains.size()) return;
-          i = next++;
-        }
-        outs[i] = Run(chains[i]);
-      }
-    };
-    const size_t width = std::min(chains.size(), static_cast<size_t>(per_node));
-    if (width <= 1) {
-      run();
-    } else {
-      std::vector<std::thread> ts;
-      for (size_t t = 0; t < width; ++t) ts.emplace_back(run);
-      for (auto& t : ts) t.join();
-    }
+    ParallelFor(chains.size(), per_node, [&](size_t i) { outs[i] = Run(chains[i]); });
     std::lock_guard<std::mutex> lock(mu_);
     auto& w = nodes_[node];
     for (auto& o : outs) w.done.push_back(std::move(o));

@@ -5,43 +5,20 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <thread>
 
 #include "controller/repair.h"
 #include "core/keys.h"
 #include "core/log.h"
+#include "core/parallel.h"
 #include "core/time.h"
 #include "kube/selector.h"
 
 namespace gpuheal::controller {
 
 using std::chrono::milliseconds;
-
-namespace {
-
-// fn(0) .. fn(n - 1), `width` at a time (on this thread alone when one at a time is all).
-void ParallelFor(size_t n, int width, const std::function<void(size_t)>& fn) {
-  const size_t threads = std::min(n, static_cast<size_t>(std::max(1, width)));
-  if (threads <= 1) {
-    for (size_t i = 0; i < n; ++i) fn(i);
-    return;
-  }
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> ts;
-  ts.reserve(threads);
-  for (size_t t = 0; t < threads; ++t) {
-    ts.emplace_back([&] {
-      for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
-    });
-  }
-  for (auto& t : ts) t.join();
-}
-
-}  // namespace
 
 std::vector<Repairer::EvictionGroup> Repairer::BudgetGroups(
     const std::vector<const kube::Pod*>& pods) const {

@@ -1569,7 +1569,7 @@ TEST_F(ControllerTest, TheShippedRbacIsEnoughForEveryRung) {
       << Phase(a) << " " << Message(a);
   EXPECT_TRUE(PodGone("rb-" + id_));
   EXPECT_EQ(client_->Get("/apis/karpenter.sh/v1/nodeclaims/rb-" + id_)->status, 404);
-  EXPECT_TRUE(EventReasons(a).count("Quarantined"));
+  EXPECT_TRUE(Eventually([&] { return EventReasons(a).count("Quarantined") > 0; }, 5s));
   ASSERT_TRUE(Eventually([&] { return RecoveryRequest(b).is_object(); }, 10s));
   EXPECT_EQ(Phase(b), "Remediating");
   (void)controllers_.back()->WaitLog([](const json&) { return false; },
@@ -1665,7 +1665,7 @@ TEST_F(ControllerTest, RemediationOutcomeUnknownIsNeverRunTwice) {
   EXPECT_NE(Message(a).find("outcome unknown"), std::string::npos) << Message(a);
   const json actions = Status(Repairs(a).back())["actions"];
   EXPECT_NE(actions.dump().find("did not run /bin/sh again"), std::string::npos) << actions.dump();
-  EXPECT_TRUE(EventReasons(a).count("RemediationFailed"));
+  EXPECT_TRUE(Eventually([&] { return EventReasons(a).count("RemediationFailed") > 0; }, 5s));
   EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault") && Cordoned(a))
       << "the node stays out of service";
   std::this_thread::sleep_for(3s);  // the first command finishes; nothing runs a second
@@ -1774,7 +1774,7 @@ TEST_F(ControllerTest, RedfishAWrongPasswordFailsTheRepairWithoutAReset) {
       << Phase(a) << " " << Message(a);
   EXPECT_NE(Message(a).find("BMC reset not sent"), std::string::npos) << Message(a);
   EXPECT_NE(Message(a).find("HTTP 401"), std::string::npos) << Message(a);
-  EXPECT_TRUE(EventReasons(a).count("RemediationFailed"));
+  EXPECT_TRUE(Eventually([&] { return EventReasons(a).count("RemediationFailed") > 0; }, 5s));
   EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault") && Cordoned(a)) << "stays out of service";
   EXPECT_EQ(bmc_->Resets(), 0) << bmc_->Log();
 }
@@ -1872,7 +1872,8 @@ TEST_F(ControllerTest, RedfishLadderFallsThroughToReplacingTheNode) {
   EXPECT_EQ(rb["rung"], "delete-node");
   EXPECT_NE(rb["actions"].dump().find("ran /bin/false: exit 1"), std::string::npos) << rb.dump();
   EXPECT_NE(rb["actions"].dump().find("rung 1 exec failed"), std::string::npos) << rb.dump();
-  EXPECT_TRUE(EventReasons(a).count("RemediationFailed")) << "the rung's failure is an Event";
+  EXPECT_TRUE(Eventually([&] { return EventReasons(a).count("RemediationFailed") > 0; }, 5s))
+      << "the rung's failure is an Event";
   EXPECT_FALSE(EventReasons(a).count("Failed")) << "the repair itself did not fail";
   EXPECT_EQ(Repairs(a).size(), 1u);
 }
