@@ -230,8 +230,8 @@ std::optional<Next> Repairer::Drain(const kube::Node& node, const NodeFault& f, 
         }
       }
       evictions_->Submit(node.meta.name, std::move(chains), policy_.eviction_parallel);
-      evictions_pending_->Set(static_cast<double>(evictions_->PendingPods()));
-      // Without a wake-up the pool evicted them before it returned: their results are here now.
+      // Without a wake-up the pool evicted them before it returned: their results are here now
+      // (and the pending gauge counts what was just queued).
       pdb_held |= ApplyEvictions(node.meta.name, r, now, hold);
       if (dry_run_) {
         r.Message("dry-run: would evict and remediate");
