@@ -7,7 +7,9 @@
 //   1. no NVML, the container-runtime monitor off
 //   2. no NVML, the container-runtime monitor on (the default; no runtime answers here)
 //   3. the NVML test double with 1 GPU, then 8 GPUs: the growth per GPU
-//   4. what a TLS stack costs a process before its first request: in a child process each,
+//   4. no NVML, the kernel-log doorbell on (`--kmsg-bpf true`; 1-3 run with it off): what
+//      libbpf and the BPF ring buffer add
+//   5. what a TLS stack costs a process before its first request: in a child process each,
 //      libcurl (as the agent opens it), libcurl's GnuTLS build, OpenSSL's libssl and GnuTLS
 //      alone, opened with dlopen and initialised; the growth of VmRSS at each step
 // The agent in Kubernetes mode (libcurl loaded, connected) is in bench_agent_kube.
@@ -41,13 +43,14 @@ using nlohmann::json;
 // reads its VmRSS once it has settled; stops it and starts it again on the same directory (its
 // cursor is at the end: the idle agent of a node that has run for a while) and reports that one.
 // Returns the restarted agent's VmRSS, or -1.
-long Measure(const char* what, const std::string& config, std::vector<std::string> extra = {}) {
+long Measure(const char* what, const std::string& config, std::vector<std::string> extra = {},
+             const char* kmsg_bpf = "false") {
   char tmpl[] = "/tmp/gpuheal-bench-footprint-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   std::ofstream(dir + "/config.yaml") << config << "nvidia:\n  sysfs_pci_devices: " << dir << "\n";
   std::vector<std::string> args = {
-      GPUHEAL_BIN,   "agent",    "--standalone",       "--state-dir", dir,    "--listen",
-      "127.0.0.1:0", "--config", dir + "/config.yaml", "--kmsg-bpf",  "false"};
+      GPUHEAL_BIN,   "agent",    "--standalone",       "--state-dir", dir,     "--listen",
+      "127.0.0.1:0", "--config", dir + "/config.yaml", "--kmsg-bpf",  kmsg_bpf};
   args.insert(args.end(), extra.begin(), extra.end());
   auto started = [](const json& j) { return j.value("msg", "") == "agent started"; };
   long replayed = -1, rss = -1;
@@ -143,6 +146,7 @@ int main() {
   sc.Write({{"devices", Devices(8)}});
   const long eight =
       Measure("standalone, NVML double, 8 GPUs", "", {"--nvml-library", NVML_DOUBLE});
+  const long bpf = Measure("standalone, no NVML, kernel-log doorbell on", "", {}, "true");
   std::printf("what a TLS stack adds to a process before its first request:\n");
   TlsCost("libcurl.so.4", "curl_global_init",
           [](void* f) { reinterpret_cast<CURLcode (*)(long)>(f)(CURL_GLOBAL_DEFAULT); });
@@ -154,7 +158,7 @@ int main() {
           [](void* f) { reinterpret_cast<int (*)()>(f)(); });
   std::printf(
       "summary: no NVML %ld kB (runtime monitor off) / %ld kB (on); NVML double 1 GPU %ld kB, "
-      "8 GPUs %ld kB: %+.0f kB per GPU\n",
-      off, on, one, eight, static_cast<double>(eight - one) / 7.0);
+      "8 GPUs %ld kB: %+.0f kB per GPU; doorbell on %ld kB\n",
+      off, on, one, eight, static_cast<double>(eight - one) / 7.0, bpf);
   return off > 0 && on > 0 && one > 0 && eight > 0 ? 0 : 1;
 }

@@ -82,6 +82,8 @@ strip --strip-all -o "$rootfs/usr/bin/gpuheal" "$bin"
 # (awk reads to the end: an early exit would end ldconfig with SIGPIPE, fatal under pipefail)
 curl=$(ldconfig -p | awk '$1 == "libcurl.so.4" && /x86-64/ && !found {found = $NF} END {print found}')
 [[ -n $curl ]] || { echo "build-image: libcurl.so.4 not found (apt-get install libcurl4)" >&2; exit 1; }
+libbpf=$(ldconfig -p | awk '$1 == "libbpf.so.1" && /x86-64/ && !found {found = $NF} END {print found}')
+[[ -n $libbpf ]] || { echo "build-image: libbpf.so.1 not found (apt-get install libbpf1)" >&2; exit 1; }
 while read -r lib; do
   case $lib in
     */ld-linux-x86-64.so.2) cp -L "$lib" "$rootfs/usr/lib64/ld-linux-x86-64.so.2" ;;
@@ -93,6 +95,9 @@ done < <({
   # the binary does not list it, so it and what it loads come from ldd of libcurl itself.
   ldd "$curl"
   echo "$curl"
+  # So is libbpf, when the kernel-log doorbell loads (src/sources/kmsg_doorbell.cc).
+  ldd "$libbpf"
+  echo "$libbpf"
 } | awk '{for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i}' | sort -u)
 [[ -f $rootfs/usr/lib64/ld-linux-x86-64.so.2 ]] || { echo "build-image: ldd named no dynamic loader for $bin" >&2; exit 1; }
 strip --strip-unneeded "$rootfs"/usr/lib/x86_64-linux-gnu/*.so* 2>/dev/null || true

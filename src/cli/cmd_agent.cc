@@ -1,6 +1,7 @@
 // gpuheal agent: the node daemon. --standalone: without Kubernetes; otherwise it also reports the
 // node's domain conditions and Events to the API server.
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -65,6 +66,10 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
                   "NVML library to load (default $GPUHEAL_NVML_LIBRARY, else nvidia.nvml_library, "
                   "libnvidia-ml.so.1)");
   cmd->callback([args, cmd, &exit_code] {
+    // One malloc arena: the agent allocates little, and each thread's arena of its own (glibc
+    // makes up to 8 per core) keeps its first pages resident for good. MALLOC_ARENA_MAX in the
+    // environment still decides when set.
+    if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 1);
     std::unique_ptr<kube::Client> kube_client, watch_client, diag_client;
     std::vector<std::string> diag_secrets;
     KubeReporterOptions ro;

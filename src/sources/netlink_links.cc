@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 namespace gpuheal {
@@ -114,16 +115,19 @@ Status LinkWatch::RequestDump() {
 }
 
 Status LinkWatch::Drain(const std::function<void(const LinkState&)>& fn, bool* dump_done) {
-  std::vector<char> buf(64 * 1024);
+  // Not zeroed: the kernel writes what it sends, and only those pages of the 64 kB become
+  // resident (a zeroed buffer kept all 16 in the agent's heap after the first drain).
+  constexpr size_t kSize = 64 * 1024;
+  const auto buf = std::make_unique_for_overwrite<char[]>(kSize);
   for (;;) {
-    const ssize_t n = recv(fd_, buf.data(), buf.size(), 0);
+    const ssize_t n = recv(fd_, buf.get(), kSize, 0);
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return {};
       if (errno == EINTR) continue;
       if (errno == ENOBUFS) return Error{"netlink: the kernel dropped link events (ENOBUFS)"};
       return Error{fmt::format("netlink recv: {}", strerror(errno))};
     }
-    if (!ParseLinkMessages(std::string_view(buf.data(), static_cast<size_t>(n)), fn, dump_done)) {
+    if (!ParseLinkMessages(std::string_view(buf.get(), static_cast<size_t>(n)), fn, dump_done)) {
       return Error{"netlink: malformed link message"};
     }
   }

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -202,6 +203,37 @@ TEST(Cli, ClassifyCutsAnOverlongLineAndStaysSmall) {
   EXPECT_NE(r.out.find("\"line\":2,\"kind\":\"gpu_fallen_off_bus\""), std::string::npos)
       << r.out.substr(r.out.size() - 500);
   EXPECT_LT(r.out.size(), 200u * 1024);
+}
+
+// A command line that starts with a subcommand registers that subcommand alone (src/cli/main.cc):
+// each one's help still lists every flag the contract (`explain flags`, all registered) gives it,
+// and the top-level help still names every subcommand.
+TEST(Cli, EachSubcommandAloneHasItsWholeContract) {
+  const auto all = Exec("explain flags");
+  ASSERT_EQ(all.code, 0);
+  std::map<std::string, std::vector<std::string>> flags;  // subcommand -> its own --flags
+  std::istringstream lines(all.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string gpuheal, sub, flag;
+    words >> gpuheal >> sub >> flag;
+    if (sub.rfind("--", 0) == 0) continue;  // the top level's own
+    if (flag.rfind("--", 0) == 0 && flag != "--help") flags[sub].push_back(flag);
+    if (!flag.empty()) flags[sub];
+  }
+  const auto top = Exec("--help");
+  ASSERT_EQ(top.code, 0);
+  ASSERT_GE(flags.size(), 14u) << all.out;
+  for (const auto& [sub, names] : flags) {
+    EXPECT_NE(top.out.find("\n  " + sub + " "), std::string::npos) << sub << "\n" << top.out;
+    const auto help = Exec(sub + " --help");
+    EXPECT_EQ(help.code, 0) << sub;
+    for (const std::string& f : names) {
+      EXPECT_NE(help.out.find(f), std::string::npos) << sub << " " << f << "\n" << help.out;
+    }
+  }
+  EXPECT_EQ(Exec("agent --no-such-flag").code, 2);
+  EXPECT_EQ(Exec("agent controller").code, 2);
 }
 
 TEST(Cli, UsageAndConfigErrorsExitTwo) {
