@@ -145,6 +145,19 @@ class Repairer final : private RepairContext {
   // budget (`hold`). True when a PodDisruptionBudget refused one.
   bool ApplyEvictions(const std::string& node, RepairRecord& r, SysTime now,
                       const std::function<void(const std::string&)>& hold);
+  // One eviction pass over `pods` of `node` (a node's drain, a GPU's holders): applies what the
+  // pool finished, lists in the record (written before any Eviction API call) the pods it asks
+  // for, and hands those not held by their budget's backoff, not in flight and not evicted
+  // before to the eviction pool. nullopt: the record's status could not be written (nothing was
+  // asked).
+  struct EvictionPass {
+    bool pdb_held = false;              // a PodDisruptionBudget refused one
+    std::set<std::string> held;         // pods ("namespace/name") waiting for their budget's probe
+    std::optional<SysTime> held_until;  // the earliest of those probes
+    std::string held_budget;            // one held budget, for the record's message
+  };
+  std::optional<EvictionPass> Evict(const kube::Node& node, const std::vector<kube::Pod>& pods,
+                                    RepairRecord& r, SysTime now);
   // Whether `p` (by uid) was evicted and the cache does not show it terminating yet.
   bool EvictedBefore(const std::string& node, const kube::Pod& p);
   // Keeps of that memory only the pods of `pods` still shown running.

@@ -13,6 +13,7 @@
 #include "controller/repair.h"
 #include "core/keys.h"
 #include "core/log.h"
+#include "core/parallel.h"
 #include "core/time.h"
 
 namespace gpuheal::controller {
@@ -83,59 +84,75 @@ std::optional<Next> Repairer::DrainGpuHolders(const kube::Node& node,
                                               const std::set<std::string>& holders, RepairRecord& r,
                                               SysTime now) {
   if (r.At("Drained") || dry_run_) return std::nullopt;
+  // The holders not terminating. A pod the pool evicted may still show running in the cache: it
+  // stays in `pods` (Evict neither asks for it again nor forgets it) but counts as gone.
   std::vector<kube::Pod> pods;
   for (auto& p : world_.pods(node.meta.name)) {
     if (Evictable(p, policy_) && !p.meta.deleting &&
         holders.count(p.meta.namespace_ + "/" + p.meta.name))
       pods.push_back(std::move(p));
   }
-  if (pods.empty()) {
-    r.Phase("Drained", now, "no pod holds the GPU");
+  if (std::all_of(pods.begin(), pods.end(),
+                  [&](const kube::Pod& p) { return EvictedBefore(node.meta.name, p); })) {
+    // The pool's last results for these pods, counted; nothing is left to hold.
+    ApplyEvictions(node.meta.name, r, now, [](const std::string&) {});
+    ForgetEvicted(node.meta.name, {});
+    r.Phase("Drained", now,
+            r.At("Draining")
+                ? fmt::format("evicted the {} pod(s) holding the GPU", r.cr.evicted_pods.size())
+                : std::string("no pod holds the GPU"));
     return std::nullopt;
   }
   // Checkpoint: ask, then wait for each to say done or for the window.
   if (!r.At("CheckpointRequested")) {
+    std::vector<const kube::Pod*> ask;
     for (const auto& p : pods) {
-      if (p.meta.annotations.count(std::string(keys::kCheckpointRequested))) continue;
+      if (!p.meta.annotations.count(std::string(keys::kCheckpointRequested))) ask.push_back(&p);
+    }
+    ParallelFor(ask.size(), policy_.eviction_parallel, [&](size_t i) {
       (void)api_.Patch(
-          kube::PodPath(p.meta.namespace_, p.meta.name), kube::PatchType::kMerge,
+          kube::PodPath(ask[i]->meta.namespace_, ask[i]->meta.name), kube::PatchType::kMerge,
           {{"metadata",
             {{"annotations", {{std::string(keys::kCheckpointRequested), kube::RfcTime(now)}}}}}});
-    }
+    });
     r.Phase("CheckpointRequested", now);
   }
   const auto deadline = *r.At("CheckpointRequested") + policy_.checkpoint_window;
   const bool all_done = std::all_of(pods.begin(), pods.end(), [](const kube::Pod& p) {
     return p.meta.annotations.count(std::string(keys::kCheckpointDone)) > 0;
   });
-  if (!all_done && now < deadline) {
+  if (!all_done && now < deadline && !r.At("Draining")) {
     r.Message(fmt::format("waiting for {} pod(s) of the GPU to checkpoint", pods.size()));
     return Next(Until(now, deadline));
   }
-  // Evict just those (PodDisruptionBudgets decide).
+  // Evict just those, as a node's drain does (repair_drain.cc): through the eviction pool, a
+  // PodDisruptionBudget that refused one asked again at its own backoff, shared with every
+  // other node's pods under it, not at this node's.
   if (!r.At("Draining")) r.Phase("Draining", now);
-  size_t refused = 0;
-  for (const auto& p : pods) {
-    const std::string id = p.meta.namespace_ + "/" + p.meta.name;
-    auto res = api_.Evict(p.meta.namespace_, p.meta.name);
-    if (res && (res->ok() || res->status == 404)) {
-      if (std::find(r.cr.evicted_pods.begin(), r.cr.evicted_pods.end(), id) ==
-          r.cr.evicted_pods.end())
-        r.cr.evicted_pods.push_back(id);
-      r.dirty = true;
-    } else {
-      ++refused;
-    }
+  const auto pass = Evict(node, pods, r, now);
+  if (!pass) return Next(std::chrono::milliseconds(2000));
+  size_t left = 0;  // not evicted yet: in flight, refused, or held by their budget
+  for (const auto& p : pods) left += EvictedBefore(node.meta.name, p) ? 0 : 1;
+  if (left == 0) {
+    ForgetEvicted(node.meta.name, {});
+    r.Phase("Drained", now, fmt::format("evicted the {} pod(s) holding the GPU", pods.size()));
+    return std::nullopt;
   }
-  if (refused > 0) {
-    r.Message(
-        fmt::format("{} pod(s) of the GPU not evicted yet (a PodDisruptionBudget or an API "
-                    "error): retrying",
-                    refused));
-    return Next(std::chrono::milliseconds(5000));
+  if (pass->held_until) {
+    r.Message(fmt::format("{} pod(s) of the GPU wait for PodDisruptionBudget {}'s next try", left,
+                          pass->held_budget));
+  } else {
+    r.Message(fmt::format("evicting the {} pod(s) holding the GPU", left));
   }
-  r.Phase("Drained", now, fmt::format("evicted the {} pod(s) holding the GPU", pods.size()));
-  return std::nullopt;
+  // As a node's drain: look again at the earliest held budget's probe when every pod left waits
+  // for one, else in 500 ms (2 s after a refusal that named no budget); the pool wakes the node
+  // when its evictions end.
+  auto next = std::chrono::milliseconds(pass->pdb_held && !pass->held_until ? 2000 : 500);
+  if (pass->held_until && pass->held.size() >= left) {
+    next = std::max(next,
+                    std::chrono::duration_cast<std::chrono::milliseconds>(*pass->held_until - now));
+  }
+  return Next(next);
 }
 
 }  // namespace gpuheal::controller

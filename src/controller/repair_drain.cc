@@ -126,6 +126,76 @@ void Repairer::ForgetEvicted(const std::string& node, const std::vector<kube::Po
   }
 }
 
+std::optional<Repairer::EvictionPass> Repairer::Evict(const kube::Node& node,
+                                                      const std::vector<kube::Pod>& pods,
+                                                      RepairRecord& r, SysTime now) {
+  // The record lists the pods before the Eviction API is called: a controller killed between
+  // the two then finds them listed (and evicts those not yet terminating) instead of finding
+  // them terminating and unlisted. A pod whose eviction is refused leaves the list again.
+  auto listed = [&](const std::string& key) {
+    return std::find(r.cr.evicted_pods.begin(), r.cr.evicted_pods.end(), key) !=
+           r.cr.evicted_pods.end();
+  };
+  // Pods under a PodDisruptionBudget that refused them wait for that budget's next probe
+  // (budget_backoff.h): neither listed nor asked again until then.
+  EvictionPass pass;
+  auto hold = [&](const std::string& key) {
+    const auto until = budgets_.HeldUntil(key);
+    if (!until) return;
+    pass.held.insert(key);
+    if (!pass.held_until || *until < *pass.held_until) pass.held_until = until;
+    if (pass.held_budget.empty()) pass.held_budget = budgets_.BudgetOf(key);
+  };
+  // What the pool evicted since the last look (refusals put their budget on hold).
+  pass.pdb_held |= ApplyEvictions(node.meta.name, r, now, hold);
+  if (!dry_run_) {
+    for (const auto& p : pods) {
+      const std::string key = p.meta.namespace_ + "/" + p.meta.name;
+      if (!p.meta.deleting && !listed(key) && budgets_.Wait(key, now)) hold(key);
+    }
+    for (const auto& p : pods) {
+      const std::string key = p.meta.namespace_ + "/" + p.meta.name;
+      if (p.meta.deleting || listed(key) || pass.held.count(key)) continue;
+      r.cr.evicted_pods.push_back(key);
+      r.dirty = true;
+    }
+    if (r.dirty) r.Message("draining");
+    if (!WriteStatus(r)) return std::nullopt;
+  }
+  // The evictions run in the pool beside the workers (eviction_pool.h): pods of one
+  // PodDisruptionBudget one after another (each eviction rewrites the budget's status, so
+  // evictions of one budget at once conflict, and the API server retries a conflict only
+  // after 500 ms), different budgets and pods of none side by side, eviction.parallel of this
+  // node's and eviction.concurrency of all nodes' at once. A chain stops at its first
+  // refusal. The results come back at this node's next reconcile, woken when they end.
+  ForgetEvicted(node.meta.name, pods);
+  std::vector<const kube::Pod*> to_evict;
+  for (const auto& p : pods) {
+    if (p.meta.deleting) continue;
+    if (dry_run_) {
+      r.Action("would evict " + p.meta.namespace_ + "/" + p.meta.name + " (dry-run)");
+      continue;
+    }
+    const std::string key = p.meta.namespace_ + "/" + p.meta.name;
+    if (pass.held.count(key) || evictions_->Pending(key) || EvictedBefore(node.meta.name, p))
+      continue;
+    to_evict.push_back(&p);
+  }
+  std::vector<std::vector<EvictionTarget>> chains;
+  for (const auto& g : BudgetGroups(to_evict)) {
+    auto& c = chains.emplace_back();
+    for (const size_t i : g.pods) {
+      const auto& m = to_evict[i]->meta;
+      c.push_back({m.namespace_, m.name, m.uid});
+    }
+  }
+  evictions_->Submit(node.meta.name, std::move(chains), policy_.eviction_parallel);
+  // Without a wake-up the pool evicted them before it returned: their results are here now
+  // (and the pending gauge counts what was just queued).
+  pass.pdb_held |= ApplyEvictions(node.meta.name, r, now, hold);
+  return pass;
+}
+
 std::optional<Next> Repairer::Drain(const kube::Node& node, const NodeFault& f, RepairRecord& r,
                                     SysTime now) {
   // 3. Checkpoint: ask the workloads, wait until each says done or the window ends.
@@ -164,75 +234,14 @@ std::optional<Next> Repairer::Drain(const kube::Node& node, const NodeFault& f, 
       }
     }
     // 4. Evict through the Eviction API: PodDisruptionBudgets decide.
-    bool pdb_held = false;
     if (!pods.empty()) {
       r.Phase("Draining", now);
-      // The record lists the pods before the Eviction API is called: a controller killed between
-      // the two then finds them listed (and evicts those not yet terminating) instead of finding
-      // them terminating and unlisted. A pod whose eviction is refused leaves the list again.
-      auto listed = [&](const std::string& key) {
-        return std::find(r.cr.evicted_pods.begin(), r.cr.evicted_pods.end(), key) !=
-               r.cr.evicted_pods.end();
-      };
-      // Pods under a PodDisruptionBudget that refused them wait for that budget's next probe
-      // (budget_backoff.h): neither listed nor asked again until then.
-      std::set<std::string> held;
-      std::optional<SysTime> held_until;
-      std::string held_budget;
-      auto hold = [&](const std::string& key) {
-        const auto until = budgets_.HeldUntil(key);
-        if (!until) return;
-        held.insert(key);
-        if (!held_until || *until < *held_until) held_until = until;
-        if (held_budget.empty()) held_budget = budgets_.BudgetOf(key);
-      };
-      // What the pool evicted since the last look (refusals put their budget on hold).
-      pdb_held |= ApplyEvictions(node.meta.name, r, now, hold);
-      if (!dry_run_) {
-        for (const auto& p : pods) {
-          const std::string key = p.meta.namespace_ + "/" + p.meta.name;
-          if (!p.meta.deleting && !listed(key) && budgets_.Wait(key, now)) hold(key);
-        }
-        for (const auto& p : pods) {
-          const std::string key = p.meta.namespace_ + "/" + p.meta.name;
-          if (p.meta.deleting || listed(key) || held.count(key)) continue;
-          r.cr.evicted_pods.push_back(key);
-          r.dirty = true;
-        }
-        if (r.dirty) r.Message("draining");
-        if (!WriteStatus(r)) return Next(milliseconds(2000));
-      }
-      // The evictions run in the pool beside the workers (eviction_pool.h): pods of one
-      // PodDisruptionBudget one after another (each eviction rewrites the budget's status, so
-      // evictions of one budget at once conflict, and the API server retries a conflict only
-      // after 500 ms), different budgets and pods of none side by side, eviction.parallel of this
-      // node's and eviction.concurrency of all nodes' at once. A chain stops at its first
-      // refusal. The results come back at this node's next reconcile, woken when they end.
-      ForgetEvicted(node.meta.name, pods);
-      std::vector<const kube::Pod*> to_evict;
-      for (const auto& p : pods) {
-        if (p.meta.deleting) continue;
-        if (dry_run_) {
-          r.Action("would evict " + p.meta.namespace_ + "/" + p.meta.name + " (dry-run)");
-          continue;
-        }
-        const std::string key = p.meta.namespace_ + "/" + p.meta.name;
-        if (held.count(key) || evictions_->Pending(key) || EvictedBefore(node.meta.name, p))
-          continue;
-        to_evict.push_back(&p);
-      }
-      std::vector<std::vector<EvictionTarget>> chains;
-      for (const auto& g : BudgetGroups(to_evict)) {
-        auto& c = chains.emplace_back();
-        for (const size_t i : g.pods) {
-          const auto& m = to_evict[i]->meta;
-          c.push_back({m.namespace_, m.name, m.uid});
-        }
-      }
-      evictions_->Submit(node.meta.name, std::move(chains), policy_.eviction_parallel);
-      // Without a wake-up the pool evicted them before it returned: their results are here now
-      // (and the pending gauge counts what was just queued).
-      pdb_held |= ApplyEvictions(node.meta.name, r, now, hold);
+      const auto pass = Evict(node, pods, r, now);
+      if (!pass) return Next(milliseconds(2000));
+      const bool pdb_held = pass->pdb_held;
+      const auto& held = pass->held;
+      const auto& held_until = pass->held_until;
+      const auto& held_budget = pass->held_budget;
       if (dry_run_) {
         r.Message("dry-run: would evict and remediate");
         return Next(std::nullopt);

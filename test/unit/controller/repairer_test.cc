@@ -122,6 +122,22 @@ class RepairerTest : public ::testing::Test {
                  .dump());
   }
 
+  // The same fault with the pods the agent read from the kubelet's PodResources as its holders.
+  void CriticalGpuFaultHeldBy(const std::string& name, const std::vector<std::string>& pods) {
+    json holders = json::array();
+    for (const auto& p : pods)
+      holders.push_back({{"namespace", "jobs"}, {"name", p}, {"container", "c"}});
+    Annotate(kube::NodePath(name), keys::kGpuFaults,
+             json{{"0000:3b:00.0",
+                   {{"severity", "critical"},
+                    {"reason", "NvidiaXID94Error"},
+                    {"xid", 94},
+                    {"count", 1},
+                    {"since", kube::RfcTime(clock.Now())},
+                    {"pods", holders}}}}
+                 .dump());
+  }
+
   void Heal(const std::string& name) {
     auto n = *api.Object(kube::NodePath(name));
     n["status"]["conditions"] = {{{"type", "AcceleratedHardwareReady"},
@@ -483,6 +499,45 @@ TEST_F(RepairerTest, APodEvictedButStillRunningInTheCacheIsNotEvictedAgain) {
   }
   EXPECT_TRUE(Last("n1").phase_times.count("Drained"));
   EXPECT_EQ(api.Count("POST", "/eviction"), 3u);
+}
+
+// The same for a GPU-level drain: its holders, evicted by the pool and still shown running, are
+// neither evicted again nor waited for; the other pod of the node stays.
+TEST_F(RepairerTest, AGpuHolderEvictedButStillRunningInTheCacheIsNotEvictedAgain) {
+  policy.checkpoint_window = 0s;
+  AddNode("n1");
+  for (int i = 0; i < 3; ++i) AddPod("w" + std::to_string(i), "n1");
+  AddPod("other", "n1");
+  CriticalGpuFaultHeldBy("n1", {"w0", "w1", "w2"});
+  auto w = MakeWorld();
+  const auto before = w.pods("n1");
+  std::atomic<bool> stale{true};  // the watch delivers the deletions late
+  auto live = w.pods;
+  w.pods = [&, live](const std::string& n) { return stale ? before : live(n); };
+  std::atomic<int> wakes{0};
+  w.wake = [&](const std::string&) { ++wakes; };
+  Repairer r(api, clock, std::move(w), policy, false, metrics);
+  for (int i = 0; i < 20 && wakes == 0 && r.EvictionsBusy() == 0; ++i) {
+    const auto next = r.Reconcile("n1");
+    ASSERT_TRUE(next);
+    clock.Advance(std::max<std::chrono::microseconds>(*next, 1ms));
+  }
+  for (int i = 0; i < 500 && wakes == 0; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(wakes, 1);
+  for (int i = 0; i < 5 && !Last("n1").phase_times.count("Drained"); ++i) {
+    (void)r.Reconcile("n1");
+    for (int j = 0; j < 500 && r.EvictionsBusy() > 0; ++j) std::this_thread::sleep_for(10ms);
+    clock.Advance(500ms);
+  }
+  EXPECT_TRUE(Last("n1").phase_times.count("Drained")) << "the cache still shows them running";
+  EXPECT_EQ(api.Count("POST", "/eviction"), 3u);
+  stale = false;
+  for (int i = 0; i < 3; ++i) {
+    (void)r.Reconcile("n1");
+    clock.Advance(500ms);
+  }
+  EXPECT_EQ(api.Count("POST", "/eviction"), 3u);
+  EXPECT_TRUE(api.Object(kube::PodPath("jobs", "other")));
 }
 
 TEST_F(RepairerTest, TheReleaseWaitsForProbationAndUndoesOnlyWhatGpuhealDid) {
@@ -877,6 +932,60 @@ TEST_F(RepairerTest, TheGpuLevelRungAsksTheAgentAndEndsOnItsAnswer) {
   EXPECT_FALSE(r->Reconcile("n1"));
   EXPECT_EQ(Last("n1").phase, "Recovered");
   EXPECT_TRUE(api.Object(kube::PodPath("jobs", "p1"))) << "nothing evicted by the controller";
+}
+
+// A GPU-level drain (the holders the agent read from PodResources) evicts through the same pool
+// and budget backoff as a node's drain: three nodes' holders under one refusing budget are asked
+// once per backoff step across the nodes, not each node every few seconds; the other pods of the
+// nodes stay; once the budget allows, each GPU's holder goes and the agent is asked for the reset.
+TEST_F(RepairerTest, AGpuLevelDrainBacksOffPerBudgetAcrossNodes) {
+  for (const char* n : {"n1", "n2", "n3"}) {
+    AddNode(n, std::string("pool-") + n);
+    AddPod(std::string("tr-") + n, n);
+    AddPod(std::string("other-") + n, n);
+    CriticalGpuFaultHeldBy(n, {std::string("tr-") + n});
+  }
+  api.RefuseEvictions("/pods/tr-", "tr");
+  auto r = Make();
+  const auto end = clock.Now() + 60s;
+  std::map<std::string, std::chrono::system_clock::time_point> due;
+  for (const char* n : {"n1", "n2", "n3"}) due[n] = clock.Now();
+  auto step = [&] {
+    auto first = std::min_element(due.begin(), due.end(),
+                                  [](auto& a, auto& b) { return a.second < b.second; });
+    if (first->second > clock.Now())
+      clock.Advance(
+          std::chrono::duration_cast<std::chrono::microseconds>(first->second - clock.Now()));
+    const auto next = r->Reconcile(first->first);
+    first->second = clock.Now() + (next ? std::max<std::chrono::microseconds>(*next, 1ms) : 1h);
+  };
+  while (clock.Now() < end) step();
+  const size_t asked = api.Count("POST", "/pods/tr-");
+  // 3 first tries, then probes at about 1, 3, 7, 15, 31, 47 s: far from 3 nodes every 5 s.
+  EXPECT_GE(asked, 6u);
+  EXPECT_LE(asked, 12u) << "one probe per backoff step across the three nodes";
+  EXPECT_EQ(api.Count("POST", "/pods/other-"), 0u) << "only the GPU's holders";
+  for (const char* n : {"n1", "n2", "n3"}) {
+    const auto rec = Last(n);
+    EXPECT_EQ(rec.phase, "Draining") << n;
+    EXPECT_NE(rec.message.find("PodDisruptionBudget jobs/tr"), std::string::npos) << rec.message;
+    EXPECT_FALSE(Quarantined(n)) << "a GPU-level fault leaves the node in service";
+  }
+  EXPECT_NE(
+      metrics.Render().find("gpuheal_controller_evictions_refused_total " + std::to_string(asked)),
+      std::string::npos)
+      << metrics.Render();
+  api.AllowEvictions();
+  const auto allowed = clock.Now();
+  for (int i = 0; i < 200 && clock.Now() < allowed + 20s; ++i) step();
+  for (const char* n : {"n1", "n2", "n3"}) {
+    EXPECT_FALSE(api.Object(kube::PodPath("jobs", std::string("tr-") + n))) << n;
+    EXPECT_TRUE(api.Object(kube::PodPath("jobs", std::string("other-") + n))) << n;
+    const auto rec = Last(n);
+    EXPECT_TRUE(rec.phase_times.count("Drained")) << n;
+    EXPECT_EQ(rec.evicted_pods, std::vector<std::string>{std::string("jobs/tr-") + n}) << n;
+    EXPECT_TRUE(rec.phase_times.count("Remediating")) << n << ": the agent is asked for the reset";
+  }
 }
 
 // A node-level episode still open (its fault cleared, the node in probation) when a critical
