@@ -207,6 +207,48 @@ class RepairerTest : public ::testing::Test {
     return n;
   }
 
+  // A Repairer with the controller's wake-up (counted in `wakes`) whose pod cache shows `node`'s
+  // pods as they are now while `stale` holds: the watch delivers the deletions late.
+  std::unique_ptr<Repairer> MakeStale(const std::string& node, const std::atomic<bool>& stale,
+                                      std::atomic<int>& wakes) {
+    auto w = MakeWorld();
+    const auto before = w.pods(node);
+    auto live = w.pods;
+    w.pods = [&stale, before, live](const std::string& n) { return stale ? before : live(n); };
+    w.wake = [&wakes](const std::string&) { ++wakes; };
+    return std::make_unique<Repairer>(api, clock, std::move(w), policy, false, metrics);
+  }
+  // Reconciles `node` until its evictions are in the pool, then waits for the pool's wake-up.
+  void DrainUntilWoken(Repairer& r, const std::string& node, const std::atomic<int>& wakes) {
+    for (int i = 0; i < 20 && wakes == 0 && r.EvictionsBusy() == 0; ++i) {
+      const auto next = r.Reconcile(node);
+      ASSERT_TRUE(next);
+      clock.Advance(std::max<std::chrono::microseconds>(*next, 1ms));
+    }
+    for (int i = 0; i < 500 && wakes == 0; ++i) std::this_thread::sleep_for(10ms);
+  }
+
+  // Nodes reconciled as the work queue would: always the one due first, the clock stepped to it.
+  struct Due {
+    RepairerTest& t;
+    Repairer& r;
+    std::map<std::string, std::chrono::system_clock::time_point> at;
+    void Step() {
+      auto first = std::min_element(at.begin(), at.end(),
+                                    [](auto& a, auto& b) { return a.second < b.second; });
+      if (first->second > t.clock.Now())
+        t.clock.Advance(
+            std::chrono::duration_cast<std::chrono::microseconds>(first->second - t.clock.Now()));
+      const auto next = r.Reconcile(first->first);
+      first->second = t.clock.Now() + (next ? std::max<std::chrono::microseconds>(*next, 1ms) : 1h);
+    }
+  };
+  Due DueNow(Repairer& r, const std::vector<std::string>& nodes) {
+    Due d{*this, r, {}};
+    for (const auto& n : nodes) d.at[n] = clock.Now();
+    return d;
+  }
+
   FakeApi api;
   FakeClock clock;
   Metrics metrics;
@@ -302,18 +344,8 @@ TEST_F(RepairerTest, ABudgetThatRefusesIsAskedAgainOncePerBackoffAcrossNodes) {
   api.RefuseEvictions("/pods/tr-", "tr");
   auto r = Make();
   const auto end = clock.Now() + 60s;
-  std::map<std::string, std::chrono::system_clock::time_point> due;
-  for (const char* n : {"n1", "n2", "n3"}) due[n] = clock.Now();
-  // Reconciles the node due first, stepping the clock to it, as the work queue would.
-  auto step = [&] {
-    auto first = std::min_element(due.begin(), due.end(),
-                                  [](auto& a, auto& b) { return a.second < b.second; });
-    if (first->second > clock.Now())
-      clock.Advance(
-          std::chrono::duration_cast<std::chrono::microseconds>(first->second - clock.Now()));
-    const auto next = r->Reconcile(first->first);
-    first->second = clock.Now() + (next ? std::max<std::chrono::microseconds>(*next, 1ms) : 1h);
-  };
+  auto due = DueNow(*r, {"n1", "n2", "n3"});
+  auto step = [&] { due.Step(); };
   while (clock.Now() < end) step();
   EXPECT_FALSE(api.Object(kube::PodPath("jobs", "free"))) << "a pod of no budget is not held";
   const size_t asked = api.Count("POST", "/pods/tr-");
@@ -481,20 +513,11 @@ TEST_F(RepairerTest, APodEvictedButStillRunningInTheCacheIsNotEvictedAgain) {
   AddNode("n1");
   for (int i = 0; i < 3; ++i) AddPod("w" + std::to_string(i), "n1");
   Fault("n1");
-  auto w = MakeWorld();
-  const auto before = w.pods("n1");
-  std::atomic<bool> stale{true};  // the watch delivers the deletions late
-  auto live = w.pods;
-  w.pods = [&, live](const std::string& n) { return stale ? before : live(n); };
+  std::atomic<bool> stale{true};
   std::atomic<int> wakes{0};
-  w.wake = [&](const std::string&) { ++wakes; };
-  Repairer r(api, clock, std::move(w), policy, false, metrics);
-  for (int i = 0; i < 20 && wakes == 0 && r.EvictionsBusy() == 0; ++i) {
-    const auto next = r.Reconcile("n1");
-    ASSERT_TRUE(next);
-    clock.Advance(std::max<std::chrono::microseconds>(*next, 1ms));
-  }
-  for (int i = 0; i < 500 && wakes == 0; ++i) std::this_thread::sleep_for(10ms);
+  auto rp = MakeStale("n1", stale, wakes);
+  Repairer& r = *rp;
+  DrainUntilWoken(r, "n1", wakes);
   ASSERT_EQ(wakes, 1);
   for (int i = 0; i < 3; ++i) {
     (void)r.Reconcile("n1");
@@ -520,20 +543,11 @@ TEST_F(RepairerTest, AGpuHolderEvictedButStillRunningInTheCacheIsNotEvictedAgain
   for (int i = 0; i < 3; ++i) AddPod("w" + std::to_string(i), "n1");
   AddPod("other", "n1");
   CriticalGpuFaultHeldBy("n1", {"w0", "w1", "w2"});
-  auto w = MakeWorld();
-  const auto before = w.pods("n1");
-  std::atomic<bool> stale{true};  // the watch delivers the deletions late
-  auto live = w.pods;
-  w.pods = [&, live](const std::string& n) { return stale ? before : live(n); };
+  std::atomic<bool> stale{true};
   std::atomic<int> wakes{0};
-  w.wake = [&](const std::string&) { ++wakes; };
-  Repairer r(api, clock, std::move(w), policy, false, metrics);
-  for (int i = 0; i < 20 && wakes == 0 && r.EvictionsBusy() == 0; ++i) {
-    const auto next = r.Reconcile("n1");
-    ASSERT_TRUE(next);
-    clock.Advance(std::max<std::chrono::microseconds>(*next, 1ms));
-  }
-  for (int i = 0; i < 500 && wakes == 0; ++i) std::this_thread::sleep_for(10ms);
+  auto rp = MakeStale("n1", stale, wakes);
+  Repairer& r = *rp;
+  DrainUntilWoken(r, "n1", wakes);
   ASSERT_EQ(wakes, 1);
   for (int i = 0; i < 5 && !Last("n1").phase_times.count("Drained"); ++i) {
     (void)r.Reconcile("n1");
@@ -959,17 +973,8 @@ TEST_F(RepairerTest, AGpuLevelDrainBacksOffPerBudgetAcrossNodes) {
   api.RefuseEvictions("/pods/tr-", "tr");
   auto r = Make();
   const auto end = clock.Now() + 60s;
-  std::map<std::string, std::chrono::system_clock::time_point> due;
-  for (const char* n : {"n1", "n2", "n3"}) due[n] = clock.Now();
-  auto step = [&] {
-    auto first = std::min_element(due.begin(), due.end(),
-                                  [](auto& a, auto& b) { return a.second < b.second; });
-    if (first->second > clock.Now())
-      clock.Advance(
-          std::chrono::duration_cast<std::chrono::microseconds>(first->second - clock.Now()));
-    const auto next = r->Reconcile(first->first);
-    first->second = clock.Now() + (next ? std::max<std::chrono::microseconds>(*next, 1ms) : 1h);
-  };
+  auto due = DueNow(*r, {"n1", "n2", "n3"});
+  auto step = [&] { due.Step(); };
   while (clock.Now() < end) step();
   const size_t asked = api.Count("POST", "/pods/tr-");
   // 3 first tries, then probes at about 1, 3, 7, 15, 31, 47 s: far from 3 nodes every 5 s.
