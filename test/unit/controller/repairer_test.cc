@@ -110,32 +110,22 @@ class RepairerTest : public ::testing::Test {
     api.Put(kube::NodePath(name), n);
   }
 
-  // A critical fault of one GPU (Xid 94) in the agent's gpuheal.io/gpu-faults annotation.
-  void CriticalGpuFault(const std::string& name) {
-    Annotate(kube::NodePath(name), keys::kGpuFaults,
-             json{{"0000:3b:00.0",
-                   {{"severity", "critical"},
-                    {"reason", "NvidiaXID94Error"},
-                    {"xid", 94},
-                    {"count", 1},
-                    {"since", kube::RfcTime(clock.Now())}}}}
-                 .dump());
-  }
-
-  // The same fault with the pods the agent read from the kubelet's PodResources as its holders.
-  void CriticalGpuFaultHeldBy(const std::string& name, const std::vector<std::string>& pods) {
-    json holders = json::array();
-    for (const auto& p : pods)
-      holders.push_back({{"namespace", "jobs"}, {"name", p}, {"container", "c"}});
-    Annotate(kube::NodePath(name), keys::kGpuFaults,
-             json{{"0000:3b:00.0",
-                   {{"severity", "critical"},
-                    {"reason", "NvidiaXID94Error"},
-                    {"xid", 94},
-                    {"count", 1},
-                    {"since", kube::RfcTime(clock.Now())},
-                    {"pods", holders}}}}
-                 .dump());
+  // A critical fault of one GPU (Xid 94) in the agent's gpuheal.io/gpu-faults annotation; with
+  // `holders`, the pods (of namespace "jobs") the agent read from the kubelet's PodResources as
+  // holding it, else none named (the holders unknown).
+  void CriticalGpuFault(const std::string& name,
+                        std::optional<std::vector<std::string>> holders = std::nullopt) {
+    json gpu = {{"severity", "critical"},
+                {"reason", "NvidiaXID94Error"},
+                {"xid", 94},
+                {"count", 1},
+                {"since", kube::RfcTime(clock.Now())}};
+    if (holders) {
+      gpu["pods"] = json::array();
+      for (const auto& p : *holders)
+        gpu["pods"].push_back({{"namespace", "jobs"}, {"name", p}, {"container", "c"}});
+    }
+    Annotate(kube::NodePath(name), keys::kGpuFaults, json{{"0000:3b:00.0", gpu}}.dump());
   }
 
   void Heal(const std::string& name) {
@@ -249,6 +239,22 @@ class RepairerTest : public ::testing::Test {
     return d;
   }
 
+  // Each of `nodes` is draining and waits for PodDisruptionBudget `budget`, and every one of the
+  // `asked` evictions was counted as a refusal.
+  void ExpectHeldByBudget(const std::vector<std::string>& nodes, const std::string& budget,
+                          size_t asked) {
+    for (const auto& n : nodes) {
+      const auto rec = Last(n);
+      EXPECT_EQ(rec.phase, "Draining") << n;
+      EXPECT_NE(rec.message.find("PodDisruptionBudget " + budget), std::string::npos)
+          << rec.message;
+    }
+    EXPECT_NE(metrics.Render().find("gpuheal_controller_evictions_refused_total " +
+                                    std::to_string(asked)),
+              std::string::npos)
+        << metrics.Render();
+  }
+
   FakeApi api;
   FakeClock clock;
   Metrics metrics;
@@ -352,15 +358,7 @@ TEST_F(RepairerTest, ABudgetThatRefusesIsAskedAgainOncePerBackoffAcrossNodes) {
   // 3 first tries, then probes at about 1, 3, 7, 15, 31, 47 s: far from 3 nodes x 30.
   EXPECT_GE(asked, 6u);
   EXPECT_LE(asked, 12u) << "one probe per backoff step across the three nodes";
-  for (const char* n : {"n1", "n2", "n3"}) {
-    const auto rec = Last(n);
-    EXPECT_EQ(rec.phase, "Draining") << n;
-    EXPECT_NE(rec.message.find("PodDisruptionBudget jobs/tr"), std::string::npos) << rec.message;
-  }
-  EXPECT_NE(
-      metrics.Render().find("gpuheal_controller_evictions_refused_total " + std::to_string(asked)),
-      std::string::npos)
-      << metrics.Render();
+  ExpectHeldByBudget({"n1", "n2", "n3"}, "jobs/tr", asked);
   // Room again: every node drains within one capped step.
   api.AllowEvictions();
   const auto allowed = clock.Now();
@@ -542,7 +540,7 @@ TEST_F(RepairerTest, AGpuHolderEvictedButStillRunningInTheCacheIsNotEvictedAgain
   AddNode("n1");
   for (int i = 0; i < 3; ++i) AddPod("w" + std::to_string(i), "n1");
   AddPod("other", "n1");
-  CriticalGpuFaultHeldBy("n1", {"w0", "w1", "w2"});
+  CriticalGpuFault("n1", std::vector<std::string>{"w0", "w1", "w2"});
   std::atomic<bool> stale{true};
   std::atomic<int> wakes{0};
   auto rp = MakeStale("n1", stale, wakes);
@@ -968,7 +966,7 @@ TEST_F(RepairerTest, AGpuLevelDrainBacksOffPerBudgetAcrossNodes) {
     AddNode(n, std::string("pool-") + n);
     AddPod(std::string("tr-") + n, n);
     AddPod(std::string("other-") + n, n);
-    CriticalGpuFaultHeldBy(n, {std::string("tr-") + n});
+    CriticalGpuFault(n, std::vector<std::string>{std::string("tr-") + n});
   }
   api.RefuseEvictions("/pods/tr-", "tr");
   auto r = Make();
@@ -981,16 +979,9 @@ TEST_F(RepairerTest, AGpuLevelDrainBacksOffPerBudgetAcrossNodes) {
   EXPECT_GE(asked, 6u);
   EXPECT_LE(asked, 12u) << "one probe per backoff step across the three nodes";
   EXPECT_EQ(api.Count("POST", "/pods/other-"), 0u) << "only the GPU's holders";
-  for (const char* n : {"n1", "n2", "n3"}) {
-    const auto rec = Last(n);
-    EXPECT_EQ(rec.phase, "Draining") << n;
-    EXPECT_NE(rec.message.find("PodDisruptionBudget jobs/tr"), std::string::npos) << rec.message;
-    EXPECT_FALSE(Quarantined(n)) << "a GPU-level fault leaves the node in service";
-  }
-  EXPECT_NE(
-      metrics.Render().find("gpuheal_controller_evictions_refused_total " + std::to_string(asked)),
-      std::string::npos)
-      << metrics.Render();
+  ExpectHeldByBudget({"n1", "n2", "n3"}, "jobs/tr", asked);
+  for (const char* n : {"n1", "n2", "n3"})
+    EXPECT_FALSE(Quarantined(n)) << n << ": a GPU-level fault leaves the node in service";
   api.AllowEvictions();
   const auto allowed = clock.Now();
   for (int i = 0; i < 200 && clock.Now() < allowed + 20s; ++i) step();
