@@ -21,15 +21,15 @@ std::string g_error;
 std::atomic<bool> g_loaded{false};
 
 void Load() {
-  void* h = dlopen(kSoname, RTLD_NOW | RTLD_LOCAL);
-  if (h == nullptr) {
-    const char* why = dlerror();
-    g_error = fmt::format(
-        "cannot load {} ({}): the HTTP clients (the API server, a BMC's Redfish) need it; "
-        "install libcurl (Debian/Ubuntu: libcurl4, RHEL: libcurl) or put it on LD_LIBRARY_PATH",
-        kSoname, why != nullptr ? why : "unknown error");
+  auto opened = OpenLibrary(kSoname, RTLD_NOW | RTLD_LOCAL,
+                            "the HTTP clients (the API server, a BMC's Redfish) need it; install "
+                            "libcurl (Debian/Ubuntu: libcurl4, RHEL: libcurl) or put it on "
+                            "LD_LIBRARY_PATH");
+  if (!opened) {
+    g_error = opened.error().message;
     return;
   }
+  void* h = *opened;
   CURLcode (*global_init)(long) = nullptr;
   std::string missing;
   if (!ResolveSymbol(h, "curl_global_init", global_init, missing) ||

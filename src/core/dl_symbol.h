@@ -1,12 +1,24 @@
 #pragma once
-// Resolving the entry points of a library opened with dlopen (libcurl, libslurm): each into a
-// function pointer of the type its own header declares.
+// Opening a library with dlopen (libcurl, libslurm, libbpf) and resolving its entry points: each
+// into a function pointer of the type its own header declares.
 
 #include <dlfcn.h>
 
 #include <string>
+#include <string_view>
+
+#include "core/result.h"
 
 namespace gpuheal {
+
+// dlopen(`file`, `flags`). The error reads "cannot load FILE (the loader's reason): REMEDY", where
+// `remedy` says what needs the library and how to install it.
+inline Result<void*> OpenLibrary(const std::string& file, int flags, std::string_view remedy) {
+  if (void* h = dlopen(file.c_str(), flags)) return h;
+  const char* why = dlerror();
+  return Error{"cannot load " + file + " (" + (why != nullptr ? why : "unknown error") +
+               "): " + std::string(remedy)};
+}
 
 // Sets `out` to `name` in `handle`; false (and `missing` = name) when the library has no such
 // symbol, so a chain of calls stops at, and names, the first one missing.

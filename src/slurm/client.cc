@@ -225,14 +225,12 @@ Result<std::unique_ptr<Api>> OpenLibslurm(const std::string& library,
   const std::string so = library.empty() ? kLibslurmSoname : library;
   // RTLD_GLOBAL: the plugins libslurm loads in turn (auth/munge, hash/k12) take slurm_conf and
   // the logging functions from it, as from a program linked with it.
-  void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_GLOBAL);
-  if (h == nullptr) {
-    const char* why = dlerror();
-    return Error{fmt::format(
-        "cannot load {} ({}): the Slurm backend speaks to slurmctld through libslurm of Slurm "
-        "22.05; install it (Debian/Ubuntu: libslurm38) or name it with slurm.library",
-        so, why ? why : "unknown error")};
-  }
+  auto opened = OpenLibrary(so, RTLD_NOW | RTLD_GLOBAL,
+                            "the Slurm backend speaks to slurmctld through libslurm of Slurm "
+                            "22.05; install it (Debian/Ubuntu: libslurm38) or name it with "
+                            "slurm.library");
+  if (!opened) return opened.error();
+  void* h = *opened;
   Libslurm lib;
   std::string missing;
   if (!ResolveSymbol(h, "slurm_init", lib.init, missing) ||

@@ -69,15 +69,14 @@ Result<const Libbpf*> LoadLibbpf() {
   static std::string error;
   static bool loaded = false;
   std::call_once(once, [] {
-    void* h = dlopen(kLibbpf, RTLD_NOW | RTLD_LOCAL);
-    if (h == nullptr) {
-      const char* why = dlerror();
-      error = fmt::format(
-          "kernel-log doorbell (BPF) not loaded: cannot load {} ({}); install libbpf "
-          "(Debian/Ubuntu: libbpf1, RHEL: libbpf) or put it on LD_LIBRARY_PATH",
-          kLibbpf, why != nullptr ? why : "unknown error");
+    auto opened = OpenLibrary(kLibbpf, RTLD_NOW | RTLD_LOCAL,
+                              "install libbpf (Debian/Ubuntu: libbpf1, RHEL: libbpf) or put it "
+                              "on LD_LIBRARY_PATH");
+    if (!opened) {
+      error = "kernel-log doorbell (BPF) not loaded: " + opened.error().message;
       return;
     }
+    void* h = *opened;
     std::string missing;
     if (!ResolveSymbol(h, "libbpf_set_print", g_bpf.set_print, missing) ||
         !ResolveSymbol(h, "bpf_object__open_skeleton", g_bpf.open_skeleton, missing) ||
