@@ -34,6 +34,8 @@ render deploy/kubernetes/agent.yaml "default values" \
 render deploy/kubernetes/controller.yaml "default values" --show-only templates/controller.yaml
 render deploy/kubernetes/agent-node-restriction.yaml "default values" \
   --show-only templates/agent-node-restriction.yaml
+render deploy/kubernetes/node-steering-keys.yaml "default values" \
+  --show-only templates/node-steering-keys.yaml
 mkdir -p "$out/deploy/crds"
 cp "$chart"/crds/*.yaml "$out/deploy/crds/"
 render test/golden/helm/all-features.yaml "every optional part on" --include-crds \
@@ -43,11 +45,15 @@ render test/golden/helm/all-features.yaml "every optional part on" --include-crd
   --set kubernetesAPI.host=10.96.0.10 --set kubernetesAPI.port=6443 \
   --set controller.replicas=3 --set controller.policy.provider.name=standby \
   --set 'controller.policy.ladder.catastrophic={redfish,delete-node}' \
+  --set 'controller.bmcCredentialSecrets={gpuheal-bmc-rack-1}' \
+  --set 'controller.policy.failure_domains.labels={example.com/rack}' \
+  --set 'nodeSteeringPolicy.writers.groups={system:masters,example:node-admins}' \
   --set image.tag=0.0.0-test
 
 status=0
 for f in deploy/kubernetes/agent.yaml deploy/kubernetes/controller.yaml \
-  deploy/kubernetes/agent-node-restriction.yaml test/golden/helm/all-features.yaml \
+  deploy/kubernetes/agent-node-restriction.yaml deploy/kubernetes/node-steering-keys.yaml \
+  test/golden/helm/all-features.yaml \
   $(cd "$out" && ls deploy/crds/*.yaml); do
   if [[ $check == 1 ]]; then
     if ! diff -u "$root/$f" "$out/$f" > "$out/diff" 2>&1; then

@@ -307,15 +307,18 @@ Result<RedfishClient::Reply> RedfishClient::Call(const std::string& method, cons
 Result<RedfishClient::Reply> RedfishClient::Once(const std::string& method, const std::string& path,
                                                  const std::string& body, bool idempotent,
                                                  bool authenticate) {
-  const std::string url = endpoint_.base + path;
+  std::string url = endpoint_.base + path;
   const int attempts = std::max(1, options_.attempts);
   auto backoff = options_.backoff;
   std::string last;
+  int redirects = 0;
+  bool redirected = false;
   for (int i = 1; i <= attempts; ++i) {
-    if (i > 1) {
+    if (i > 1 && !redirected) {
       std::this_thread::sleep_for(backoff);
       backoff *= 2;
     }
+    redirected = false;
     auto lib = LoadCurl();
     if (!lib) return lib.error();
     const CurlLibrary& curl = **lib;
@@ -333,12 +336,14 @@ Result<RedfishClient::Reply> RedfishClient::Once(const std::string& method, cons
     CURL* c = h.get();
     curl.easy_setopt(c, CURLOPT_URL, url.c_str());
     curl.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl.easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    // A system named by its Name instead of its Id answers with a redirect (307 keeps the method
-    // and body); libcurl sends the credentials on only to the same host.
-    curl.easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-    curl.easy_setopt(c, CURLOPT_MAXREDIRS, 3L);
+    // Redirects are followed below, on this endpoint only: libcurl would send a custom header
+    // (a session's X-Auth-Token) on to any host a redirect names.
+    curl.easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     curl.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_slist* pins = nullptr;
+    for (const auto& r : options_.resolve) pins = curl.slist_append(pins, r.c_str());
+    std::unique_ptr<curl_slist, void (*)(curl_slist*)> pins_guard(pins, curl.slist_free_all);
+    if (pins) curl.easy_setopt(c, CURLOPT_RESOLVE, pins);
     if (authenticate && !session) {
       curl.easy_setopt(c, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
       curl.easy_setopt(c, CURLOPT_USERNAME, credentials_.username.c_str());
@@ -388,6 +393,28 @@ Result<RedfishClient::Reply> RedfishClient::Once(const std::string& method, cons
     reply.token = std::move(got.token);
     reply.location = std::move(got.location);
     if (reply.status >= 200 && reply.status < 300) return reply;
+    if (reply.status >= 300 && reply.status < 400 && !reply.location.empty()) {
+      // A system named by its Name instead of its Id answers with a redirect (307 keeps the
+      // method and body): followed when it stays on this endpoint, without using an attempt.
+      std::string next = reply.location;
+      if (next.starts_with(endpoint_.base + "/")) next = next.substr(endpoint_.base.size());
+      const bool keeps_method = reply.status == 307 || reply.status == 308 || method == "GET";
+      if (!next.starts_with("/") || next.starts_with("//")) {
+        return Error{
+            fmt::format("{}: HTTP {} to {}: not followed, it leaves the BMC's endpoint "
+                        "{} (the credentials stay with it)",
+                        where, reply.status, Clip(reply.location), endpoint_.base)};
+      }
+      if (!keeps_method || ++redirects > 3) {
+        return Error{fmt::format(
+            "{}: HTTP {} to {}: not followed ({})", where, reply.status, Clip(reply.location),
+            keeps_method ? "more than 3 redirects" : "it would change the method")};
+      }
+      url = endpoint_.base + next;
+      redirected = true;
+      --i;
+      continue;
+    }
     const std::string detail = DecodeErrorMessage(reply.body);
     last = fmt::format("{}: HTTP {}{}", where, reply.status, detail.empty() ? "" : ": " + detail);
     if (reply.status == 401 || reply.status == 403) {

@@ -6,7 +6,8 @@
 // /redfish/v1/Systems) or https://bmc[:port]/redfish/v1/Systems/<id> (a BMC that manages several).
 // Reads are retried with backoff on timeouts, connection failures and 5xx; a reset is retried
 // only when it cannot have reached the BMC (no connection) or the BMC said so (503): a reset
-// that timed out may have happened, and is never sent twice.
+// that timed out may have happened, and is never sent twice. Redirects are followed only on the
+// endpoint's own scheme, host and port: the credentials (or the session's token) never leave it.
 
 #include <chrono>
 #include <string>
@@ -40,6 +41,9 @@ struct ClientOptions {
   std::chrono::milliseconds timeout{10000};  // per request
   int attempts = 3;                          // per request, transient failures only
   std::chrono::milliseconds backoff{500};    // before the second attempt, doubled after
+  // Where the BMC's host name connects ("host:port:addr[,addr]", libcurl's CURLOPT_RESOLVE): the
+  // addresses an allow-list check resolved and accepted (bmc/endpoint_policy.h); empty: DNS.
+  std::vector<std::string> resolve;
 };
 
 struct Endpoint {

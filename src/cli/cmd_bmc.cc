@@ -1,14 +1,17 @@
-// gpuheal bmc status|reset: a node's BMC over Redfish, for operators. The endpoint and the
-// credentials are the ones the redfish provider uses (the node's gpuheal.io/bmc-endpoint
-// annotation, the credentials Secret), or given on the command line without a cluster.
+// gpuheal bmc status|reset: a node's BMC over Redfish, for operators. A NODE's endpoint and
+// credentials are found and checked as the redfish provider finds them (controller/bmc_target.h:
+// the endpoints ConfigMap, the allow-list, plain http refused unless allowed), or the BMC is given
+// on the command line without a cluster.
 
 #include <fmt/format.h>
 
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bmc/endpoint_policy.h"
 #include "bmc/redfish.h"
 #include "cli/commands.h"
+#include "controller/bmc_target.h"
 #include "core/file.h"
 #include "core/keys.h"
 #include "core/object_names.h"
@@ -19,10 +22,15 @@ namespace gpuheal::cli {
 namespace {
 
 using json = nlohmann::json;
+using controller::BmcTarget;
 
 struct BmcArgs {
   std::string node, endpoint, kubeconfig;
   std::string credentials_secret = "gpuheal-system/gpuheal-bmc";
+  std::string endpoints_configmap = "gpuheal-system/gpuheal-bmc-endpoints";
+  std::vector<std::string> endpoint_sources = {"configmap"};
+  std::vector<std::string> allowed_endpoints;
+  bool allow_http = false;
   std::string username, password_file;
   std::string ca_file;
   std::string auth = "basic";
@@ -33,17 +41,44 @@ struct BmcArgs {
   bool force = false;
 };
 
-struct Target {
-  bmc::Endpoint endpoint;
-  bmc::Credentials credentials;
-  std::string url;
-};
+// The flags' part of the provider's policy.
+Result<controller::Policy::Redfish> RedfishPolicy(const BmcArgs& a) {
+  using Source = controller::Policy::Redfish::EndpointSource;
+  controller::Policy::Redfish p;
+  p.credentials_secret = a.credentials_secret;
+  p.endpoints_configmap = a.endpoints_configmap;
+  p.endpoint_sources.clear();
+  for (const auto& s : a.endpoint_sources) {
+    if (s == "configmap") {
+      p.endpoint_sources.push_back(Source::kConfigMap);
+    } else if (s == "node-annotation") {
+      p.endpoint_sources.push_back(Source::kNodeAnnotation);
+    } else {
+      return Error{fmt::format("--endpoint-source {}: configmap or node-annotation", s),
+                   ErrorCode::kUsage};
+    }
+  }
+  for (const char* ref : {"credentials", "endpoints"}) {
+    const std::string& v = ref[0] == 'c' ? p.credentials_secret : p.endpoints_configmap;
+    const auto slash = v.find('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == v.size())
+      return Error{fmt::format("--{}-{} must be NAMESPACE/NAME", ref,
+                               ref[0] == 'c' ? "secret" : "configmap"),
+                   ErrorCode::kUsage};
+  }
+  p.allowed_endpoints = a.allowed_endpoints;
+  auto rules = bmc::ParseEndpointRules(a.allowed_endpoints);
+  if (!rules) return Error{"--allowed-endpoint: " + rules.error().message, ErrorCode::kUsage};
+  p.allowed_endpoint_rules = std::move(*rules);
+  p.allow_insecure_http = a.allow_http;
+  return p;
+}
 
 // Fails with the exit code in `code`.
-Result<Target> Resolve(const BmcArgs& a, bool reset, int* code) {
+Result<BmcTarget> Resolve(const BmcArgs& a, bool reset, int* code) {
   *code = kExitUsage;
   if (a.node.empty() == a.endpoint.empty())
-    return Error{"name a NODE (its gpuheal.io/bmc-endpoint annotation) or --endpoint, not both"};
+    return Error{"name a NODE (its entry in the endpoints ConfigMap) or --endpoint, not both"};
   for (const auto& t : a.reset_types) {
     if (!bmc::IsResetType(t))
       return Error{
@@ -51,7 +86,12 @@ Result<Target> Resolve(const BmcArgs& a, bool reset, int* code) {
                       "ForceRestart, GracefulRestart)",
                       t)};
   }
-  Target out;
+  GPUHEAL_TRY(policy, RedfishPolicy(a));
+  if (!a.username.empty() || !a.password_file.empty()) {
+    if (a.username.empty() || a.password_file.empty())
+      return Error{"--username and --password-file go together"};
+  }
+  BmcTarget out;
   std::unique_ptr<kube::Client> client;
   auto need_client = [&]() -> Status {
     if (client) return Status::Ok();
@@ -70,13 +110,9 @@ Result<Target> Resolve(const BmcArgs& a, bool reset, int* code) {
     if (!res->ok()) return Error{fmt::format("node {}: {}", a.node, res->Describe())};
     auto node = kube::DecodeNode(res->body);
     if (!node) return node.error();
-    auto it = node->meta.annotations.find(std::string(keys::kBmcEndpoint));
-    if (it == node->meta.annotations.end()) {
-      *code = kExitUsage;
-      return Error{fmt::format("node {} has no {} annotation: annotate it, or pass --endpoint",
-                               a.node, keys::kBmcEndpoint)};
-    }
-    out.url = it->second;
+    auto target = controller::ResolveBmcEndpoint(*client, policy, *node);
+    if (!target) return Error{fmt::format("node {}: {}", a.node, target.error().message)};
+    out = std::move(*target);
     if (reset && !a.force) {
       // The repair record is the lock: the controller may be power-cycling this node right now.
       auto repairs = client->Get(
@@ -86,7 +122,6 @@ Result<Target> Resolve(const BmcArgs& a, bool reset, int* code) {
         if (auto list = kube::DecodeNodeRepairList(repairs->body)) {
           for (const auto& r : list->items) {
             if (r.node == a.node && r.phase == "Remediating") {
-              *code = kExitFailure;
               return Error{fmt::format(
                   "NodeRepair {} is Remediating node {}: its reset may be under way; wait for "
                   "it, or pass --force",
@@ -98,14 +133,18 @@ Result<Target> Resolve(const BmcArgs& a, bool reset, int* code) {
     }
   } else {
     out.url = a.endpoint;
+    out.source = "--endpoint";
+    out.secret = a.credentials_secret;
+    auto endpoint = bmc::ParseEndpoint(out.url);
+    if (!endpoint) return endpoint.error();
+    out.endpoint = *endpoint;
+    auto check =
+        bmc::CheckEndpoint(out.endpoint, policy.allowed_endpoint_rules, policy.allow_insecure_http);
+    if (!check) return Error{check.error().message + " (or pass --allow-insecure-http)"};
+    out.check = std::move(*check);
   }
-  *code = kExitUsage;
-  auto endpoint = bmc::ParseEndpoint(out.url);
-  if (!endpoint) return endpoint.error();
-  out.endpoint = *endpoint;
-  if (!a.username.empty() || !a.password_file.empty()) {
-    if (a.username.empty() || a.password_file.empty())
-      return Error{"--username and --password-file go together"};
+  if (!a.username.empty()) {
+    *code = kExitUsage;
     auto pw = ReadWholeFile(a.password_file);
     if (!pw) return Error{fmt::format("--password-file {}: cannot read it", a.password_file)};
     std::string p = *pw;
@@ -114,17 +153,8 @@ Result<Target> Resolve(const BmcArgs& a, bool reset, int* code) {
     return out;
   }
   GPUHEAL_CHECK(need_client());
-  const auto slash = a.credentials_secret.find('/');
-  if (slash == std::string::npos) return Error{"--credentials-secret must be NAMESPACE/NAME"};
   *code = kExitFailure;
-  auto res = client->Get(fmt::format("/api/v1/namespaces/{}/secrets/{}",
-                                     a.credentials_secret.substr(0, slash),
-                                     a.credentials_secret.substr(slash + 1)));
-  if (!res) return res.error();
-  if (!res->ok()) return Error{fmt::format("Secret {}: {}", a.credentials_secret, res->Describe())};
-  auto credentials = bmc::CredentialsFromSecret(res->body, a.credentials_secret);
-  if (!credentials) return credentials.error();
-  out.credentials = std::move(*credentials);
+  GPUHEAL_CHECK(controller::ReadBmcCredentials(*client, out));
   return out;
 }
 
@@ -141,11 +171,16 @@ void Run(const BmcArgs& a, bool reset, int& exit_code) {
     std::cerr << cmd
               << ": warning: the BMC's certificate is not verified (--insecure-skip-verify)\n";
   }
+  if (target->check.http) {
+    std::cerr << cmd << ": warning: plain http to " << target->url
+              << ": the BMC's user and password cross the network unencrypted\n";
+  }
   bmc::ClientOptions options;
   options.auth = a.auth == "session" ? bmc::Auth::kSession : bmc::Auth::kBasic;
   options.ca_file = a.ca_file;
   options.insecure = a.insecure;
   options.timeout = std::chrono::seconds(a.timeout_seconds);
+  options.resolve = target->check.resolve;
   bmc::RedfishClient client(target->endpoint, target->credentials, options);
   auto system = client.System();
   if (!system) {
@@ -191,7 +226,9 @@ void Run(const BmcArgs& a, bool reset, int& exit_code) {
 }
 
 void AddFlags(CLI::App* c, BmcArgs& a, bool reset) {
-  c->add_option("node", a.node, "The node (its gpuheal.io/bmc-endpoint annotation names the BMC)");
+  c->add_option("node", a.node,
+                "The node (its entry in the endpoints ConfigMap names the BMC and, optionally, "
+                "the credentials' Secret)");
   c->add_option("--endpoint", a.endpoint,
                 "The BMC instead of a node: https://HOST[:PORT][/redfish/v1/Systems/ID]");
   c->add_option("--kubeconfig", a.kubeconfig,
@@ -199,6 +236,17 @@ void AddFlags(CLI::App* c, BmcArgs& a, bool reset) {
   c->add_option("--credentials-secret", a.credentials_secret,
                 "NAMESPACE/NAME of the Secret with username and password")
       ->capture_default_str();
+  c->add_option("--endpoints-configmap", a.endpoints_configmap,
+                "NAMESPACE/NAME of the ConfigMap mapping node names to BMC endpoints")
+      ->capture_default_str();
+  c->add_option("--endpoint-source", a.endpoint_sources,
+                "Where a NODE's endpoint is read, first found wins (repeatable): configmap, "
+                "node-annotation (its gpuheal.io/bmc-endpoint, which its kubelet can write)")
+      ->capture_default_str();
+  c->add_option("--allowed-endpoint", a.allowed_endpoints,
+                "A CIDR or host-name suffix the BMC must lie in (repeatable); none: any");
+  c->add_flag("--allow-insecure-http", a.allow_http,
+              "Allow a plain http BMC (the password crosses the network unencrypted)");
   c->add_option("--username", a.username, "BMC user (with --password-file; no Secret read)");
   c->add_option("--password-file", a.password_file, "File holding the BMC user's password");
   c->add_option("--ca-file", a.ca_file, "PEM bundle that signs the BMC's certificate");

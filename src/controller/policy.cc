@@ -10,6 +10,7 @@
 
 #include "bmc/redfish.h"
 #include "core/file.h"
+#include "core/keys.h"
 #include "core/yaml_fields.h"
 
 namespace gpuheal::controller {
@@ -318,7 +319,8 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
       GPUHEAL_TRY(rf, Section::Open(e, pr["redfish"], "provider.redfish",
                                     {"credentials_secret", "endpoints_configmap", "ca_file",
                                      "insecure_skip_verify", "reset_types", "request_timeout",
-                                     "attempts", "recovery_timeout", "auth"}));
+                                     "attempts", "recovery_timeout", "auth", "endpoint_sources",
+                                     "allowed_endpoints", "allow_insecure_http"}));
       if (rf["auth"]) {
         std::string auth;
         GPUHEAL_CHECK(rf.String("auth", auth));
@@ -341,6 +343,50 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
           return e.At(rf[key], fmt::format("\"provider.redfish.{}\" must be NAMESPACE/NAME", key));
         }
       }
+      if (rf["endpoint_sources"]) {
+        std::vector<std::string> sources;
+        GPUHEAL_CHECK(rf.Strings("endpoint_sources", sources, true,
+                                 "a non-empty list of configmap and node-annotation"));
+        r.endpoint_sources.clear();
+        for (size_t i = 0; i < sources.size(); ++i) {
+          using S = Policy::Redfish::EndpointSource;
+          const S s = sources[i] == "configmap"         ? S::kConfigMap
+                      : sources[i] == "node-annotation" ? S::kNodeAnnotation
+                                                        : static_cast<S>(-1);
+          if (s != S::kConfigMap && s != S::kNodeAnnotation) {
+            return e.At(rf["endpoint_sources"][i],
+                        fmt::format("unknown endpoint source \"{}\": configmap (the "
+                                    "administrator's endpoints_configmap) or node-annotation (the "
+                                    "Node's {} annotation)",
+                                    sources[i], keys::kBmcEndpoint));
+          }
+          if (std::find(r.endpoint_sources.begin(), r.endpoint_sources.end(), s) !=
+              r.endpoint_sources.end()) {
+            return e.At(rf["endpoint_sources"][i],
+                        fmt::format("endpoint source \"{}\" is named twice", sources[i]));
+          }
+          r.endpoint_sources.push_back(s);
+        }
+      }
+      GPUHEAL_CHECK(rf.Strings("allowed_endpoints", r.allowed_endpoints, false,
+                               "a list of CIDRs and host-name suffixes"));
+      {
+        auto rules = bmc::ParseEndpointRules(r.allowed_endpoints);
+        if (!rules) return e.At(rf["allowed_endpoints"], rules.error().message);
+        r.allowed_endpoint_rules = std::move(*rules);
+      }
+      GPUHEAL_CHECK(rf.Bool("allow_insecure_http", r.allow_insecure_http));
+      const bool from_node =
+          std::find(r.endpoint_sources.begin(), r.endpoint_sources.end(),
+                    Policy::Redfish::EndpointSource::kNodeAnnotation) != r.endpoint_sources.end();
+      if (from_node && r.allowed_endpoints.empty()) {
+        return e.At(rf["endpoint_sources"],
+                    fmt::format("endpoint source node-annotation needs "
+                                "\"provider.redfish.allowed_endpoints\": a node's kubelet can "
+                                "write its own {} annotation, and without an allow-list it could "
+                                "have the BMC credentials sent to any host",
+                                keys::kBmcEndpoint));
+      }
       GPUHEAL_CHECK(rf.String("ca_file", r.ca_file));
       GPUHEAL_CHECK(rf.Bool("insecure_skip_verify", r.insecure_skip_verify));
       GPUHEAL_CHECK(
@@ -361,6 +407,14 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
       GPUHEAL_CHECK(rf.Int("attempts", r.attempts, 1, 10));
       GPUHEAL_CHECK(rf.Duration("recovery_timeout", r.recovery_timeout));
     }
+  }
+  if (uses(Provider::kRedfish) && p.redfish.endpoints_configmap.empty() &&
+      std::find(p.redfish.endpoint_sources.begin(), p.redfish.endpoint_sources.end(),
+                Policy::Redfish::EndpointSource::kConfigMap) != p.redfish.endpoint_sources.end()) {
+    return e.At(root["provider"] ? root["provider"] : root,
+                "provider redfish needs \"provider.redfish.endpoints_configmap\" (NAMESPACE/NAME: "
+                "the administrator's map of node name -> BMC endpoint, the only source of "
+                "endpoints unless provider.redfish.endpoint_sources says otherwise)");
   }
   if (uses(Provider::kExec) && p.exec_command.empty()) {
     return e.At(root["provider"] ? root["provider"] : root,

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bmc/endpoint_policy.h"
 #include "core/result.h"
 #include "core/severity.h"
 
@@ -70,11 +71,23 @@ struct Policy {
   // Provider delete-node: how long a replacement node has to join the pool (Ready, the fault's
   // condition True) after the deletion before the repair ends Failed; 0: Replaced at deletion.
   std::chrono::milliseconds replacement_timeout = std::chrono::minutes(30);
-  // Provider redfish: a power cycle through the node's BMC (docs/bmc.md).
+  // Provider redfish: a power cycle through the node's BMC (docs/controller.md, "The BMC rung").
   struct Redfish {
     std::string credentials_secret =
         "gpuheal-system/gpuheal-bmc";  // NAMESPACE/NAME: username, password
-    std::string endpoints_configmap;   // NAMESPACE/NAME: node name -> endpoint; optional
+    // NAMESPACE/NAME: node name -> endpoint, or {endpoint, credentials_secret} (controller/
+    // bmc_target.h). The administrator's map: the default and only trusted source.
+    std::string endpoints_configmap;
+    // Where a node's endpoint is read, first found wins. A Node's own annotation is something
+    // its kubelet can write (NodeRestriction allows a kubelet its own Node's annotations): named
+    // only on purpose, and then only with an allow-list.
+    enum class EndpointSource { kConfigMap, kNodeAnnotation };
+    std::vector<EndpointSource> endpoint_sources = {EndpointSource::kConfigMap};
+    // CIDRs and host-name suffixes a BMC endpoint must lie in (bmc/endpoint_policy.h); empty:
+    // any endpoint of the ConfigMap.
+    std::vector<std::string> allowed_endpoints;
+    std::vector<bmc::EndpointRule> allowed_endpoint_rules;  // parsed from allowed_endpoints
+    bool allow_insecure_http = false;  // plain http to a BMC (logged at every use)
     std::string ca_file;               // PEM bundle for the BMCs' certificates; empty: the system's
     bool insecure_skip_verify = false;
     bool session_auth = false;  // auth: basic (false) | session (a Redfish session per request run)

@@ -1,9 +1,9 @@
 // The redfish provider: power-cycles the node through its BMC (DMTF Redfish
 // ComputerSystem.Reset) and waits for it to come back with its fault cleared.
 //
-// The BMC endpoint is the Node's gpuheal.io/bmc-endpoint annotation, else its entry in the
-// endpoints ConfigMap; the credentials are a Secret's username and password. Remediating is
-// written before the reset is sent, so the record is the lock: a reset is sent at most once per
+// The BMC endpoint and the credentials are resolved and checked by controller/bmc_target.h (the
+// administrator's ConfigMap; the allow-list and the http setting before any request). Remediating
+// is written before the reset is sent, so the record is the lock: a reset is sent at most once per
 // repair, whichever replica acts. After it the node is left to come back: when its agent reports
 // the fault cleared, the usual probation and release follow (Recovered); when it has not within
 // recovery_timeout, the repair ends Failed and the node stays quarantined.
@@ -16,8 +16,10 @@
 #include <optional>
 
 #include "bmc/redfish.h"
+#include "controller/bmc_target.h"
 #include "controller/remediator.h"
 #include "core/keys.h"
+#include "core/log.h"
 #include "core/reasons.h"
 
 namespace gpuheal::controller {
@@ -25,7 +27,6 @@ namespace {
 
 using std::chrono::milliseconds;
 using SysTime = std::chrono::system_clock::time_point;
-using json = nlohmann::json;
 
 constexpr std::string_view kResetSent = "BMC accepted ";  // the record's action, once sent
 constexpr milliseconds kPoll{2000};
@@ -34,11 +35,6 @@ std::string Human(milliseconds d) {
   if (d.count() % 60000 == 0) return fmt::format("{} min", d.count() / 60000);
   if (d.count() % 1000 == 0) return fmt::format("{} s", d.count() / 1000);
   return fmt::format("{} ms", d.count());
-}
-
-std::pair<std::string, std::string> Split(const std::string& ns_name) {
-  const auto slash = ns_name.find('/');
-  return {ns_name.substr(0, slash), ns_name.substr(slash + 1)};
 }
 
 class Redfish final : public Remediator {
@@ -51,7 +47,8 @@ class Redfish final : public Remediator {
     const auto& policy = ctx_.policy().redfish;
     auto target = Target(node);
     if (!target) return Fail(node, r, now, "BMC reset not sent: " + target.error().message);
-    bmc::RedfishClient client(target->endpoint, target->credentials, Options());
+    r.Action(target->Describe());
+    bmc::RedfishClient client(target->endpoint, target->credentials, Options(*target));
     auto system = client.System();
     if (!system) {
       for (const auto& line : client.attempts_log()) r.Action(line);
@@ -89,18 +86,13 @@ class Redfish final : public Remediator {
   }
 
  private:
-  struct Resolved {
-    std::string url;
-    bmc::Endpoint endpoint;
-    bmc::Credentials credentials;
-  };
   struct Watch {
     std::string power;  // the last power state recorded
     SysTime since;
-    std::optional<Resolved> target;  // the BMC and credentials, resolved once per watch
+    std::optional<BmcTarget> target;  // the BMC and credentials, resolved once per watch
   };
 
-  bmc::ClientOptions Options(int attempts = 0) const {
+  bmc::ClientOptions Options(const BmcTarget& target, int attempts = 0) const {
     const auto& p = ctx_.policy().redfish;
     bmc::ClientOptions o;
     o.auth = p.session_auth ? bmc::Auth::kSession : bmc::Auth::kBasic;
@@ -108,49 +100,29 @@ class Redfish final : public Remediator {
     o.insecure = p.insecure_skip_verify;
     o.timeout = p.request_timeout;
     o.attempts = attempts > 0 ? attempts : p.attempts;
+    o.resolve = target.check.resolve;
     return o;
   }
 
-  // The node's BMC endpoint and the credentials, read now (a rotated Secret takes effect at once).
-  Result<Resolved> Target(const kube::Node& node) {
+  // The node's BMC endpoint and the credentials, read now (a rotated Secret takes effect at
+  // once), checked before anything is sent. A weakened transport is logged at every use.
+  Result<BmcTarget> Target(const kube::Node& node) {
     const auto& p = ctx_.policy().redfish;
-    Resolved out;
-    if (auto it = node.meta.annotations.find(std::string(keys::kBmcEndpoint));
-        it != node.meta.annotations.end()) {
-      out.url = it->second;
-    } else if (!p.endpoints_configmap.empty()) {
-      const auto [ns, name] = Split(p.endpoints_configmap);
-      auto res = ctx_.api().Get(fmt::format("/api/v1/namespaces/{}/configmaps/{}", ns, name));
-      if (!res)
-        return Error{fmt::format("ConfigMap {}: {}", p.endpoints_configmap, res.error().message)};
-      // A missing map is a map without this node (said below); any other failure is its own.
-      if (!res->ok() && res->status != 404)
-        return Error{fmt::format("ConfigMap {}: {}", p.endpoints_configmap, res->Describe())};
-      const json cm = json::parse(res->body, nullptr, false);
-      if (cm.is_object() && cm.contains("data") && cm["data"].is_object() &&
-          cm["data"].contains(node.meta.name) && cm["data"][node.meta.name].is_string()) {
-        out.url = cm["data"][node.meta.name].get<std::string>();
-      }
+    auto t = ResolveBmcTarget(ctx_.api(), p, node);
+    if (!t) return t;
+    if (t->check.http) {
+      Log("warn", "BMC over plain http: its user and password cross the network unencrypted",
+          {{"node", node.meta.name},
+           {"endpoint", t->url},
+           {"policy", "provider.redfish.allow_insecure_http"}});
     }
-    if (out.url.empty()) {
-      return Error{fmt::format(
-          "the node has no BMC endpoint: annotate it {}=https://BMC{}", keys::kBmcEndpoint,
-          p.endpoints_configmap.empty()
-              ? ""
-              : fmt::format(" or add it to ConfigMap {}", p.endpoints_configmap))};
+    if (p.insecure_skip_verify && !t->check.http) {
+      Log("warn", "BMC certificate not verified",
+          {{"node", node.meta.name},
+           {"endpoint", t->url},
+           {"policy", "provider.redfish.insecure_skip_verify"}});
     }
-    auto endpoint = bmc::ParseEndpoint(out.url);
-    if (!endpoint) return endpoint.error();
-    out.endpoint = *endpoint;
-    const auto [ns, name] = Split(p.credentials_secret);
-    auto res = ctx_.api().Get(fmt::format("/api/v1/namespaces/{}/secrets/{}", ns, name));
-    if (!res) return Error{fmt::format("Secret {}: {}", p.credentials_secret, res.error().message)};
-    if (!res->ok())
-      return Error{fmt::format("Secret {}: {}", p.credentials_secret, res->Describe())};
-    auto credentials = bmc::CredentialsFromSecret(res->body, p.credentials_secret);
-    if (!credentials) return credentials.error();
-    out.credentials = std::move(*credentials);
-    return out;
+    return t;
   }
 
   // After the reset: records the power transitions the BMC shows, and ends the repair Failed
@@ -191,7 +163,7 @@ class Redfish final : public Remediator {
       if (auto t = Target(node)) watch.target = std::move(*t);
     }
     if (const auto& target = watch.target) {
-      bmc::RedfishClient client(target->endpoint, target->credentials, Options(1));
+      bmc::RedfishClient client(target->endpoint, target->credentials, Options(*target, 1));
       if (auto s = client.System(); s && s->power_state != watch.power) {
         r.Action(fmt::format("BMC power state {} at {}", s->power_state, kube::MicroTime(now)));
         watch.power = s->power_state;

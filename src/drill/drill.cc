@@ -31,6 +31,7 @@
 #include "core/severity.h"
 #include "core/time.h"
 #include "drill/child.h"
+#include "drill/decoy.h"
 #include "drill/inject.h"
 #include "kube/client.h"
 #include "kube/informer.h"
@@ -49,6 +50,7 @@ using std::chrono::milliseconds;
 constexpr std::string_view kRepairs = kube::kNodeRepairsPath;
 constexpr const char* kSystemNs = "gpuheal-system";
 constexpr const char* kBmcSecret = "gpuheal-drill-bmc";  // bmc: the emulator's credentials
+constexpr const char* kBmcEndpoints = "gpuheal-drill-bmc-endpoints";  // bmc: node -> its BMC
 constexpr const char* kLease = "gpuheal-drill";
 constexpr int kAgentsOnEveryNodeUpTo = 64;
 // rack: the simulated nodes' failure-domain label (a drill's own; clusters name theirs in the
@@ -187,9 +189,11 @@ Plan PlanFor(const DrillOptions& o) {
     p.policy =
         PolicyYaml("2s", "2s",
                    fmt::format("{{name: standby, replacement_timeout: 2m, redfish: "
-                               "{{credentials_secret: {}/{}, reset_types: [PowerCycle, "
-                               "ForceRestart], request_timeout: 5s, recovery_timeout: 60s}}}}",
-                               kSystemNs, kBmcSecret)) +
+                               "{{credentials_secret: {0}/{1}, endpoints_configmap: {0}/{2}, "
+                               "allowed_endpoints: [127.0.0.1/32], allow_insecure_http: true, "
+                               "reset_types: [PowerCycle, ForceRestart], request_timeout: 5s, "
+                               "recovery_timeout: 60s}}}}",
+                               kSystemNs, kBmcSecret, kBmcEndpoints)) +
         "ladder: {catastrophic: [redfish, delete-node]}\n";
   } else if (o.scenario == "rack") {
     // A rack's four nodes lose their GPUs at once (Xid 79) and a fifth node elsewhere does too:
@@ -744,6 +748,8 @@ class Drill {
     if (o_.live) o_.live(s);
   }
   std::string bmc_dir_, bmc_url_, bmc_password_;  // bmc: the emulator's
+  // bmc: where the target, playing a compromised node, points its own BMC annotation.
+  std::unique_ptr<Decoy> bmc_decoy_;
   // gpu-scoped: the ResourceSlice the drill published, and the pod holding the faulty GPU.
   struct DraSeen {
     std::string slice, victim;
@@ -1536,6 +1542,8 @@ class Drill {
     if (bmc) {
       bmc->Stop();
       (void)client_->Delete(fmt::format("/api/v1/namespaces/{}/secrets/{}", kSystemNs, kBmcSecret));
+      (void)client_->Delete(
+          fmt::format("/api/v1/namespaces/{}/configmaps/{}", kSystemNs, kBmcEndpoints));
     }
     if (containerd) {
       containerd->Signal(SIGCONT);
@@ -1645,8 +1653,9 @@ class Drill {
   }
 
   // bmc: sushy-emulator (its fake driver) with one system named after `node`, on a loopback port,
-  // basic auth with a random password; the credentials Secret the policy names, and the Node's
-  // gpuheal.io/bmc-endpoint annotation.
+  // basic auth with a random password; the credentials Secret and the endpoints ConfigMap the
+  // policy names. The node then plays a compromised one: its own gpuheal.io/bmc-endpoint
+  // annotation names a decoy that counts connections, asking for the fleet's BMC password.
   Result<std::unique_ptr<Child>> StartBmc(const std::string& dir, const std::string& node) {
     std::string exe = o_.bmc_emulator;
     if (exe.empty()) {
@@ -1709,13 +1718,28 @@ class Drill {
     auto s = client_->Create(path, secret);
     if (!s || !s->ok())
       return Error{"bmc: creating the Secret: " + (s ? s->Describe() : s.error().message)};
+    const json endpoints = {{"apiVersion", "v1"},
+                            {"kind", "ConfigMap"},
+                            {"metadata", {{"name", kBmcEndpoints}, {"namespace", kSystemNs}}},
+                            {"data", {{node, bmc_url_}}}};
+    const std::string cms = fmt::format("/api/v1/namespaces/{}/configmaps", kSystemNs);
+    (void)client_->Delete(cms + "/" + kBmcEndpoints);
+    auto m = client_->Create(cms, endpoints);
+    if (!m || !m->ok())
+      return Error{"bmc: creating the ConfigMap: " + (m ? m->Describe() : m.error().message)};
+    auto decoy = Decoy::Start();
+    if (!decoy) return decoy.error();
+    bmc_decoy_ = std::move(*decoy);
+    const std::string decoy_url = fmt::format("http://127.0.0.1:{}", bmc_decoy_->port());
     auto a = client_->Patch(
         kube::NodePath(node), kube::PatchType::kMerge,
-        {{"metadata", {{"annotations", {{std::string(keys::kBmcEndpoint), bmc_url_}}}}}});
+        {{"metadata", {{"annotations", {{std::string(keys::kBmcEndpoint), decoy_url}}}}}});
     if (!a || !a->ok())
       return Error{"bmc: annotating " + node + ": " + (a ? a->Describe() : a.error().message)};
-    Say(fmt::format("BMC of {}: sushy-emulator (fake driver) at {} ({}), user drill\n", node,
-                    bmc_url_, dir));
+    Say(fmt::format(
+        "BMC of {}: sushy-emulator (fake driver) at {} ({}), user drill, in ConfigMap {}/{}; the "
+        "node's own {} names a decoy at {}\n",
+        node, bmc_url_, dir, kSystemNs, kBmcEndpoints, keys::kBmcEndpoint, decoy_url));
     return c;
   }
 
@@ -2371,6 +2395,11 @@ class Drill {
       check("one power cycle through the BMC", resets == 1 && accepted,
             fmt::format("the emulator accepted {} ComputerSystem.Reset; the record {}", resets,
                         accepted ? "says the BMC accepted it" : "has no accepted reset"));
+      const int asked = bmc_decoy_ ? bmc_decoy_->connections() : -1;
+      check("a compromised node asks for the fleet's BMC password: held", asked == 0 && resets == 1,
+            fmt::format("the node's own {} named a decoy: {} connection(s) to it; the reset went "
+                        "to the administrator's ConfigMap endpoint",
+                        keys::kBmcEndpoint, asked));
       const auto n = obs.nodes().count(t) ? obs.nodes().at(t).node : kube::Node{};
       const bool back = obs.Has("node_booted") && obs.Has("released") &&
                         obs.Has("repair_recovered") && HasTaint(n, keys::kStandbyTaint);

@@ -6,7 +6,8 @@
 //   2. `helm install`: the agent runs on the real node, the controller becomes Ready;
 //   3. an Xid 79 written to the host's /dev/kmsg: condition, taint, the kubelet stops the
 //      workload, its replacement runs elsewhere (simulated nodes); the timeline is printed;
-//   4. `helm upgrade` with a changed config reaches the agent;
+//   4. `helm upgrade` with a changed config reaches the agent; the node's own kubelet cannot
+//      write the Node keys that steer the controller (the chart's admission policy);
 //   5. `helm uninstall` leaves no gpuheal taint, annotation, cordon or condition on any node;
 //   6. the agent as a host service (deploy/systemd/gpuheal-agent-kubelet.service's command line)
 //      with the kubelet's own credentials: it reports its Node; writing another Node is refused;
@@ -392,6 +393,48 @@ TEST_F(RealNode, HelmUpgradeWithAChangedConfigReachesTheAgent) {
   std::stringstream seen;
   seen << in.rdbuf();
   EXPECT_NE(seen.str().find("quiet_period: 7m"), std::string::npos) << seen.str();
+}
+
+// 4b. The chart installed, the node's own kubelet (its client certificate, system:node:<name>)
+// cannot write the keys that steer the controller on its own Node: NodeRestriction lets it write
+// its own Node's annotations and most labels, and the chart's gpuheal-node-steering-keys policy
+// refuses these. A key that steers nothing still goes through, so the refusals are the policy's.
+TEST_F(RealNode, TheKubeletCannotSteerTheController) {
+  auto as_kubelet = ClientFrom(dir_ + "/node/kubelet.kubeconfig");
+  auto patch = [&](const json& body) {
+    auto r = as_kubelet->Patch(kube::NodePath(node_), kube::PatchType::kMerge, body);
+    return r.ok() ? std::make_pair(static_cast<int>(r->status), r->Describe())
+                  : std::make_pair(-1, r.error().message);
+  };
+  const json before = NodeObj(node_);
+  const std::vector<std::pair<std::string, json>> refused = {
+      {"gpuheal.io/bmc-endpoint",
+       {{"metadata", {{"annotations", {{"gpuheal.io/bmc-endpoint", "http://127.0.0.1:9"}}}}}}},
+      {"gpuheal.io/replaces",
+       {{"metadata", {{"annotations", {{"gpuheal.io/replaces", "someone-elses-repair"}}}}}}},
+      {"gpuheal.io/pool", {{"metadata", {{"labels", {{"gpuheal.io/pool", "another-pool"}}}}}}},
+  };
+  for (const auto& [key, body] : refused) {
+    auto [code, text] = patch(body);
+    EXPECT_EQ(code, 403) << key << ": " << text;
+    EXPECT_NE(text.find("gpuheal-node-steering-keys"), std::string::npos) << key << ": " << text;
+  }
+  // The standby taint: NodeRestriction already refuses a kubelet's taint changes; refused either
+  // way.
+  json taints = before["spec"].value("taints", json::array());
+  taints.push_back({{"key", "gpuheal.io/standby"}, {"value", "true"}, {"effect", "NoSchedule"}});
+  auto [code, text] = patch({{"spec", {{"taints", taints}}}});
+  EXPECT_EQ(code, 403) << text;
+  const json after = NodeObj(node_);
+  EXPECT_EQ(after["metadata"].value("annotations", json::object()).dump(),
+            before["metadata"].value("annotations", json::object()).dump());
+  EXPECT_EQ(after["metadata"]["labels"].dump(), before["metadata"]["labels"].dump());
+  EXPECT_EQ(after["spec"].value("taints", json::array()).dump(),
+            before["spec"].value("taints", json::array()).dump());
+  // Its own Node is otherwise its to write.
+  EXPECT_EQ(patch({{"metadata", {{"annotations", {{"example.com/probe", "1"}}}}}}).first, 200);
+  (void)client_->Patch(kube::NodePath(node_), kube::PatchType::kMerge,
+                       {{"metadata", {{"annotations", {{"example.com/probe", nullptr}}}}}});
 }
 
 // 5. helm uninstall: nothing of gpuheal stays on any node.

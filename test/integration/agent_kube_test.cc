@@ -791,6 +791,145 @@ TEST_F(AgentKube, ShippedManifestsGiveTheAgentItsOwnNodeOnly) {
   EXPECT_EQ(forged->status, 403) << forged->Describe();
 }
 
+// The shipped steering-keys policy (deploy/kubernetes/node-steering-keys.yaml): an identity that
+// holds RBAC to patch Nodes but is neither the controller nor an administrator cannot write the
+// keys that steer the controller (the BMC endpoint, replaces, cordoned, the incident release, the
+// GPU recovery request, the standby and fault taints, opt-out, pause and pool), through the Node
+// or its status; other keys it may. The controller's ServiceAccount and system:masters may.
+TEST_F(AgentKube, ShippedSteeringPolicyKeepsTheKeysToTheController) {
+  const std::string deploy = std::string(GPUHEAL_SOURCE_DIR) + "/deploy/kubernetes/";
+  gpuheal::testing::ApplyManifest(*client_, deploy + "node-steering-keys.yaml");
+  (void)client_->Create(
+      "/api/v1/namespaces",
+      {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", "gpuheal-system"}}}});
+  const std::string role = "steer-test-" + node_;
+  ASSERT_TRUE(client_
+                  ->Create("/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                           {{"apiVersion", "rbac.authorization.k8s.io/v1"},
+                            {"kind", "ClusterRole"},
+                            {"metadata", {{"name", role}}},
+                            {"rules",
+                             {{{"apiGroups", {""}},
+                               {"resources", {"nodes", "nodes/status"}},
+                               {"verbs", {"get", "patch", "update"}}}}}})
+                  ->ok());
+  auto token_of = [&](const std::string& sa) {
+    (void)client_->Create("/api/v1/namespaces/gpuheal-system/serviceaccounts",
+                          {{"apiVersion", "v1"},
+                           {"kind", "ServiceAccount"},
+                           {"metadata", {{"name", sa}, {"namespace", "gpuheal-system"}}}});
+    (void)client_->Create(
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        {{"apiVersion", "rbac.authorization.k8s.io/v1"},
+         {"kind", "ClusterRoleBinding"},
+         {"metadata", {{"name", role + "-" + sa}}},
+         {"roleRef",
+          {{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "ClusterRole"}, {"name", role}}},
+         {"subjects",
+          {{{"kind", "ServiceAccount"}, {"name", sa}, {"namespace", "gpuheal-system"}}}}});
+    auto tr = client_->Create("/api/v1/namespaces/gpuheal-system/serviceaccounts/" + sa + "/token",
+                              {{"apiVersion", "authentication.k8s.io/v1"},
+                               {"kind", "TokenRequest"},
+                               {"spec", {{"expirationSeconds", 3600}}}});
+    EXPECT_EQ(tr->status, 201) << tr->Describe();
+    const std::string kc = state_dir_ + "/" + sa + ".kubeconfig";
+    gpuheal::testing::WriteTokenKubeconfig(kc, client_->config().server,
+                                           nlohmann::json::parse(tr->body)["status"]["token"]);
+    auto cfg = kube::LoadKubeconfig(kc);
+    EXPECT_TRUE(cfg.ok());
+    auto c = kube::Client::Create(std::move(*cfg), kube::RetryPolicy{1, 10ms, 10ms});
+    EXPECT_TRUE(c.ok());
+    return std::move(*c);
+  };
+  auto operator_client = token_of("node-operator");
+  auto controller_client = token_of("gpuheal-controller");
+  const std::string node = node_ + "-steer";
+  nlohmann::json n = gpuheal::testing::NodeJson(node);
+  n["metadata"]["labels"]["gpuheal.io/pool"] = "pool-a";
+  ASSERT_EQ(client_->Create(kube::NodePath(), n)->status, 201);
+  auto patch = [&](kube::Client& c, const nlohmann::json& body, bool status = false) {
+    auto r =
+        c.Patch(kube::NodePath(node) + (status ? "/status" : ""), kube::PatchType::kMerge, body);
+    return r.ok() ? std::make_pair(static_cast<int>(r->status), r->Describe())
+                  : std::make_pair(-1, r.error().message);
+  };
+  auto annotate = [](const std::string& k, const std::string& v) {
+    return nlohmann::json{{"metadata", {{"annotations", {{k, v}}}}}};
+  };
+  auto label = [](const std::string& k, const std::string& v) {
+    return nlohmann::json{{"metadata", {{"labels", {{k, v}}}}}};
+  };
+  const nlohmann::json standby = {
+      {"spec",
+       {{"taints",
+         {{{"key", "gpuheal.io/standby"}, {"value", "true"}, {"effect", "NoSchedule"}}}}}}};
+  // RBAC allows it; the policy, once in force, refuses it.
+  // RBAC allows it; the policy refuses it once in force. Until then a probe may land, so it
+  // writes a new value each time, on a node of its own.
+  const std::string probe_node = node + "-probe";
+  ASSERT_EQ(client_->Create(kube::NodePath(), gpuheal::testing::NodeJson(probe_node))->status, 201);
+  int probes = 0;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto r = operator_client->Patch(
+            kube::NodePath(probe_node), kube::PatchType::kMerge,
+            annotate("gpuheal.io/bmc-endpoint", "http://probe-" + std::to_string(++probes)));
+        return r.ok() && r->status == 403;
+      },
+      10s));
+  (void)client_->Delete(kube::NodePath(probe_node));
+  const std::vector<std::pair<std::string, nlohmann::json>> refused = {
+      {"annotation gpuheal.io/replaces", annotate("gpuheal.io/replaces", "some-repair")},
+      {"annotation gpuheal.io/cordoned", annotate("gpuheal.io/cordoned", "true")},
+      {"annotation gpuheal.io/incident-release",
+       annotate("gpuheal.io/incident-release", "2030-01-01T00:00:00Z")},
+      {"annotation gpuheal.io/gpu-recovery-request",
+       annotate("gpuheal.io/gpu-recovery-request", "{}")},
+      {"label gpuheal.io/pool", label("gpuheal.io/pool", "pool-b")},
+      {"label gpuheal.io/managed", label("gpuheal.io/managed", "false")},
+      {"label gpuheal.io/paused", label("gpuheal.io/paused", "true")},
+      {"taint gpuheal.io/standby", standby},
+  };
+  for (const auto& [what, body] : refused) {
+    auto [code, text] = patch(*operator_client, body);
+    EXPECT_EQ(code, 403) << what << ": " << text;
+    EXPECT_NE(text.find("only gpuheal's controller and the administrators"), std::string::npos)
+        << what << ": " << text;
+    // Metadata is writable through nodes/status too (spec is not: the status strategy drops it).
+    if (!body.contains("spec")) {
+      EXPECT_EQ(patch(*operator_client, body, true).first, 403) << what << " through nodes/status";
+    }
+  }
+  auto [code, text] = patch(*operator_client, annotate("gpuheal.io/bmc-endpoint", "http://x"));
+  EXPECT_NE(text.find("gpuheal.io/bmc-endpoint on a Node, not "
+                      "system:serviceaccount:gpuheal-system:node-operator"),
+            std::string::npos)
+      << text;
+  // Keys that do not steer the controller, and labels only a node's own identity must keep.
+  EXPECT_EQ(patch(*operator_client, annotate("example.com/owner", "team-a")).first, 200);
+  EXPECT_EQ(patch(*operator_client, label("karpenter.sh/nodepool", "gpu")).first, 200);
+  auto after = kube::DecodeNode(client_->Get(kube::NodePath(node))->body);
+  ASSERT_TRUE(after.ok());
+  for (const auto& k : {"gpuheal.io/bmc-endpoint", "gpuheal.io/replaces", "gpuheal.io/cordoned"})
+    EXPECT_FALSE(after->meta.annotations.contains(k)) << k;
+  EXPECT_EQ(after->meta.labels["gpuheal.io/pool"], "pool-a");
+  for (const auto& t : after->taints) EXPECT_NE(t.key, "gpuheal.io/standby");
+  // The controller and the administrators may.
+  EXPECT_EQ(patch(*controller_client, annotate("gpuheal.io/replaces", "repair-1")).first, 200);
+  EXPECT_EQ(patch(*controller_client, standby).first, 200);
+  EXPECT_EQ(patch(*client_, annotate("gpuheal.io/bmc-endpoint", "https://10.20.0.11")).first, 200);
+  EXPECT_EQ(patch(*client_, label("gpuheal.io/pool", "pool-b")).first, 200);
+  // Unchanged keys do not stand in the way of another write by the operator.
+  EXPECT_EQ(patch(*operator_client, annotate("example.com/owner", "team-b")).first, 200);
+  (void)client_->Delete(kube::NodePath(node));
+  (void)client_->Delete(
+      "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/"
+      "gpuheal-node-steering-keys");
+  (void)client_->Delete(
+      "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/"
+      "gpuheal-node-steering-keys");
+}
+
 // ---------------------------------------------------------------------------------------------
 // NodeDiagnostic requests (docs/diagnostics.md): the agent of the node collects, bundles and
 // uploads to an S3-compatible server (tools/s3-server: moto, with presigned URLs checked as S3

@@ -9,11 +9,13 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -75,17 +77,25 @@ class BmcEmulator {
   // With `tls`, it serves HTTPS with a certificate for 127.0.0.1 signed by ca_file().
   BmcEmulator(const std::string& dir, std::vector<System> systems, const std::string& password,
               bool tls = false)
+      : BmcEmulator(dir, std::move(systems),
+                    std::vector<std::pair<std::string, std::string>>{{"admin", password}}, tls) {}
+  // The same with several users (name, password), each able to act on every system.
+  BmcEmulator(const std::string& dir, std::vector<System> systems,
+              const std::vector<std::pair<std::string, std::string>>& users, bool tls = false)
       : dir_(dir), tls_(tls) {
     const std::string exe = SushyEmulatorPath();
     if (exe.empty())
       throw std::runtime_error("no sushy-emulator: run scripts/build-bmc-emulator.sh");
     const std::string python = exe.substr(0, exe.rfind('/')) + "/python3";
     // The emulator reads an Apache-style user file with bcrypt hashes only.
-    const std::string hash_cmd = python +
-                                 " -c 'import bcrypt,sys;print(\"admin:\"+bcrypt.hashpw("
-                                 "sys.argv[1].encode(),bcrypt.gensalt(4)).decode())' '" +
-                                 password + "' > " + dir + "/htpasswd";
-    if (std::system(hash_cmd.c_str()) != 0) throw std::runtime_error("htpasswd: " + hash_cmd);
+    std::ofstream(dir + "/htpasswd", std::ios::trunc);
+    for (const auto& [user, password] : users) {
+      const std::string hash_cmd = python +
+                                   " -c 'import bcrypt,sys;print(sys.argv[1]+\":\"+bcrypt.hashpw("
+                                   "sys.argv[2].encode(),bcrypt.gensalt(4)).decode())' '" +
+                                   user + "' '" + password + "' >> " + dir + "/htpasswd";
+      if (std::system(hash_cmd.c_str()) != 0) throw std::runtime_error("htpasswd: " + hash_cmd);
+    }
     std::ostringstream cfg;
     cfg << "SUSHY_EMULATOR_FAKE_DRIVER = True\n"
         << "SUSHY_EMULATOR_STATE_DIR = '" << dir << "/state'\n"
@@ -186,6 +196,52 @@ class BmcEmulator {
   bool tls_ = false;
   int port_ = -1;
   pid_t pid_ = -1;
+};
+
+// A stand-in at an address a BMC endpoint must never reach: it accepts and counts every
+// connection (and closes it). `address` is a loopback address (127.0.0.1, 127.0.0.2, ...).
+class ConnectionCounter {
+ public:
+  explicit ConnectionCounter(const std::string& address = "127.0.0.1") : address_(address) {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    inet_pton(AF_INET, address.c_str(), &a.sin_addr);
+    socklen_t len = sizeof a;
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd_, 64) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("ConnectionCounter: cannot listen on " + address);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        pollfd p{fd_, POLLIN, 0};
+        if (poll(&p, 1, 20) <= 0) continue;
+        for (int c; (c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) {
+          ++connections_;
+          close(c);
+        }
+      }
+    });
+  }
+  ~ConnectionCounter() {
+    stop_ = true;
+    thread_.join();
+    close(fd_);
+  }
+  ConnectionCounter(const ConnectionCounter&) = delete;
+  ConnectionCounter& operator=(const ConnectionCounter&) = delete;
+  std::string url(const std::string& scheme = "https") const {
+    return scheme + "://" + address_ + ":" + std::to_string(port_);
+  }
+  int connections() const { return connections_.load(); }
+
+ private:
+  std::string address_;
+  int fd_ = -1;
+  int port_ = -1;
+  std::atomic<int> connections_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
 };
 
 // A BMC that accepts connections and never answers: a hung management controller.

@@ -42,8 +42,9 @@ class BmcTest : public ::testing::Test {
         dir_, std::vector<BmcEmulator::System>{{kUuid, "gpu-node-1", "On"}}, "s3cret", tls);
     return *emulator_;
   }
+  // The emulator speaks plain http unless started with TLS: allowed explicitly.
   std::string Creds(const std::string& file = "password") const {
-    return fmt::format("--username admin --password-file {}/{}", dir_, file);
+    return fmt::format("--username admin --password-file {}/{} --allow-insecure-http", dir_, file);
   }
   bmc::RedfishClient Client(const std::string& url, const std::string& password = "s3cret",
                             bmc::ClientOptions o = {}) {
@@ -208,6 +209,33 @@ TEST_F(BmcTest, TlsIsVerifiedAgainstTheConfiguredCa) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("warning: the BMC's certificate is not verified"), std::string::npos)
       << r.out;
+}
+
+// Where the password may go: plain http only with --allow-insecure-http, and with
+// --allowed-endpoint only inside it. A refused endpoint is a usage error and gets no request.
+TEST_F(BmcTest, PlainHttpAndEndpointsOutsideTheAllowListAreRefusedBeforeAnyRequest) {
+  gpuheal::testing::ConnectionCounter stand_in;
+  const std::string creds = fmt::format("--username admin --password-file {}/password", dir_);
+  auto r = RunGpuheal(fmt::format("bmc status --endpoint {} {}", stand_in.url("http"), creds));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("is plain http"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--allow-insecure-http"), std::string::npos) << r.out;
+  r =
+      RunGpuheal(fmt::format("bmc reset --endpoint {} {} --allowed-endpoint 127.0.0.2/32 "
+                             "--allowed-endpoint bmc.example.com",
+                             stand_in.url("https"), creds));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("outside provider.redfish.allowed_endpoints (127.0.0.2/32, "
+                       "bmc.example.com)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(stand_in.connections(), 0);
+  // Inside the allow-list, with http allowed: the BMC answers.
+  auto& bmc = Start();
+  r = RunGpuheal(fmt::format("bmc status --endpoint {} {} --allowed-endpoint 127.0.0.0/8",
+                             bmc.url(), Creds()));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("warning: plain http"), std::string::npos) << r.out;
 }
 
 TEST_F(BmcTest, UsageErrorsExitTwo) {

@@ -215,8 +215,35 @@ class ControllerTest : public ::testing::Test {
     return c;
   }
 
-  // The redfish provider's BMC for `node`: sushy-tools' emulator, a credentials Secret with
-  // `password`, the node's endpoint annotation; returns the policy that uses them.
+  // The redfish provider's credentials Secret (user `user`) and the administrator's endpoints
+  // ConfigMap (node name -> entry); their NAMESPACE/NAME for the policy.
+  std::string BmcSecret(const std::string& name, const std::string& password,
+                        const std::string& user = "admin") {
+    EXPECT_EQ(client_
+                  ->Create("/api/v1/namespaces/default/secrets",
+                           {{"apiVersion", "v1"},
+                            {"kind", "Secret"},
+                            {"metadata", {{"name", name}}},
+                            {"stringData", {{"username", user}, {"password", password}}}})
+                  ->status,
+              201);
+    return "default/" + name;
+  }
+  std::string BmcEndpoints(const json& data) {
+    const std::string name = "bmc-endpoints-" + id_;
+    (void)client_->Delete("/api/v1/namespaces/default/configmaps/" + name);
+    EXPECT_EQ(client_
+                  ->Create("/api/v1/namespaces/default/configmaps", {{"apiVersion", "v1"},
+                                                                     {"kind", "ConfigMap"},
+                                                                     {"metadata", {{"name", name}}},
+                                                                     {"data", data}})
+                  ->status,
+              201);
+    return "default/" + name;
+  }
+  // The redfish provider's BMC for `node`: sushy-tools' emulator (plain http on loopback), a
+  // credentials Secret with `password`, the node's entry in the endpoints ConfigMap; returns the
+  // policy that uses them.
   std::string Bmc(const std::string& node, const std::string& password) {
     std::filesystem::create_directories(dir_ + "/bmc");
     bmc_ = std::make_unique<gpuheal::testing::BmcEmulator>(
@@ -224,25 +251,15 @@ class ControllerTest : public ::testing::Test {
         std::vector<gpuheal::testing::BmcEmulator::System>{
             {"5e0c4a8e-0000-4000-8000-0000000000b1", node, "On"}},
         "s3cret");
-    const std::string secret = "bmc-" + id_;
-    EXPECT_EQ(client_
-                  ->Create("/api/v1/namespaces/default/secrets",
-                           {{"apiVersion", "v1"},
-                            {"kind", "Secret"},
-                            {"metadata", {{"name", secret}}},
-                            {"stringData", {{"username", "admin"}, {"password", password}}}})
-                  ->status,
-              201);
-    EXPECT_TRUE(
-        client_
-            ->Patch(kube::NodePath(node), kube::PatchType::kMerge,
-                    {{"metadata", {{"annotations", {{"gpuheal.io/bmc-endpoint", bmc_->url()}}}}}})
-            ->ok());
+    const std::string secret = BmcSecret("bmc-" + id_, password);
+    const std::string endpoints = BmcEndpoints({{node, bmc_->url()}});
     return fmt::format(
         "toleration:\n  AcceleratedHardwareReady: 1s\nprobation: 1s\n"
-        "provider:\n  name: redfish\n  redfish:\n    credentials_secret: default/{}\n"
+        "provider:\n  name: redfish\n  redfish:\n    credentials_secret: {}\n"
+        "    endpoints_configmap: {}\n    allowed_endpoints: [127.0.0.1/32]\n"
+        "    allow_insecure_http: true\n"
         "    reset_types: [PowerCycle, ForceRestart]\n    request_timeout: 2s\n",
-        secret);
+        secret, endpoints);
   }
   bool RecordHas(const std::string& node, const std::string& text) {
     auto rs = Repairs(node);
@@ -1733,8 +1750,10 @@ TEST_F(ControllerTest, RedfishPowerCyclesTheNodeOnceAndItsReturnReleasesIt) {
   EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault") && Cordoned(a));
   // An operator's `gpuheal bmc` finds the same BMC and credentials through the Node and the
   // Secret, and will not reset a node whose repair is power-cycling it.
-  const std::string bmc_args = fmt::format("{} --credentials-secret default/bmc-{} --kubeconfig {}",
-                                           a, id_, ControlPlaneEnv::kubeconfig());
+  const std::string bmc_args = fmt::format(
+      "{} --credentials-secret default/bmc-{} --endpoints-configmap default/bmc-endpoints-{} "
+      "--allow-insecure-http --kubeconfig {}",
+      a, id_, id_, ControlPlaneEnv::kubeconfig());
   auto st = gpuheal::testing::RunGpuheal("bmc status -o json " + bmc_args, false);
   ASSERT_EQ(st.code, 0) << st.out;
   EXPECT_EQ(json::parse(st.out)["name"], a) << st.out;
@@ -1792,6 +1811,130 @@ TEST_F(ControllerTest, RedfishANodeThatDoesNotComeBackFailsAfterTheRecoveryTimeo
   EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault") && Cordoned(a));
   std::this_thread::sleep_for(2s);
   EXPECT_EQ(bmc_->Resets(), 1) << bmc_->Log();
+}
+
+// The BMC trust boundary (docs/controller.md, "The BMC rung"). Root on a node holds its
+// kubelet's credentials, and NodeRestriction lets a kubelet write its own Node's annotations: a
+// compromised node points its gpuheal.io/bmc-endpoint at a host of its own and faults its GPU.
+// By default the annotation is not read: the reset goes to the administrator's ConfigMap
+// endpoint, and the node's stand-in receives no connection.
+TEST_F(ControllerTest, RedfishACompromisedNodesOwnEndpointNeverReceivesTheBmcPassword) {
+  const std::string a = Node("a");
+  gpuheal::testing::ConnectionCounter stand_in;
+  const std::string policy = Bmc(a, "s3cret") + "    recovery_timeout: 2m\n";
+  ASSERT_TRUE(
+      client_
+          ->Patch(kube::NodePath(a), kube::PatchType::kMerge,
+                  {{"metadata",
+                    {{"annotations", {{"gpuheal.io/bmc-endpoint", stand_in.url("http")}}}}}})
+          ->ok());
+  StartLeader(policy);
+  SetCondition(a, "False", "NvidiaXID79Error");
+  ASSERT_TRUE(Eventually([&] { return RecordHas(a, "BMC accepted ForceRestart"); }, 30s))
+      << Phase(a) << " " << Message(a);
+  EXPECT_TRUE(RecordHas(a, "from ConfigMap default/bmc-endpoints-" + id_ +
+                               ", credentials from Secret default/bmc-" + id_))
+      << Status(Repairs(a).back()).dump();
+  EXPECT_EQ(stand_in.connections(), 0);
+  EXPECT_EQ(bmc_->Resets(), 1) << bmc_->Log();
+}
+
+// With the Node's annotation named as a source, an endpoint outside allowed_endpoints is refused
+// before any request: the repair fails with the reason and an Event, and a stand-in listening at
+// that address receives no connection.
+TEST_F(ControllerTest, RedfishAnEndpointOutsideTheAllowListIsNeverContacted) {
+  const std::string a = Node("a");
+  gpuheal::testing::ConnectionCounter stand_in("127.0.0.1");
+  const std::string secret = BmcSecret("bmc-" + id_, "s3cret");
+  const std::string endpoints = BmcEndpoints({{"another-node", "https://127.0.0.2"}});
+  ASSERT_TRUE(
+      client_
+          ->Patch(kube::NodePath(a), kube::PatchType::kMerge,
+                  {{"metadata",
+                    {{"annotations", {{"gpuheal.io/bmc-endpoint", stand_in.url("http")}}}}}})
+          ->ok());
+  StartLeader(fmt::format(
+      "toleration: {{AcceleratedHardwareReady: 1s}}\nprovider:\n  name: redfish\n  redfish:\n"
+      "    credentials_secret: {}\n    endpoints_configmap: {}\n"
+      "    endpoint_sources: [node-annotation, configmap]\n"
+      "    allowed_endpoints: [127.0.0.2/32]\n    allow_insecure_http: true\n",
+      secret, endpoints));
+  SetCondition(a, "False", "NvidiaXID79Error");
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Failed"; }, 30s))
+      << Phase(a) << " " << Message(a);
+  EXPECT_NE(Message(a).find("BMC reset not sent"), std::string::npos) << Message(a);
+  EXPECT_NE(Message(a).find("127.0.0.1 is outside provider.redfish.allowed_endpoints "
+                            "(127.0.0.2/32) (from annotation gpuheal.io/bmc-endpoint)"),
+            std::string::npos)
+      << Message(a);
+  EXPECT_TRUE(Eventually([&] { return EventReasons(a).count("RemediationFailed") > 0; }, 5s));
+  EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault") && Cordoned(a)) << "stays out of service";
+  EXPECT_EQ(stand_in.connections(), 0);
+}
+
+// Plain http is refused unless the policy allows it, whatever the source: the password would
+// cross the network in clear. Nothing is sent.
+TEST_F(ControllerTest, RedfishPlainHttpIsRefusedUnlessThePolicyAllowsIt) {
+  const std::string a = Node("a");
+  gpuheal::testing::ConnectionCounter stand_in("127.0.0.1");
+  const std::string secret = BmcSecret("bmc-" + id_, "s3cret");
+  const std::string endpoints = BmcEndpoints({{a, stand_in.url("http")}});
+  StartLeader(fmt::format(
+      "toleration: {{AcceleratedHardwareReady: 1s}}\nprovider:\n  name: redfish\n  redfish:\n"
+      "    credentials_secret: {}\n    endpoints_configmap: {}\n"
+      "    allowed_endpoints: [127.0.0.1/32]\n",
+      secret, endpoints));
+  SetCondition(a, "False", "NvidiaXID79Error");
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Failed"; }, 30s))
+      << Phase(a) << " " << Message(a);
+  EXPECT_NE(Message(a).find("is plain http"), std::string::npos) << Message(a);
+  EXPECT_NE(Message(a).find("allow_insecure_http"), std::string::npos) << Message(a);
+  EXPECT_TRUE(Eventually([&] { return EventReasons(a).count("RemediationFailed") > 0; }, 5s));
+  EXPECT_EQ(stand_in.connections(), 0);
+}
+
+// Credentials per node (or per group of nodes): each ConfigMap entry names its Secret, and each
+// node's repair uses its own. The emulator knows two users, one per node; the policy's default
+// Secret holds neither, so a reset that used it would be refused (401).
+TEST_F(ControllerTest, RedfishEachNodeUsesTheCredentialsItsEntryNames) {
+  const std::string a = Node("a"), b = Node("b");
+  const std::string uuid_a = "5e0c4a8e-0000-4000-8000-0000000000d1";
+  const std::string uuid_b = "5e0c4a8e-0000-4000-8000-0000000000d2";
+  std::filesystem::create_directories(dir_ + "/bmc");
+  bmc_ = std::make_unique<gpuheal::testing::BmcEmulator>(
+      dir_ + "/bmc",
+      std::vector<gpuheal::testing::BmcEmulator::System>{{uuid_a, a, "On"}, {uuid_b, b, "On"}},
+      std::vector<std::pair<std::string, std::string>>{{"rack-a", "pass-a"}, {"rack-b", "pass-b"}});
+  const std::string fleet = BmcSecret("bmc-" + id_, "not-any-users", "fleet");
+  BmcSecret("bmc-a-" + id_, "pass-a", "rack-a");
+  BmcSecret("bmc-b-" + id_, "pass-b", "rack-b");
+  auto entry = [&](const std::string& uuid, const std::string& secret) {
+    return fmt::format("endpoint: {}/redfish/v1/Systems/{}\ncredentials_secret: {}\n", bmc_->url(),
+                       uuid, secret);
+  };
+  const std::string endpoints = BmcEndpoints(
+      {{a, entry(uuid_a, "bmc-a-" + id_)}, {b, entry(uuid_b, "default/bmc-b-" + id_)}});
+  StartLeader(fmt::format(
+      "toleration: {{AcceleratedHardwareReady: 1s}}\nbreaker: {{share_percent: 100}}\n"
+      "pools: {{max_unavailable_percent: 100}}\nprovider:\n  name: redfish\n  redfish:\n"
+      "    credentials_secret: {}\n    endpoints_configmap: {}\n"
+      "    allowed_endpoints: [127.0.0.1/32]\n    allow_insecure_http: true\n"
+      "    reset_types: [ForceRestart]\n    request_timeout: 2s\n    recovery_timeout: 2m\n",
+      fleet, endpoints));
+  SetCondition(a, "False", "NvidiaXID79Error");
+  SetCondition(b, "False", "NvidiaXID79Error");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return RecordHas(a, "BMC accepted ForceRestart") &&
+               RecordHas(b, "BMC accepted ForceRestart");
+      },
+      40s))
+      << Phase(a) << " " << Message(a) << " | " << Phase(b) << " " << Message(b);
+  EXPECT_TRUE(RecordHas(a, "credentials from Secret default/bmc-a-" + id_));
+  EXPECT_TRUE(RecordHas(b, "credentials from Secret default/bmc-b-" + id_));
+  EXPECT_TRUE(RecordHas(a, "/redfish/v1/Systems/" + uuid_a));
+  EXPECT_TRUE(RecordHas(b, "/redfish/v1/Systems/" + uuid_b));
+  EXPECT_EQ(bmc_->Resets(), 2) << bmc_->Log();
 }
 
 // The repair ladder: a power cycle that does not bring a lost GPU back falls through to the
@@ -1934,6 +2077,7 @@ TEST_F(ControllerTest, RedfishTheChartsRbacIsEnoughForTheBmcRung) {
          "provider:\n  name: redfish\n  redfish:\n"
          "    credentials_secret: gpuheal-system/gpuheal-bmc\n"
          "    endpoints_configmap: gpuheal-system/gpuheal-bmc-endpoints\n"
+         "    allow_insecure_http: true\n"
          "    reset_types: [ForceRestart]\n";
   controllers_.push_back(std::make_unique<AgentProcess>(
       std::vector<std::string>{GPUHEAL_BIN, "controller", "--kubeconfig", kc, "--policy", file,

@@ -314,11 +314,15 @@ TEST_F(DrillTest, ReplaceKarpenterAndCapiEndWhenTheNewNodeJoins) {
 // The ladder's BMC rung: the standby promoted at quarantine, then the node power-cycled through
 // its BMC (the sushy-tools emulator, a real Redfish service); the drill plays the machine (its
 // agent stops at power off, a new boot's agent starts at power on), and the node, its fault
-// cleared, is released as the pool's standby.
+// cleared, is released as the pool's standby. The node also plays a compromised one: its own
+// gpuheal.io/bmc-endpoint names a decoy, which must receive nothing.
 TEST_F(DrillTest, BmcPowerCyclesTheNodeOnceAndItReturnsAsTheStandby) {
   const json r = Run("bmc");
   EXPECT_TRUE(CheckOk(r, "one power cycle through the BMC")) << r.dump(2);
   EXPECT_TRUE(CheckOk(r, "node back as the pool's standby")) << r.dump(2);
+  // The node's own annotation named a decoy as its BMC: it received no connection.
+  EXPECT_TRUE(CheckOk(r, "a compromised node asks for the fleet's BMC password: held"))
+      << r.dump(2);
   ExpectInOrder(
       r, {"detected", "taint", "standby_released", "repair_remediating", "power_off", "node_down",
           "power_on", "node_booted", "condition_cleared", "released", "repair_recovered"});

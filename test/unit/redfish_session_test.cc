@@ -216,11 +216,13 @@ TEST_F(SessionBmc, ABmcWithoutSessionsSaysToUseBasicAuth) {
 }
 
 TEST(RedfishAuth, ThePolicyChoosesBasicOrSession) {
-  auto d = controller::ParsePolicy("provider: {name: redfish}\n", "p.yaml");
+  auto d = controller::ParsePolicy(
+      "provider: {name: redfish, redfish: {endpoints_configmap: ops/bmc}}\n", "p.yaml");
   ASSERT_TRUE(d) << d.error().message;
   EXPECT_FALSE(d->redfish.session_auth) << "basic unless the policy says session";
-  auto s =
-      controller::ParsePolicy("provider: {name: redfish, redfish: {auth: session}}\n", "p.yaml");
+  auto s = controller::ParsePolicy(
+      "provider: {name: redfish, redfish: {auth: session, endpoints_configmap: ops/bmc}}\n",
+      "p.yaml");
   ASSERT_TRUE(s) << s.error().message;
   EXPECT_TRUE(s->redfish.session_auth);
   auto bad =

@@ -102,7 +102,8 @@ TEST(Redfish, TheFirstPreferredResetTypeTheBmcAllowsIsChosen) {
 }
 
 TEST(Redfish, PolicyDefaultsAndOverrides) {
-  auto d = controller::ParsePolicy("provider:\n  name: redfish\n", "p.yaml");
+  auto d = controller::ParsePolicy(
+      "provider:\n  name: redfish\n  redfish: {endpoints_configmap: ops/bmc}\n", "p.yaml");
   ASSERT_TRUE(d) << d.error().message;
   EXPECT_EQ(d->provider, controller::Provider::kRedfish);
   EXPECT_EQ(d->redfish.credentials_secret, "gpuheal-system/gpuheal-bmc");

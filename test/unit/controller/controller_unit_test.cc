@@ -90,7 +90,7 @@ TEST(Policy, TheShippedConfigMapIsValidAndStatesTheDefaults) {
 
 TEST(Policy, TheLadderPerSeverityElseTheProviderAlone) {
   auto p = ParsePolicy(R"(
-provider: {name: redfish, command: [/usr/local/bin/reimage]}
+provider: {name: redfish, command: [/usr/local/bin/reimage], redfish: {endpoints_configmap: ops/bmc}}
 ladder:
   catastrophic: [redfish, exec, delete-node]
   fatal: [exec]
@@ -105,7 +105,10 @@ ladder:
 }
 
 TEST(Policy, ARungTriedSeveralTimes) {
-  auto p = ParsePolicy("ladder:\n  catastrophic: [{redfish: 2}, delete-node]\n", "p.yaml");
+  auto p = ParsePolicy(
+      "provider: {name: none, redfish: {endpoints_configmap: ops/bmc}}\n"
+      "ladder:\n  catastrophic: [{redfish: 2}, delete-node]\n",
+      "p.yaml");
   ASSERT_TRUE(p) << p.error().message;
   EXPECT_EQ(p->LadderFor("catastrophic"),
             (std::vector<Provider>{Provider::kRedfish, Provider::kRedfish, Provider::kDeleteNode}));
