@@ -78,9 +78,9 @@ Result<std::vector<EndpointRule>> ParseEndpointRules(const std::vector<std::stri
         int n = -1;
         auto [p, ec] = std::from_chars(bits.data(), bits.data() + bits.size(), n);
         if (ec != std::errc() || p != bits.data() + bits.size() || n < 0 || n > max) {
-          return Error{fmt::format("allowed endpoint \"{}\": the prefix length must be 0 to {}",
-                                   text, max),
-                       ErrorCode::kUsage};
+          return Error{
+              fmt::format("allowed endpoint \"{}\": the prefix length must be 0 to {}", text, max),
+              ErrorCode::kUsage};
         }
         r.prefix = n;
       }
@@ -125,8 +125,10 @@ Result<HostPort> SplitHostPort(const Endpoint& e) {
     if (close == std::string_view::npos) return Error{"BMC endpoint " + e.base + ": bad host"};
     hp.host = std::string(rest.substr(1, close - 1));
     rest.remove_prefix(close + 1);
-    if (rest.starts_with(":")) port = rest.substr(1);
-    else if (!rest.empty()) return Error{"BMC endpoint " + e.base + ": bad host"};
+    if (rest.starts_with(":"))
+      port = rest.substr(1);
+    else if (!rest.empty())
+      return Error{"BMC endpoint " + e.base + ": bad host"};
   } else {
     const auto colon = rest.rfind(':');
     hp.host = std::string(rest.substr(0, colon));
@@ -159,11 +161,11 @@ Result<std::vector<std::string>> SystemResolve(const std::string& host) {
   std::vector<std::string> out;
   for (addrinfo* p = res; p; p = p->ai_next) {
     char buf[INET6_ADDRSTRLEN] = {};
-    const void* src = p->ai_family == AF_INET
-                          ? static_cast<const void*>(
-                                &reinterpret_cast<const sockaddr_in*>(p->ai_addr)->sin_addr)
-                          : static_cast<const void*>(
-                                &reinterpret_cast<const sockaddr_in6*>(p->ai_addr)->sin6_addr);
+    const void* src =
+        p->ai_family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(p->ai_addr)->sin_addr)
+            : static_cast<const void*>(
+                  &reinterpret_cast<const sockaddr_in6*>(p->ai_addr)->sin6_addr);
     if ((p->ai_family == AF_INET || p->ai_family == AF_INET6) &&
         inet_ntop(p->ai_family, src, buf, sizeof buf)) {
       if (std::find(out.begin(), out.end(), buf) == out.end()) out.emplace_back(buf);

@@ -23,11 +23,11 @@ namespace gpuheal::bmc {
 // is /32 or /128) or a host-name suffix (bmc.example.com: that host and every name under it).
 struct EndpointRule {
   enum class Kind { kCidr, kHostSuffix } kind = Kind::kCidr;
-  int family = 0;                     // AF_INET or AF_INET6 (kCidr)
-  std::array<uint8_t, 16> addr{};     // network address (kCidr)
-  int prefix = 0;                     // prefix length (kCidr)
-  std::string suffix;                 // lower case, no leading dot (kHostSuffix)
-  std::string text;                   // as configured, for messages
+  int family = 0;                  // AF_INET or AF_INET6 (kCidr)
+  std::array<uint8_t, 16> addr{};  // network address (kCidr)
+  int prefix = 0;                  // prefix length (kCidr)
+  std::string suffix;              // lower case, no leading dot (kHostSuffix)
+  std::string text;                // as configured, for messages
 };
 
 // Parses the rules; the error names the rule and says what is accepted (ErrorCode::kUsage).

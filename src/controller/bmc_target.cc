@@ -44,8 +44,8 @@ Result<BmcEntry> ParseBmcEntry(std::string_view value, const std::string& ns,
     for (const auto& kv : doc) {
       const std::string key = kv.first.IsScalar() ? kv.first.as<std::string>() : "";
       if ((key != "endpoint" && key != "credentials_secret") || !kv.second.IsScalar())
-        return Error{fmt::format("{}: unknown or non-text key \"{}\"; expected {}", where, key,
-                                 shape)};
+        return Error{
+            fmt::format("{}: unknown or non-text key \"{}\"; expected {}", where, key, shape)};
       (key == "endpoint" ? out.endpoint : out.credentials_secret) = kv.second.as<std::string>();
     }
   }
@@ -90,9 +90,9 @@ Result<BmcTarget> ResolveBmcEndpoint(kube::Api& api, const Policy::Redfish& p,
     const json cm = json::parse(res->body, nullptr, false);
     if (cm.is_object() && cm.contains("data") && cm["data"].is_object() &&
         cm["data"].contains(name) && cm["data"][name].is_string()) {
-      GPUHEAL_TRY(entry, ParseBmcEntry(cm["data"][name].get<std::string>(), ns,
-                                       fmt::format("ConfigMap {} entry {}",
-                                                   p.endpoints_configmap, name)));
+      GPUHEAL_TRY(entry,
+                  ParseBmcEntry(cm["data"][name].get<std::string>(), ns,
+                                fmt::format("ConfigMap {} entry {}", p.endpoints_configmap, name)));
       out.url = entry.endpoint;
       out.source = fmt::format("ConfigMap {}", p.endpoints_configmap);
       if (!entry.credentials_secret.empty()) out.secret = entry.credentials_secret;
@@ -114,8 +114,8 @@ Result<BmcTarget> ResolveBmcEndpoint(kube::Api& api, const Policy::Redfish& p,
   auto endpoint = bmc::ParseEndpoint(out.url);
   if (!endpoint) return Error{endpoint.error().message + " (from " + out.source + ")"};
   out.endpoint = *endpoint;
-  auto check = bmc::CheckEndpoint(out.endpoint, p.allowed_endpoint_rules, p.allow_insecure_http,
-                                  resolve);
+  auto check =
+      bmc::CheckEndpoint(out.endpoint, p.allowed_endpoint_rules, p.allow_insecure_http, resolve);
   if (!check) return Error{check.error().message + " (from " + out.source + ")"};
   out.check = std::move(*check);
   return out;
@@ -132,8 +132,8 @@ Status ReadBmcCredentials(kube::Api& api, BmcTarget& t) {
   return Status::Ok();
 }
 
-Result<BmcTarget> ResolveBmcTarget(kube::Api& api, const Policy::Redfish& p,
-                                   const kube::Node& node, const bmc::Resolver& resolve) {
+Result<BmcTarget> ResolveBmcTarget(kube::Api& api, const Policy::Redfish& p, const kube::Node& node,
+                                   const bmc::Resolver& resolve) {
   GPUHEAL_TRY(t, ResolveBmcEndpoint(api, p, node, resolve));
   // The Secret is read only for an endpoint that passed: a refused one learns nothing of it.
   GPUHEAL_CHECK(ReadBmcCredentials(api, t));

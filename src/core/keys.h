@@ -35,7 +35,8 @@ inline constexpr std::string_view kRepairNodeLabel = "gpuheal.io/node";  // on N
 // hand; faults that began before that time no longer count towards it.
 inline constexpr std::string_view kBreakerReset = "gpuheal.io/breaker-reset";
 // On a Node: its BMC's Redfish endpoint, https://HOST[:PORT][/redfish/v1/Systems/ID] (the
-// redfish provider; docs/bmc.md). Overrides the endpoints ConfigMap.
+// redfish provider; docs/controller.md). Its kubelet can write it, so it is read only when
+// provider.redfish.endpoint_sources names node-annotation, and only within allowed_endpoints.
 inline constexpr std::string_view kBmcEndpoint = "gpuheal.io/bmc-endpoint";
 // On a Node that joined its pool as the replacement of a node the delete-node provider deleted:
 // the NodeRepair record of that repair. Set once; a node replaces at most one.

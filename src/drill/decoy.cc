@@ -28,7 +28,9 @@ Result<std::unique_ptr<Decoy>> Decoy::Start() {
   return std::unique_ptr<Decoy>(new Decoy(fd, ntohs(a.sin_port)));
 }
 
-Decoy::Decoy(int fd, int port) : fd_(fd), port_(port) { thread_ = std::thread([this] { Run(); }); }
+Decoy::Decoy(int fd, int port) : fd_(fd), port_(port) {
+  thread_ = std::thread([this] { Run(); });
+}
 
 Decoy::~Decoy() {
   stop_ = true;

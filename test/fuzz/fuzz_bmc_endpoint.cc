@@ -31,8 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (c->http) __builtin_trap();  // http was not allowed
         if (hp.ok() && hp->literal && !bmc::AddressAllowed(hp->host, rules)) __builtin_trap();
         for (const auto& pin : c->resolve) {
-          if (pin.find(":10.20.0.7") == std::string::npos || pin.find("203.0.113.1") !=
-                                                                 std::string::npos)
+          if (pin.find(":10.20.0.7") == std::string::npos ||
+              pin.find("203.0.113.1") != std::string::npos)
             __builtin_trap();
         }
       }

@@ -50,8 +50,8 @@ TEST(BmcEndpointRules, CidrsAddressesAndSuffixesParseAndBadRulesSayWhatIsAccepte
   EXPECT_FALSE(bmc::AddressAllowed("192.0.2.8", r));
   EXPECT_TRUE(bmc::AddressAllowed("fd12::1", r));
   EXPECT_FALSE(bmc::AddressAllowed("fe80::1", r));
-  for (const std::string bad : {"10.0.0.0/33", "fd00::/129", "*.bmc.example.com", "10.0.0.0/x",
-                                "", "bmc..example.com", "1.2.3", "https://bmc"}) {
+  for (const std::string bad : {"10.0.0.0/33", "fd00::/129", "*.bmc.example.com", "10.0.0.0/x", "",
+                                "bmc..example.com", "1.2.3", "https://bmc"}) {
     auto e = ParseEndpointRules({bad});
     ASSERT_FALSE(e.ok()) << bad;
     EXPECT_EQ(e.error().code, ErrorCode::kUsage) << bad;
@@ -95,8 +95,8 @@ TEST(BmcEndpointCheck, NamesMatchASuffixOrResolveIntoACidrAndArePinned) {
   EXPECT_TRUE(by_name->resolve.empty());
   EXPECT_EQ(asked, 0);
   // A suffix matches whole labels only.
-  EXPECT_FALSE(CheckEndpoint(*ParseEndpoint("https://evilbmc.example.com"), Rules({"bmc.example.com"}),
-                             false, FixedDns({"10.20.0.1"}))
+  EXPECT_FALSE(CheckEndpoint(*ParseEndpoint("https://evilbmc.example.com"),
+                             Rules({"bmc.example.com"}), false, FixedDns({"10.20.0.1"}))
                    .ok());
   // Another name: resolved, connected only to the addresses inside the CIDRs.
   auto pinned = CheckEndpoint(*ParseEndpoint("https://bmc-7.lab:8443"), rules, false,
@@ -138,9 +138,9 @@ TEST(BmcEntry, AnEndpointOrAMappingWithItsOwnSecret) {
       controller::ParseBmcEntry("{endpoint: https://b, credentials_secret: vault/b7}", "ops", "e");
   ASSERT_TRUE(other_ns.ok());
   EXPECT_EQ(other_ns->credentials_secret, "vault/b7");
-  for (const std::string bad : {"{credentials_secret: x}", "{endpoint: https://b, user: root}",
-                                "{endpoint: https://b, credentials_secret: a/b/c}", "[a, b]",
-                                "{endpoint: [x]}"}) {
+  for (const std::string bad :
+       {"{credentials_secret: x}", "{endpoint: https://b, user: root}",
+        "{endpoint: https://b, credentials_secret: a/b/c}", "[a, b]", "{endpoint: [x]}"}) {
     auto e = controller::ParseBmcEntry(bad, "ops", "ConfigMap ops/bmc entry n3");
     ASSERT_FALSE(e.ok()) << bad;
     EXPECT_NE(e.error().message.find("ConfigMap ops/bmc entry n3"), std::string::npos)
@@ -267,7 +267,8 @@ TEST(RedfishPolicy, TheEndpointSourcesAllowListAndHttpKeys) {
   EXPECT_EQ(p->redfish.allowed_endpoint_rules.size(), 2u);
   EXPECT_TRUE(p->redfish.allow_insecure_http);
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {base + "    endpoint_sources: [node-annotation]\n", "needs \"provider.redfish.allowed_endpoints\""},
+      {base + "    endpoint_sources: [node-annotation]\n",
+       "needs \"provider.redfish.allowed_endpoints\""},
       {base + "    endpoint_sources: [dns]\n", "unknown endpoint source \"dns\""},
       {base + "    endpoint_sources: [configmap, configmap]\n", "named twice"},
       {base + "    allowed_endpoints: [\"*.bmc\"]\n", "neither a CIDR"},
@@ -290,26 +291,25 @@ class RedirectingBmc : public ::testing::Test {
       res.status = 307;
       res.set_header("Location", "/redfish/v1/Systems/1");
     });
-    server_.Get("/redfish/v1/Systems/elsewhere", [this](const httplib::Request&,
-                                                        httplib::Response& res) {
-      res.status = 307;
-      res.set_header("Location", "http://127.0.0.2:" + std::to_string(other_port_) +
-                                     "/redfish/v1/Systems/1");
-    });
+    server_.Get("/redfish/v1/Systems/elsewhere",
+                [this](const httplib::Request&, httplib::Response& res) {
+                  res.status = 307;
+                  res.set_header("Location", "http://127.0.0.2:" + std::to_string(other_port_) +
+                                                 "/redfish/v1/Systems/1");
+                });
     server_.Get("/redfish/v1/Systems/1", [](const httplib::Request& req, httplib::Response& res) {
       if (req.get_header_value("Authorization").empty()) {
         res.status = 401;
         return;
       }
-      res.set_content(
-          json{{"@odata.id", "/redfish/v1/Systems/1"},
-               {"Id", "1"},
-               {"PowerState", "On"},
-               {"Actions",
-                {{"#ComputerSystem.Reset",
-                  {{"target", "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset"}}}}}}
-              .dump(),
-          "application/json");
+      res.set_content(json{{"@odata.id", "/redfish/v1/Systems/1"},
+                           {"Id", "1"},
+                           {"PowerState", "On"},
+                           {"Actions",
+                            {{"#ComputerSystem.Reset",
+                              {{"target", "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset"}}}}}}
+                          .dump(),
+                      "application/json");
     });
     other_.Get(R"(/.*)", [this](const httplib::Request&, httplib::Response& res) {
       ++other_requests_;
@@ -332,10 +332,9 @@ class RedirectingBmc : public ::testing::Test {
   bmc::RedfishClient Client(const std::string& system) {
     bmc::ClientOptions o;
     o.attempts = 1;
-    return bmc::RedfishClient(
-        *ParseEndpoint("http://127.0.0.1:" + std::to_string(port_) + "/redfish/v1/Systems/" +
-                       system),
-        {"admin", "s3cret"}, o);
+    return bmc::RedfishClient(*ParseEndpoint("http://127.0.0.1:" + std::to_string(port_) +
+                                             "/redfish/v1/Systems/" + system),
+                              {"admin", "s3cret"}, o);
   }
 
   httplib::Server server_, other_;
