@@ -231,6 +231,9 @@ ParsedLine ParseLine(std::string_view line) {
     }
   } else if (IsAlpha(c)) {
     if (ParseSyslog(line, out)) return out;
+    // Only the syslog tag kept ("kernel: NVRM: ...": journalctl -o cat variants, trimmed
+    // copies): the kernel's message after it, as the same line with a timestamp is read.
+    if (line.starts_with("kernel: ") && ParseSyslogTail(line, out)) return out;
     std::string_view s = line;
     if (StripDmesgFacility(s, out)) {
       StripBracketTime(s);

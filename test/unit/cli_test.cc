@@ -166,6 +166,14 @@ TEST(Cli, ClassifyStdinAndFiles) {
   EXPECT_EQ(std::count(two.out.begin(), two.out.end(), '\n'), 2);
   EXPECT_NE(two.out.find("\"file\""), std::string::npos);
   EXPECT_NE(two.out.find("\"line\":2"), std::string::npos);
+  // A journal copy that kept only the syslog tag is the same kernel line.
+  auto tagged = Exec("classify < " +
+                     TempFile("kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off "
+                              "the bus.\n"));
+  ASSERT_EQ(tagged.code, 0) << tagged.out;
+  auto t = nlohmann::json::parse(tagged.out);
+  EXPECT_EQ(t["xid"], 79) << tagged.out;
+  EXPECT_EQ(t["trusted"], true) << tagged.out;
 }
 
 // A directory opens as a file on Linux and reads as nothing: it used to exit 0 with no output.

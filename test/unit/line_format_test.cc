@@ -115,6 +115,19 @@ TEST(LineFormat, Syslog) {
   EXPECT_EQ(ParseLine("2026-11-30T04:28:50.123+0000 host kernel: m").message, "m");
 }
 
+// A journal line that kept only its syslog tag (no time, no host): the kernel's message after
+// the tag. Other text that merely starts with a word and a colon stays a bare line.
+TEST(LineFormat, OnlyTheSyslogTagKept) {
+  auto p = ParseLine("kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.");
+  EXPECT_EQ(p.format, LineFormat::kSyslog);
+  EXPECT_EQ(p.message, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.");
+  EXPECT_TRUE(p.kernel_origin);
+  EXPECT_EQ(ParseLine("kernel: [ 12.5] NVRM: m").message, "NVRM: m");
+  EXPECT_EQ(ParseLine("kernelx: NVRM: m").format, LineFormat::kBare);
+  EXPECT_EQ(ParseLine("NVRM: Xid (PCI:0000:3b:00): 79, x").message,
+            "NVRM: Xid (PCI:0000:3b:00): 79, x");
+}
+
 TEST(LineFormat, BareAndDegenerate) {
   for (std::string_view s : {"", "x", "[", "[]", "1,2;", ",,,;", "<>", "<99999>x", "Nov", "123"}) {
     auto p = ParseLine(s);
