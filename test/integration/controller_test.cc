@@ -241,6 +241,25 @@ class ControllerTest : public ::testing::Test {
               201);
     return "default/" + name;
   }
+  // A node's own gpuheal.io/bmc-endpoint, as its kubelet could write it.
+  void AnnotateBmcEndpoint(const std::string& node, const std::string& url) {
+    ASSERT_TRUE(client_
+                    ->Patch(kube::NodePath(node), kube::PatchType::kMerge,
+                            {{"metadata", {{"annotations", {{"gpuheal.io/bmc-endpoint", url}}}}}})
+                    ->ok());
+  }
+  // `node` faults; its BMC rung is refused before any request: Failed, "BMC reset not sent", a
+  // RemediationFailed Event, still out of service, and nothing reached `stand_in`.
+  void ExpectRungRefusedWithoutContact(const std::string& node,
+                                       const gpuheal::testing::ConnectionCounter& stand_in) {
+    SetCondition(node, "False", "NvidiaXID79Error");
+    ASSERT_TRUE(Eventually([&] { return Phase(node) == "Failed"; }, 30s))
+        << Phase(node) << " " << Message(node);
+    EXPECT_NE(Message(node).find("BMC reset not sent"), std::string::npos) << Message(node);
+    EXPECT_TRUE(Eventually([&] { return EventReasons(node).count("RemediationFailed") > 0; }, 5s));
+    EXPECT_TRUE(HasTaint(node, "gpuheal.io/gpu-fault") && Cordoned(node)) << "stays out of service";
+    EXPECT_EQ(stand_in.connections(), 0);
+  }
   // The redfish provider's BMC for `node`: sushy-tools' emulator (plain http on loopback), a
   // credentials Secret with `password`, the node's entry in the endpoints ConfigMap; returns the
   // policy that uses them.
@@ -1822,12 +1841,7 @@ TEST_F(ControllerTest, RedfishACompromisedNodesOwnEndpointNeverReceivesTheBmcPas
   const std::string a = Node("a");
   gpuheal::testing::ConnectionCounter stand_in;
   const std::string policy = Bmc(a, "s3cret") + "    recovery_timeout: 2m\n";
-  ASSERT_TRUE(
-      client_
-          ->Patch(kube::NodePath(a), kube::PatchType::kMerge,
-                  {{"metadata",
-                    {{"annotations", {{"gpuheal.io/bmc-endpoint", stand_in.url("http")}}}}}})
-          ->ok());
+  AnnotateBmcEndpoint(a, stand_in.url("http"));
   StartLeader(policy);
   SetCondition(a, "False", "NvidiaXID79Error");
   ASSERT_TRUE(Eventually([&] { return RecordHas(a, "BMC accepted ForceRestart"); }, 30s))
@@ -1847,29 +1861,18 @@ TEST_F(ControllerTest, RedfishAnEndpointOutsideTheAllowListIsNeverContacted) {
   gpuheal::testing::ConnectionCounter stand_in("127.0.0.1");
   const std::string secret = BmcSecret("bmc-" + id_, "s3cret");
   const std::string endpoints = BmcEndpoints({{"another-node", "https://127.0.0.2"}});
-  ASSERT_TRUE(
-      client_
-          ->Patch(kube::NodePath(a), kube::PatchType::kMerge,
-                  {{"metadata",
-                    {{"annotations", {{"gpuheal.io/bmc-endpoint", stand_in.url("http")}}}}}})
-          ->ok());
+  AnnotateBmcEndpoint(a, stand_in.url("http"));
   StartLeader(fmt::format(
       "toleration: {{AcceleratedHardwareReady: 1s}}\nprovider:\n  name: redfish\n  redfish:\n"
       "    credentials_secret: {}\n    endpoints_configmap: {}\n"
       "    endpoint_sources: [node-annotation, configmap]\n"
       "    allowed_endpoints: [127.0.0.2/32]\n    allow_insecure_http: true\n",
       secret, endpoints));
-  SetCondition(a, "False", "NvidiaXID79Error");
-  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Failed"; }, 30s))
-      << Phase(a) << " " << Message(a);
-  EXPECT_NE(Message(a).find("BMC reset not sent"), std::string::npos) << Message(a);
+  ExpectRungRefusedWithoutContact(a, stand_in);
   EXPECT_NE(Message(a).find("127.0.0.1 is outside provider.redfish.allowed_endpoints "
                             "(127.0.0.2/32) (from annotation gpuheal.io/bmc-endpoint)"),
             std::string::npos)
       << Message(a);
-  EXPECT_TRUE(Eventually([&] { return EventReasons(a).count("RemediationFailed") > 0; }, 5s));
-  EXPECT_TRUE(HasTaint(a, "gpuheal.io/gpu-fault") && Cordoned(a)) << "stays out of service";
-  EXPECT_EQ(stand_in.connections(), 0);
 }
 
 // Plain http is refused unless the policy allows it, whatever the source: the password would
@@ -1884,13 +1887,9 @@ TEST_F(ControllerTest, RedfishPlainHttpIsRefusedUnlessThePolicyAllowsIt) {
       "    credentials_secret: {}\n    endpoints_configmap: {}\n"
       "    allowed_endpoints: [127.0.0.1/32]\n",
       secret, endpoints));
-  SetCondition(a, "False", "NvidiaXID79Error");
-  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Failed"; }, 30s))
-      << Phase(a) << " " << Message(a);
+  ExpectRungRefusedWithoutContact(a, stand_in);
   EXPECT_NE(Message(a).find("is plain http"), std::string::npos) << Message(a);
   EXPECT_NE(Message(a).find("allow_insecure_http"), std::string::npos) << Message(a);
-  EXPECT_TRUE(Eventually([&] { return EventReasons(a).count("RemediationFailed") > 0; }, 5s));
-  EXPECT_EQ(stand_in.connections(), 0);
 }
 
 // Credentials per node (or per group of nodes): each ConfigMap entry names its Secret, and each
