@@ -42,6 +42,7 @@ render test/golden/helm/all-features.yaml "every optional part on" --include-crd
   --set agent.gpuReset=true --set agent.hostNetwork=true --set agent.runtimeClassName=nvidia \
   --set agent.hostPaths.pstore=/sys/fs/pstore --set agent.hostPaths.journal=/var/log/journal \
   --set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true \
+  --set metrics.scrapeConfig.enabled=true --set metrics.grafanaDashboard.enabled=true \
   --set kubernetesAPI.host=10.96.0.10 --set kubernetesAPI.port=6443 \
   --set controller.replicas=3 --set controller.policy.provider.name=standby \
   --set 'controller.policy.ladder.catastrophic={redfish,delete-node}' \

@@ -22,7 +22,15 @@ std::string Now() { return kube::MicroTime(std::chrono::system_clock::now()); }
 
 DiagnosticService::DiagnosticService(std::unique_ptr<kube::Api> api, DiagnosticServiceOptions o,
                                      Metrics& metrics)
-    : api_(std::move(api)), o_(std::move(o)), metrics_(metrics) {}
+    : api_(std::move(api)),
+      o_(std::move(o)),
+      metrics_(metrics),
+      collect_seconds_(
+          &metrics.GetHistogram("gpuheal_diagnostic_collect_seconds",
+                                "From a NodeDiagnostic request's start to its bundle written",
+                                {0.5, 1, 2, 3, 5, 7, 10, 20, 60})),
+      last_bundle_bytes_(&metrics.GetGauge("gpuheal_diagnostic_last_bundle_bytes",
+                                           "Size of the last bundle built")) {}
 
 DiagnosticService::~DiagnosticService() { Stop(); }
 
@@ -182,13 +190,8 @@ bool DiagnosticService::Handle(const kube::NodeDiagnostic& d) {
                            {"sha256", info->sha256},
                            {"nodePath", path},
                            {"buildMs", info->build.count()}};
-  metrics_
-      .GetHistogram("gpuheal_diagnostic_collect_seconds",
-                    "From a NodeDiagnostic request's start to its bundle written",
-                    {0.5, 1, 2, 3, 5, 7, 10, 20, 60})
-      .Observe(static_cast<double>(elapsed()) / 1000.0);
-  metrics_.GetGauge("gpuheal_diagnostic_last_bundle_bytes", "Size of the last bundle built")
-      .Set(static_cast<double>(info->size));
+  collect_seconds_->Observe(static_cast<double>(elapsed()) / 1000.0);
+  last_bundle_bytes_->Set(static_cast<double>(info->size));
   if (d.upload_url.empty()) {
     Patch(d.meta.name,
           {{"phase", "Succeeded"},

@@ -59,6 +59,9 @@ class DiagnosticService {
   std::unique_ptr<kube::Api> api_;
   DiagnosticServiceOptions o_;
   Metrics& metrics_;
+  // Created with the service, so that a bundle's first observation counts in rate().
+  Histogram* collect_seconds_ = nullptr;
+  Gauge* last_bundle_bytes_ = nullptr;
   std::unique_ptr<kube::Informer<kube::NodeDiagnostic>> informer_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -154,6 +154,9 @@ Status StandaloneAgent::Init() {
   }
 
   records_ = &metrics_.GetCounter("gpuheal_kmsg_records_total", "Kernel log records read");
+  gpus_at_risk_ = &metrics_.GetGauge(
+      "gpuheal_gpus_at_risk",
+      "GPUs whose precursor signals reached their thresholds (gpuheal.io/gpu-at-risk)");
   lost_ = &metrics_.GetCounter("gpuheal_kmsg_records_lost_total",
                                "Kernel log records overwritten before they were read");
   overruns_ = &metrics_.GetCounter("gpuheal_kmsg_overruns_total",
@@ -1068,10 +1071,7 @@ bool StandaloneAgent::StateWrite(const Status& s, std::string_view what) {
 
 void StandaloneAgent::AtRiskChanged() {
   const AtRiskGpus& gpus = precursors_.at_risk();
-  metrics_
-      .GetGauge("gpuheal_gpus_at_risk",
-                "GPUs whose precursor signals reached their thresholds (gpuheal.io/gpu-at-risk)")
-      .Set(static_cast<double>(gpus.size()));
+  if (gpus_at_risk_) gpus_at_risk_->Set(static_cast<double>(gpus.size()));
   Log(gpus.empty() ? "info" : "warn", "GPUs at risk", {{"gpus", AtRiskToJson(gpus)}});
   if (reporter_) reporter_->SetAnnotation(std::string(keys::kGpuAtRisk), AtRiskToJson(gpus));
 }

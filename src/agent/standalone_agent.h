@@ -220,6 +220,7 @@ class StandaloneAgent {
   std::atomic<int> reader_errno_{0};
 
   Counter* records_ = nullptr;
+  Gauge* gpus_at_risk_ = nullptr;  // created at start: 0 until precursors say otherwise
   Counter* lost_ = nullptr;
   Counter* overruns_ = nullptr;
   Counter* ignored_ = nullptr;

@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <set>
 
 #include "core/gpu_faults.h"
 #include "core/keys.h"
@@ -21,6 +22,9 @@ using std::chrono::milliseconds;
 
 const std::vector<double> kLatencyBuckets = {0.001, 0.0025, 0.005, 0.01, 0.015, 0.025, 0.05, 0.1,
                                              0.25,  0.5,    1,     5,    30,    120,   600};
+// Repairs take seconds (a GPU reset) to an hour (a replacement node that must boot and join).
+const std::vector<double> kRepairBuckets = {1,   5,   15,   30,   60,   120,
+                                            300, 600, 1200, 1800, 3600, 7200};
 
 }  // namespace
 
@@ -56,6 +60,62 @@ Repairer::Repairer(kube::Api& api, const Clock& clock, World world, Policy polic
   fault_to_drained_ = &metrics.GetHistogram("gpuheal_controller_fault_to_drained_seconds",
                                             "Condition False to the node's last evictable pod gone",
                                             kLatencyBuckets);
+  evictions_total_ = &metrics.GetCounter("gpuheal_controller_evictions_total",
+                                         "Pods evicted through the Eviction API");
+  evictions_refused_ = &metrics.GetCounter(
+      "gpuheal_controller_evictions_refused_total",
+      "Evictions a PodDisruptionBudget refused (429); each budget is asked again after its own "
+      "backoff");
+  events_dropped_ = &metrics.GetCounter("gpuheal_controller_events_dropped_total",
+                                        "Events dropped: the API server was too slow for them");
+  breaker_trips_ = &metrics.GetCounter("gpuheal_controller_breaker_trips_total",
+                                       "Times the cluster circuit breaker opened");
+  incidents_open_ = &metrics.GetGauge(
+      "gpuheal_controller_incidents_open",
+      "Failure domains whose infrastructure incident holds node-level remediation");
+  incidents_total_ = &metrics.GetCounter(
+      "gpuheal_controller_incidents_total",
+      "Infrastructure incidents: failure domains with several nodes faulting at once");
+  // Every phase's and gate's series exists from the start, at 0: a series born at 1 has no
+  // increase(), so an alert or a panel over the first quarantine after a start would see nothing.
+  for (auto phase : reason::kRepairPhases) {
+    metrics.GetCounter("gpuheal_controller_repair_phases_total",
+                       "NodeRepair phase transitions written, by phase",
+                       {{"phase", std::string(phase)}});
+  }
+  std::set<std::string> rungs{"none"};
+  for (const char* severity : {"critical", "fatal", "catastrophic"}) {
+    for (Provider p : policy_.LadderFor(severity)) rungs.insert(std::string(ToString(p)));
+  }
+  for (const auto& rung : rungs) {
+    metrics.GetHistogram(
+        "gpuheal_controller_time_to_repair_seconds",
+        "A repair's first phase to Recovered or Replaced, by the rung that ended it",
+        kRepairBuckets, {{"rung", rung}});
+  }
+  using K = GateResult::Kind;
+  for (K k : {K::kPaused, K::kAttemptCap, K::kBreaker, K::kPool, K::kIncident}) {
+    metrics.GetCounter("gpuheal_controller_blocked_total", "Repairs held by a gate, by gate",
+                       {{"gate", std::string(ToString(k))}});
+  }
+}
+
+void Repairer::ObserveTimeToRepair(const RepairRecord& r, const std::string& phase) {
+  // From the first phase recorded (Detected, or Quarantined for a record opened at quarantine)
+  // to the repair's end: the node (or its replacement) back in service.
+  auto end = r.cr.phase_times.find(phase);
+  if (end == r.cr.phase_times.end()) return;
+  auto to = kube::ParseTime(end->second);
+  std::optional<std::chrono::system_clock::time_point> from;
+  for (const auto& [p, t] : r.cr.phase_times) {
+    if (auto at = kube::ParseTime(t); at && (!from || *at < *from)) from = at;
+  }
+  if (!to || !from) return;
+  metrics_
+      .GetHistogram("gpuheal_controller_time_to_repair_seconds",
+                    "A repair's first phase to Recovered or Replaced, by the rung that ended it",
+                    kRepairBuckets, {{"rung", r.cr.rung.empty() ? "none" : r.cr.rung}})
+      .Observe(std::chrono::duration<double>(*to - *from).count());
 }
 
 void Repairer::Event(const kube::Node& node, const std::string& type, const std::string& reason,
@@ -68,10 +128,7 @@ void Repairer::Enqueue(PendingEvent e) {
   {
     std::lock_guard<std::mutex> lock(ev_mu_);
     if (ev_queue_.size() >= 4096) {
-      metrics_
-          .GetCounter("gpuheal_controller_events_dropped_total",
-                      "Events dropped: the API server was too slow for them")
-          .Inc();
+      events_dropped_->Inc();
       return;
     }
     ev_queue_.push_back(std::move(e));
@@ -144,16 +201,21 @@ bool Repairer::WriteStatus(RepairRecord& r) {
       known_rv_.erase(r.cr.meta.name);
     }
   }
-  metrics_
-      .GetCounter("gpuheal_controller_repair_phases_total",
-                  "NodeRepair phase transitions written, by phase", {{"phase", r.cr.phase}})
-      .Inc();
+  // Each phase the write records, not just the last: a reconcile that quarantines and starts the
+  // drain writes Quarantined and Draining at once.
+  for (const auto& [phase, msg] : r.new_phases) {
+    metrics_
+        .GetCounter("gpuheal_controller_repair_phases_total",
+                    "NodeRepair phase transitions written, by phase", {{"phase", phase}})
+        .Inc();
+  }
   if (!r.new_phases.empty() && !dry_run_) {
     // One Event on the Node per phase: `kubectl describe node` tells the repair's story.
     kube::Node ref;
     ref.meta.name = r.cr.node;
     if (auto n = world_.node(r.cr.node)) ref.meta.uid = n->meta.uid;
     for (const auto& [phase, msg] : r.new_phases) {
+      if (phase == "Recovered" || phase == "Replaced") ObserveTimeToRepair(r, phase);
       const bool bad = phase == "Failed" || phase == "Blocked";
       Event(ref, bad ? "Warning" : "Normal", phase,
             fmt::format("NodeRepair {}: {}", r.cr.meta.name, msg.empty() ? r.cr.message : msg));

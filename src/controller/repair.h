@@ -122,6 +122,8 @@ class Repairer final : private RepairContext {
   void EachNode(const std::function<void(const kube::Node&)>& fn) const;
   // Held-gate bookkeeping shared by both rungs: the message, a metric and an Event when it changes.
   void Held(const kube::Node& node, RepairRecord& r, const GateResult& held);
+  // gpuheal_controller_time_to_repair_seconds, once `phase` (Recovered or Replaced) is written.
+  void ObserveTimeToRepair(const RepairRecord& r, const std::string& phase);
   // The failure-domain incident that holds `node`'s node-level remediation (kind kNone: none).
   // Notes incidents that began or ended since the last look (a log line, Events, metrics).
   GateResult IncidentGate(const kube::Node& node);
@@ -242,6 +244,13 @@ class Repairer final : private RepairContext {
   Histogram* fault_to_quarantine_ = nullptr;
   Histogram* fault_to_drained_ = nullptr;
   Gauge* evictions_pending_ = nullptr;  // pods queued or in flight in the eviction pool
+  // Created with the Repairer, at 0, so that increase() sees their first step after a start.
+  Counter* evictions_total_ = nullptr;
+  Counter* evictions_refused_ = nullptr;
+  Counter* events_dropped_ = nullptr;
+  Counter* breaker_trips_ = nullptr;
+  Gauge* incidents_open_ = nullptr;
+  Counter* incidents_total_ = nullptr;
   std::mutex evicted_mu_;
   // node -> uids of pods evicted whose deletion the cache has not shown yet: not evicted again
   std::map<std::string, std::set<std::string>> evicted_uids_;

@@ -61,12 +61,8 @@ bool Repairer::ApplyEvictions(const std::string& node, RepairRecord& r, SysTime 
   auto chains = evictions_->Take(node);
   evictions_pending_->Set(static_cast<double>(evictions_->PendingPods()));
   if (chains.empty()) return false;
-  auto& evictions = metrics_.GetCounter("gpuheal_controller_evictions_total",
-                                        "Pods evicted through the Eviction API");
-  auto& refused =
-      metrics_.GetCounter("gpuheal_controller_evictions_refused_total",
-                          "Evictions a PodDisruptionBudget refused (429); each budget is "
-                          "asked again after its own backoff");
+  auto& evictions = *evictions_total_;
+  auto& refused = *evictions_refused_;
   bool any_refused = false;
   for (const auto& chain : chains) {
     std::optional<std::string> budget;  // set once the chain was refused

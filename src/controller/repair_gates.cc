@@ -123,10 +123,7 @@ GateResult Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate) 
     breaker_last_over_ = now;
     if (!breaker_open_) {
       breaker_opened_at_ = now;
-      metrics_
-          .GetCounter("gpuheal_controller_breaker_trips_total",
-                      "Times the cluster circuit breaker opened")
-          .Inc();
+      breaker_trips_->Inc();
     }
     breaker_open_ = true;
   } else if (breaker_open_ && (now - breaker_last_over_ >= policy_.breaker_quiet ||
@@ -186,15 +183,9 @@ GateResult Repairer::IncidentGate(const kube::Node& node) {
     }
     incidents_ = std::move(open);
   }
-  metrics_
-      .GetGauge("gpuheal_controller_incidents_open",
-                "Failure domains whose infrastructure incident holds node-level remediation")
-      .Set(static_cast<double>(now_open.size()));
+  incidents_open_->Set(static_cast<double>(now_open.size()));
   for (const auto& inc : began) {
-    metrics_
-        .GetCounter("gpuheal_controller_incidents_total",
-                    "Infrastructure incidents: failure domains with several nodes faulting at once")
-        .Inc();
+    incidents_total_->Inc();
     const std::string why = inc.Describe(policy_.failure_domains);
     Log("warn", "infrastructure incident", {{"domain", inc.Domain()}, {"why", why}});
     LeaseEvent("Warning", std::string(reason::kIncidentOpened), why);

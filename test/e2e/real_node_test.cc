@@ -6,6 +6,10 @@
 //   2. `helm install`: the agent runs on the real node, the controller becomes Ready;
 //   3. an Xid 79 written to the host's /dev/kmsg: condition, taint, the kubelet stops the
 //      workload, its replacement runs elsewhere (simulated nodes); the timeline is printed;
+//   2b. a real Prometheus (scripts/build-peer.sh) finds the agent and the controller through the
+//      chart's scrape config (Kubernetes service discovery against this API server);
+//   3b. every metric docs/metrics.md and docs/controller.md list is in that Prometheus with its
+//      type, every dashboard panel's query returns data, and the quarantine alert fires;
 //   4. `helm upgrade` with a changed config reaches the agent; the node's own kubelet cannot
 //      write the Node keys that steer the controller (the chart's admission policy);
 //   5. `helm uninstall` leaves no gpuheal taint, annotation, cordon or condition on any node;
@@ -18,17 +22,22 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -51,6 +60,8 @@ using Clock = std::chrono::steady_clock;
 const std::string kNs = "gpuheal-system";
 const std::string kPci = "0000:3b:00";
 
+void StopPrometheus();  // the Prometheus of test 2b, if it runs
+
 class RealNodeEnv : public ::testing::Environment {
  public:
   void SetUp() override {
@@ -59,7 +70,10 @@ class RealNodeEnv : public ::testing::Environment {
     cp_ = LocalControlPlane::Up(true, {}, &log, "--with-node");
     ASSERT_TRUE(cp_) << "control plane with a real node did not come up:\n" << log;
   }
-  void TearDown() override { cp_.reset(); }
+  void TearDown() override {
+    StopPrometheus();
+    cp_.reset();
+  }
   static LocalControlPlane* cp() { return cp_.get(); }
 
  private:
@@ -115,6 +129,60 @@ class Child {
   pid_t pid_ = -1;
 };
 
+// A free TCP port on loopback (the kernel's choice, released at once for the child to bind).
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+// The real Prometheus of tests 2b and 3b, started once and kept until the tier ends.
+struct PrometheusPeer {
+  std::unique_ptr<Child> process;
+  std::string url;  // http://127.0.0.1:PORT
+
+  // GET url + path with URL-encoded query parameters; the decoded JSON body (null on failure).
+  json Api(const std::string& path, const std::vector<std::pair<std::string, std::string>>& q) {
+    std::string cmd = "curl -sS --max-time 10 --get";
+    for (const auto& [k, v] : q) {
+      std::string quoted;
+      for (char c : v) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      cmd += " --data-urlencode '" + k + "=" + quoted + "'";
+    }
+    auto r = RunShell(cmd + " '" + url + path + "' 2>&1");
+    if (r.code != 0) return json();
+    return json::parse(r.out, nullptr, false);
+  }
+};
+PrometheusPeer& Prometheus() {
+  static PrometheusPeer p;
+  return p;
+}
+
+void StopPrometheus() { Prometheus().process.reset(); }
+
+// The metrics a documentation table lists: name -> (type, labelled).
+std::map<std::string, std::pair<std::string, bool>> DocumentedMetrics(const std::string& doc) {
+  std::map<std::string, std::pair<std::string, bool>> out;
+  const std::regex row(
+      R"(^\|\s*`(gpuheal_[a-z_]+)`\s*\|\s*(counter|gauge|histogram)\s*\|([^|]*)\|)");
+  std::ifstream in(std::string(GPUHEAL_SOURCE_DIR) + doc);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, row))
+      out[m[1]] = {m[2], std::string(m[3]).find('`') != std::string::npos};
+  }
+  return out;
+}
+
 class RealNode : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -154,6 +222,7 @@ class RealNode : public ::testing::Test {
         << "agent:\n  acceptInjected: true\n  hostNetwork: true\n"
         << "  stateHostPath: " << dir_ << "/agent-state\n"
         << "  config: {kmsg_start: end}\n"
+        << "metrics: {scrapeConfig: {enabled: true, interval: 1s}}\n"
         << "controller:\n  replicas: 1\n  hostNetwork: true\n"
         << "  nodeSelector: {kubernetes.io/hostname: " << node_ << "}\n"
         << "  tolerations: [{key: gpuheal.io/gpu-fault, operator: Exists}]\n"
@@ -243,6 +312,66 @@ TEST_F(RealNode, HelmInstallRunsTheAgentAndTheController) {
   // The controller holds the lease.
   json lease = Get("/apis/coordination.k8s.io/v1/namespaces/" + kNs + "/leases");
   EXPECT_FALSE(lease.value("items", json::array()).empty()) << lease.dump();
+}
+
+// 2b. A real Prometheus reads the chart's scrape config (the ConfigMap gpuheal-prometheus-scrape,
+// file gpuheal.yaml, named in scrape_config_files as a user would) and the chart's alerts; its
+// Kubernetes service discovery runs against this API server (kubeconfig_file added: it runs on
+// the host, not in a pod), and both jobs' targets are up.
+TEST_F(RealNode, APrometheusFindsTheAgentAndTheControllerThroughTheChartsScrapeConfig) {
+  const char* prom_dir = std::getenv("GPUHEAL_PROMETHEUS");
+  if (prom_dir == nullptr || !*prom_dir)
+    GTEST_SKIP() << "GPUHEAL_PROMETHEUS is not set (scripts/run-tests.sh sets it)";
+  json cm = Get("/api/v1/namespaces/" + kNs + "/configmaps/gpuheal-prometheus-scrape");
+  ASSERT_TRUE(cm.is_object() && cm["data"].contains("gpuheal.yaml")) << cm.dump();
+  YAML::Node scrape = YAML::Load(cm["data"]["gpuheal.yaml"].get<std::string>());
+  std::set<std::string> jobs;
+  for (auto job : scrape["scrape_configs"]) {
+    jobs.insert(job["job_name"].as<std::string>());
+    for (auto sd : job["kubernetes_sd_configs"]) sd["kubeconfig_file"] = cp_->kubeconfig();
+  }
+  ASSERT_EQ(jobs, (std::set<std::string>{"gpuheal-agent", "gpuheal-controller"}));
+  const std::string pdir = dir_ + "/prometheus";
+  std::filesystem::create_directories(pdir + "/data");
+  std::ofstream(pdir + "/gpuheal.yaml") << YAML::Dump(scrape) << "\n";
+  // The chart's alerts, as the promtool tier reads them (all-features.yaml is the chart's render).
+  YAML::Node rules;
+  for (const auto& doc : YAML::LoadAllFromFile(std::string(GPUHEAL_SOURCE_DIR) +
+                                               "/test/golden/helm/all-features.yaml"))
+    if (doc.IsMap() && doc["kind"] && doc["kind"].as<std::string>() == "PrometheusRule")
+      rules["groups"] = doc["spec"]["groups"];
+  ASSERT_TRUE(rules["groups"]);
+  std::ofstream(pdir + "/rules.yaml") << YAML::Dump(rules) << "\n";
+  std::ofstream(pdir + "/prometheus.yml")
+      << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+      << "scrape_config_files: [gpuheal.yaml]\n"
+      << "rule_files: [rules.yaml]\n";
+  const int port = FreePort();
+  ASSERT_GT(port, 0);
+  auto& prom = Prometheus();
+  prom.url = "http://127.0.0.1:" + std::to_string(port);
+  prom.process = std::make_unique<Child>(
+      std::vector<std::string>{std::string(prom_dir) + "/bin/prometheus",
+                               "--config.file=" + pdir + "/prometheus.yml",
+                               "--storage.tsdb.path=" + pdir + "/data",
+                               "--web.listen-address=127.0.0.1:" + std::to_string(port)},
+      pdir + "/prometheus.log");
+  std::map<std::string, std::string> health;  // job -> the last target's health
+  const bool up = Eventually(
+      [&] {
+        json t = prom.Api("/api/v1/targets", {{"state", "active"}});
+        health.clear();
+        if (!t.is_object()) return false;
+        for (const auto& a : t["data"].value("activeTargets", json::array()))
+          health[a["labels"].value("job", "")] = a.value("health", "");
+        return health["gpuheal-agent"] == "up" && health["gpuheal-controller"] == "up";
+      },
+      60s, 200ms);
+  std::ifstream log(pdir + "/prometheus.log");
+  const std::string log_text((std::istreambuf_iterator<char>(log)),
+                             std::istreambuf_iterator<char>());
+  ASSERT_TRUE(up) << "targets: " << json(health).dump() << "\nprometheus.log:\n"
+                  << log_text.substr(log_text.size() > 4000 ? log_text.size() - 4000 : 0);
 }
 
 // 3. The fault on the host's kernel log, through the real kubelet, to the replacement Running.
@@ -359,6 +488,103 @@ TEST_F(RealNode, AnXidOnTheHostStopsTheWorkloadAndItRunsElsewhere) {
     recorded |= r["spec"].value("node", "") == node_;
   EXPECT_TRUE(recorded) << repairs.dump();
   (void)client_->Delete("/apis/apps/v1/namespaces/default/deployments/training");
+}
+
+// 3b. After the fault of test 3, from the real Prometheus: every documented metric of the agent
+// (docs/metrics.md) and the controller (docs/controller.md) with its type (the targets' metadata;
+// a metric without labels also as a sample), every panel of the chart's Grafana dashboard answers
+// (each query valid, at least one per panel with a value), and GpuhealNodeQuarantined fires.
+TEST_F(RealNode, EveryDocumentedMetricAndEveryDashboardPanelAnswersFromPrometheus) {
+  auto& prom = Prometheus();
+  if (!prom.process || !prom.process->running()) GTEST_SKIP() << "no Prometheus (test 2b)";
+  // One scrape after the fault's repair steps, so that what test 3 saw is in Prometheus.
+  std::this_thread::sleep_for(3s);
+  for (const auto& [doc, job] :
+       {std::pair<std::string, std::string>{"/docs/metrics.md", "gpuheal-agent"},
+        {"/docs/controller.md", "gpuheal-controller"}}) {
+    const auto documented = DocumentedMetrics(doc);
+    ASSERT_GT(documented.size(), 10u) << doc;
+    json meta = prom.Api("/api/v1/targets/metadata", {{"match_target", "{job=\"" + job + "\"}"}});
+    ASSERT_TRUE(meta.is_object() && meta.value("status", "") == "success") << meta.dump();
+    std::map<std::string, std::string> scraped;  // metric -> type
+    for (const auto& m : meta["data"]) scraped[m.value("metric", "")] = m.value("type", "");
+    // A feature's metrics exist only while it runs (docs/metrics.md), and these are off here: no
+    // DCGM host engine, no NVML library on this node, Kubernetes mode, no runtime check.
+    const std::set<std::string> feature_off = {"gpuheal_dcgm_up",
+                                               "gpuheal_dcgm_connection_errors_total",
+                                               "gpuheal_nvml_event_to_fault_seconds",
+                                               "gpuheal_nvml_poll_cpu_seconds_per_gpu",
+                                               "gpuheal_slurm_up",
+                                               "gpuheal_slurm_failures_total",
+                                               "gpuheal_container_runtime_ready",
+                                               "gpuheal_container_runtime_status_seconds"};
+    for (const auto& [name, shape] : documented) {
+      const auto& [type, labelled] = shape;
+      if (feature_off.count(name)) {
+        EXPECT_FALSE(scraped.count(name)) << name << " is served with its feature off";
+        continue;
+      }
+      // A labelled family has series only once something happened: its type, where it has any.
+      if (labelled && !scraped.count(name)) continue;
+      EXPECT_EQ(scraped.count(name) ? scraped[name] : "(not scraped)", type)
+          << name << " (" << doc << ") from job " << job;
+      if (labelled) continue;
+      const std::string series = type == "histogram" ? name + "_count" : name;
+      json q = prom.Api("/api/v1/query", {{"query", series + "{job=\"" + job + "\"}"}});
+      EXPECT_FALSE(q["data"].value("result", json::array()).empty())
+          << series << " has no sample from job " << job << ": " << q.dump();
+    }
+  }
+  // The quarantine of test 3 counted, and the alert on it.
+  json quarantined =
+      prom.Api("/api/v1/query",
+               {{"query", "sum(gpuheal_controller_repair_phases_total{phase=\"Quarantined\"})"}});
+  ASSERT_FALSE(quarantined["data"].value("result", json::array()).empty()) << quarantined.dump();
+  EXPECT_EQ(quarantined["data"]["result"][0]["value"][1], "1") << quarantined.dump();
+  std::string alerts_seen;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        json a = prom.Api("/api/v1/alerts", {});
+        alerts_seen = a.dump();
+        for (const auto& al : a["data"].value("alerts", json::array()))
+          if (al["labels"].value("alertname", "") == "GpuhealNodeQuarantined" &&
+              al.value("state", "") == "firing")
+            return true;
+        return false;
+      },
+      20s, 500ms))
+      << alerts_seen;
+
+  // The dashboard, as Grafana would run it (its range variables given values).
+  std::ifstream in(std::string(GPUHEAL_SOURCE_DIR) +
+                   "/deploy/helm/gpuheal/dashboards/gpuheal.json");
+  const json dash = json::parse(in, nullptr, false);
+  ASSERT_TRUE(dash.is_object() && !dash.value("panels", json::array()).empty());
+  for (const auto& panel : dash["panels"]) {
+    const std::string title = panel.value("title", "");
+    int answered = 0;
+    std::string results;
+    for (const auto& t : panel.value("targets", json::array())) {
+      std::string expr = t.value("expr", "");
+      for (const auto& [var, value] :
+           {std::pair<std::string, std::string>{"$__rate_interval", "5m"},
+            {"$__range", "1h"},
+            {"$__interval", "1m"}}) {
+        for (size_t i; (i = expr.find(var)) != std::string::npos;)
+          expr.replace(i, var.size(), value);
+      }
+      json q = prom.Api("/api/v1/query", {{"query", expr}});
+      EXPECT_EQ(q.value("status", ""), "success") << title << ": " << expr << "\n" << q.dump();
+      bool value = false;
+      for (const auto& r : q["data"].value("result", json::array())) {
+        const std::string v = r["value"][1];
+        value |= v != "NaN";
+      }
+      answered += value;
+      results += "\n  " + expr + " -> " + q["data"].value("result", json::array()).dump();
+    }
+    EXPECT_GT(answered, 0) << "dashboard panel \"" << title << "\" returned no data:" << results;
+  }
 }
 
 // 4. helm upgrade with a changed config: the agents restart on it.
