@@ -4,7 +4,7 @@
 # scripts/build-control-plane.sh. TLS everywhere except etcd on loopback; RBAC; a service-account
 # issuer and signing key so TokenRequest works; an admin kubeconfig with client certificates.
 #
-#   control-plane.sh up [--with-controllers] [--with-node] [--dir DIR] [--apiserver-arg ARG]... [--client-qps N] [--log-v N]
+#   control-plane.sh up [--with-controllers] [--with-node] [--with-karpenter] [--dir DIR] [--apiserver-arg ARG]... [--client-qps N] [--log-v N]
 #                                       prints KUBECONFIG=<path> last; etcd's URL is in DIR/etcd.url
 #                                       --with-node: also this machine as a real node (implies
 #                                       --with-controllers; scripts/real-node.sh): containerd, runc,
@@ -18,6 +18,14 @@
 #                                       --log-v: kube-controller-manager's and kube-scheduler's log
 #                                       verbosity (their -v; 3 logs each scheduling attempt and why
 #                                       a pod did not fit); logs in DIR/<component>.log
+#                                       --with-karpenter: also Karpenter's controller with its kwok
+#                                       cloud provider (scripts/build-peer.sh karpenter; implies
+#                                       --with-controllers): its CRDs, a KWOKNodeClass "gpu" whose
+#                                       instances are 8-GPU machines
+#                                       (tools/peers/karpenter/instance-types.json) and a NodePool
+#                                       "gpu" (label gpuheal.io/pool=gpu); prints KARPENTER_VERSION=
+#                                       before KUBECONFIG=. Its Nodes have no kubelet: `gpuheal sim
+#                                       --adopt karpenter.sh/nodepool` plays it
 #   control-plane.sh down [--dir DIR] [--keep-logs]
 #                                       stops exactly what `up` started (by pid) and removes DIR;
 #                                       without --dir, the last one `up` started without --dir;
@@ -33,6 +41,7 @@ shift || true
 dir=""
 with_controllers=0
 with_node=0
+with_karpenter=0
 apiserver_args=()
 client_qps=""
 log_v=""
@@ -43,6 +52,7 @@ while [[ $# -gt 0 ]]; do
     --dir) dir=$2; shift 2 ;;
     --with-controllers) with_controllers=1; shift ;;
     --with-node) with_node=1; with_controllers=1; shift ;;
+    --with-karpenter) with_karpenter=1; with_controllers=1; shift ;;
     --keep-logs) keep_logs=1; shift ;;
     --apiserver-arg) apiserver_args+=("$2"); shift 2 ;;
     --apiserver-arg=*) apiserver_args+=("${1#*=}"); shift ;;
@@ -213,6 +223,58 @@ CFG
     if [[ $with_node == 1 ]]; then
       bash "$root/scripts/real-node.sh" up "$dir" "$api_port"
     fi
+    if [[ $with_karpenter == 1 ]]; then
+      karpenter_dir=$(bash "$root/scripts/build-peer.sh" karpenter | sed -n 's/^KARPENTER_DIR=//p')
+      api="https://127.0.0.1:$api_port"
+      # post PATH CONTENT-TYPE: creates an object from stdin (the API server takes YAML too).
+      post() { "${curl_api[@]}" -o /dev/null -X POST -H "Content-Type: $2" --data-binary @- "$api$1"; }
+      for crd in "$karpenter_dir"/crds/*.yaml; do
+        post /apis/apiextensions.k8s.io/v1/customresourcedefinitions application/yaml < "$crd"
+      done
+      wait_for karpenter-crds 60 "${curl_api[@]}" "$api/apis/karpenter.kwok.sh/v1alpha1/kwoknodeclasses"
+      wait_for karpenter-crds 60 "${curl_api[@]}" "$api/apis/karpenter.sh/v1/nodepools"
+      # The kwok provider has no NodeClass controller: its NodeClass is Ready as written.
+      post /apis/karpenter.kwok.sh/v1alpha1/kwoknodeclasses application/yaml <<'YAML'
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata: {name: gpu}
+YAML
+      now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+      "${curl_api[@]}" -o /dev/null -X PATCH -H "Content-Type: application/merge-patch+json" \
+        --data "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"Ready\",\"message\":\"\",\"lastTransitionTime\":\"$now\",\"observedGeneration\":1}]}}" \
+        "$api/apis/karpenter.kwok.sh/v1alpha1/kwoknodeclasses/gpu/status"
+      # The GPU pool: on-demand 8-GPU machines; voluntary disruption off, so Karpenter replaces
+      # what is deleted and consolidates nothing on its own.
+      post /apis/karpenter.sh/v1/nodepools application/yaml <<'YAML'
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: gpu}
+spec:
+  template:
+    metadata:
+      labels: {gpuheal.io/pool: gpu, nvidia.com/gpu.present: "true"}
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: gpu}
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [gpu-8x-amd64-linux]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+      expireAfter: Never
+  disruption:
+    consolidationPolicy: WhenEmpty
+    consolidateAfter: Never
+    budgets: [{nodes: "0"}]
+YAML
+      kubeconfig "$dir/karpenter.kubeconfig" karpenter "$dir/pki/admin.crt" "$dir/pki/admin.key"
+      karpenter_health=$(free_port)
+      KUBECONFIG=$dir/karpenter.kubeconfig INSTANCE_TYPES_FILE_PATH=$root/tools/peers/karpenter/instance-types.json \
+        METRICS_PORT=$(free_port) HEALTH_PROBE_PORT=$karpenter_health DISABLE_LEADER_ELECTION=true \
+        BATCH_IDLE_DURATION=100ms BATCH_MAX_DURATION=1s LOG_LEVEL=debug \
+        start karpenter "$karpenter_dir/bin/karpenter"
+      wait_for karpenter 120 curl -sf "http://127.0.0.1:$karpenter_health/readyz"
+      # Beside the kubeconfig, for a drill given only --kubeconfig: which Karpenter runs here.
+      cp "$karpenter_dir/version" "$dir/karpenter.version"
+      echo "KARPENTER_VERSION=$(awk '{print $2}' "$karpenter_dir/version")"
+    fi
     trap - ERR
     log "up in $dir (etcd :$etcd_port, apiserver :$api_port$([[ $with_controllers == 1 ]] && echo ', controller-manager, scheduler'))"
     echo "KUBECONFIG=$dir/admin.kubeconfig"
@@ -247,7 +309,7 @@ CFG
       --key "$dir/pki/admin.key" "https://127.0.0.1:$api_port/readyz"
     ;;
   *)
-    echo "usage: control-plane.sh up [--with-controllers] [--with-node] [--dir DIR] [--apiserver-arg ARG]... [--client-qps N] [--log-v N] | down [--dir DIR] [--keep-logs] | stop-apiserver --dir DIR | start-apiserver --dir DIR" >&2
+    echo "usage: control-plane.sh up [--with-controllers] [--with-node] [--with-karpenter] [--dir DIR] [--apiserver-arg ARG]... [--client-qps N] [--log-v N] | down [--dir DIR] [--keep-logs] | stop-apiserver --dir DIR | start-apiserver --dir DIR" >&2
     exit 2
     ;;
 esac

@@ -55,6 +55,10 @@ void RegisterSim(CLI::App& app, int& exit_code) {
       "With --agents: this node's agent reads the machine's real /dev/kmsg (new records only, "
       "injected "
       "ones acted on), so `gpuheal inject --xid N` faults it through the kernel (root)");
+  cmd->add_option("--adopt", o->adopt_selector,
+                  "Also be the kubelet of the nodes a provisioner registers that match this label "
+                  "selector (e.g. karpenter.sh/nodepool for Karpenter's kwok provider), from "
+                  "the moment each appears");
   cmd->add_option(
       "--state-dir", o->state_dir,
       "Per-node agent state, kernel log FIFOs and fault lines (default /tmp/gpuheal-sim)");

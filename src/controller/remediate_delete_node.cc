@@ -5,7 +5,7 @@
 // karpenter.sh/do-not-disrupt=true (on the Node or its NodeClaim) holds the deletion.
 //
 // Deleting is half of it: the repair stays Remediating until a replacement joins the node's pool
-// (a node created after the deletion, Ready, the fault's condition True, no fault of its own),
+// (a node created since the repair began, Ready, the fault's condition True, no fault of its own),
 // which the controller marks with gpuheal.io/replaces (one replacement per repair, claimed with
 // an optimistic-concurrency update) and, while the pool has fewer standbys than pools.standby,
 // makes the pool's standby. No replacement within provider.replacement_timeout: Failed.
@@ -244,8 +244,16 @@ Next AwaitReplacement(RepairContext& ctx, RepairRecord& r, SysTime now) {
   if (!w || Terminal(r.cr.phase)) return std::nullopt;
   const Policy& policy = ctx.policy();
   const std::string& condition = r.cr.condition;
-  // creationTimestamp has whole seconds, and the API server's clock is not this one.
-  const SysTime joined_after = w->since - std::chrono::seconds(2);
+  // A node that joined since the repair began, not only since the deletion: a provisioner that
+  // launches for pending pods (Karpenter) brings the new machine up while the drain evicts them,
+  // before the deletion. creationTimestamp has whole seconds: compared at that resolution, a node
+  // created in the second the repair began counts, one created a second earlier (the pool's
+  // standby, say) does not.
+  SysTime began = w->since;
+  for (const auto& [phase, at] : r.cr.phase_times) {
+    if (auto t = kube::ParseTime(at); t && *t < began) began = *t;
+  }
+  const SysTime joined_after = std::chrono::floor<std::chrono::seconds>(began);
   std::vector<kube::Node> nodes = ctx.world().nodes();
   const int standbys = StandbysOf(nodes, policy, w->pool);
   const auto size = policy.StandbySizeFor(w->pool);

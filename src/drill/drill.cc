@@ -22,6 +22,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "bmc/redfish.h"
@@ -52,6 +53,15 @@ constexpr const char* kSystemNs = "gpuheal-system";
 constexpr const char* kBmcSecret = "gpuheal-drill-bmc";  // bmc: the emulator's credentials
 constexpr const char* kBmcEndpoints = "gpuheal-drill-bmc-endpoints";  // bmc: node -> its BMC
 constexpr const char* kLease = "gpuheal-drill";
+// replace-karpenter: the kwok NodeClass control-plane.sh --with-karpenter creates, and the
+// instance type of tools/peers/karpenter/instance-types.json (8 GPUs).
+constexpr const char* kKarpenterNodeClass = "gpu";
+constexpr const char* kKarpenterInstanceType = "gpu-8x-amd64-linux";
+// gpu-scoped: NVIDIA's DRA driver name and the DeviceClass of its GPUs; the faulty GPU
+// (0000:3b:00, the third of the NVML double's) is device gpu-2 of its node's pool.
+constexpr const char* kDraDriver = "gpu.nvidia.com";
+constexpr const char* kDraClass = "gpu.nvidia.com";
+constexpr const char* kDraVictimDevice = "gpu-2";
 constexpr int kAgentsOnEveryNodeUpTo = 64;
 // rack: the simulated nodes' failure-domain label (a drill's own; clusters name theirs in the
 // policy's failure_domains.labels), four nodes to a rack.
@@ -100,7 +110,9 @@ struct Plan {
   bool external_agent = false;         // the target's agent is a process the drill can kill
   milliseconds agent_quiet{0};
   // replace-*: the target node is owned by a Karpenter NodeClaim ("karpenter") or a Cluster API
-  // Machine ("capi"); the drill plays that provisioner's infrastructure side.
+  // Machine ("capi"). Karpenter is the real controller (its kwok cloud provider, started by
+  // control-plane.sh --with-karpenter): it launches the target and its replacement, and the sim
+  // is their kubelet. For Cluster API the drill plays the provisioner.
   std::string replace;
   // bmc: the target's BMC is a Redfish emulator; the ladder power-cycles the node through it and
   // the drill plays the machine (its agent stops at power off and starts on a new boot at on).
@@ -385,8 +397,14 @@ class Observer {
 
   // A node that joins during the run (a provisioner's replacement): watched from now on.
   void Watch(const std::string& node) {
-    std::lock_guard<std::mutex> lock(mu_);
-    nodes_.insert(node);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      nodes_.insert(node);
+    }
+    // A node that registered before it was watched (Karpenter's): its state as last seen.
+    if (node_inf_) {
+      if (auto n = node_inf_->Get(node)) OnNode(*n);
+    }
   }
 
   // The run is over: what teardown does is not part of the timeline.
@@ -728,7 +746,9 @@ class Drill {
       if (!r) return r.error();
       runs.push_back(std::move(*r));
     }
-    return Summarise(o_.scenario, runs, interrupted_.load());
+    Report report = Summarise(o_.scenario, runs, interrupted_.load());
+    report.peers = peers_;
+    return report;
   }
 
   // --keep: everything stays up until Ctrl-C.
@@ -752,7 +772,18 @@ class Drill {
   std::unique_ptr<Decoy> bmc_decoy_;
   // gpu-scoped: the ResourceSlice the drill published, and the pod holding the faulty GPU.
   struct DraSeen {
-    std::string slice, victim;
+    std::vector<std::string> slices;   // the ResourceSlices published, one per node
+    std::string victim, victim_claim;  // the pod holding GPU 0000:3b:00 and its claim
+    std::atomic<bool> rule_seen{false}, rule_gone{false};
+    std::string allocated_while_tainted;  // a claim given the tainted device while ruled
+    DraSeen& operator=(const DraSeen&) {  // reset
+      slices.clear();
+      victim.clear();
+      victim_claim.clear();
+      rule_seen = rule_gone = false;
+      allocated_while_tainted.clear();
+      return *this;
+    }
   } dra_;
   // predictive: when the drill saw each step (NowUs; 0: never).
   struct PredictiveSeen {
@@ -817,7 +848,9 @@ class Drill {
         return Error{o_.source_dir + file + ": " + s.error().message};
       }
     }
-    if (o_.scenario.starts_with("replace-")) {
+    if (o_.scenario == "replace-karpenter") {
+      if (auto s = FindKarpenter(); !s) return s;
+    } else if (o_.scenario.starts_with("replace-")) {
       if (auto s = InstallPeerCrds(); !s) return s;
     }
     const auto deadline = std::chrono::steady_clock::now() + 30s;
@@ -850,6 +883,37 @@ class Drill {
       }
       std::this_thread::sleep_for(100ms);
     }
+    return Status::Ok();
+  }
+
+  // replace-karpenter: Karpenter's controller runs beside the cluster (control-plane.sh
+  // --with-karpenter started it, or the cluster of --kubeconfig has one) with the kwok NodeClass
+  // "gpu" that the drill's NodePools launch from.
+  Status FindKarpenter() {
+    auto r = client_->Get("/apis/karpenter.kwok.sh/v1alpha1/kwoknodeclasses/" +
+                          std::string(kKarpenterNodeClass));
+    if (!r || !r->ok()) {
+      return Error{fmt::format(
+          "the replace-karpenter scenario needs Karpenter running with its kwok cloud provider "
+          "and the KWOKNodeClass \"{}\" (scripts/control-plane.sh up --with-karpenter sets both "
+          "up; a drill without --kubeconfig starts it): {}",
+          kKarpenterNodeClass, r ? r->Describe() : r.error().message)};
+    }
+    if (!peers_.count("karpenter")) {
+      // A test bed's control plane (control-plane.sh --with-karpenter) notes the version beside
+      // its kubeconfig; another cluster's Karpenter is not known by version.
+      std::string version = "unknown";
+      const std::string note =
+          std::filesystem::path(kubeconfig_).parent_path().string() + "/karpenter.version";
+      if (auto text = ReadWholeFile(note)) {
+        std::istringstream in(*text);
+        std::string module, v;
+        if (in >> module >> v && module == "sigs.k8s.io/karpenter") version = v;
+      }
+      peers_["karpenter"] = {"sigs.k8s.io/karpenter", version};
+    }
+    Say(fmt::format("Karpenter {} with the KWOKNodeClass {}\n", peers_["karpenter"].version,
+                    kKarpenterNodeClass));
     return Status::Ok();
   }
 
@@ -913,6 +977,10 @@ class Drill {
       argv.push_back("--with-node");
       Say("with this machine as a real node (containerd, runc, CNI, a kubelet)\n");
     }
+    if (o_.scenario == "replace-karpenter") {
+      argv.push_back("--with-karpenter");
+      Say("with Karpenter's controller and its kwok cloud provider (sigs.k8s.io/karpenter)\n");
+    }
     auto child = Child::Spawn(argv, log, log);
     if (!child) return child.error();
     int rc = -1;
@@ -929,6 +997,8 @@ class Drill {
       if (line.starts_with("NODE=")) real_node_ = line.substr(5);
       if (line.starts_with("NODE_KUBECONFIG=")) real_node_kubeconfig_ = line.substr(16);
       if (line.starts_with("PAUSE_IMAGE=")) pause_image_ = line.substr(12);
+      if (line.starts_with("KARPENTER_VERSION="))
+        peers_["karpenter"] = {"sigs.k8s.io/karpenter", line.substr(18)};
     }
     if (o_.real_node && rc == 0 &&
         (real_node_.empty() || real_node_kubeconfig_.empty() || pause_image_.empty()))
@@ -1220,8 +1290,11 @@ class Drill {
     if (plan.external_agent) so.external_agents = {targets[0]};
     // An agent on every node of a drill-sized cluster; beyond that, on the faulty nodes only (an
     // agent is a few threads; the other nodes' conditions are simply never False).
-    if (o_.nodes + o_.pools * o_.standby > kAgentsOnEveryNodeUpTo)
+    if (o_.nodes + o_.pools * o_.standby > kAgentsOnEveryNodeUpTo && plan.replace != "karpenter")
       so.agent_nodes = std::set<std::string>(targets.begin(), targets.end());
+    // replace-karpenter: the nodes Karpenter launches for this run's NodePool (named after the
+    // run) have the sim as their kubelet.
+    if (plan.replace == "karpenter") so.adopt_selector = "karpenter.sh/nodepool=" + prefix;
     auto wc = kube::Client::Create(cfg_);
     auto sc = kube::Client::Create(cfg_);
     if (!wc || !sc) return Error{"drill: " + (wc ? sc.error().message : wc.error().message)};
@@ -1301,14 +1374,40 @@ class Drill {
 
     // The workload: every GPU of the nodes in service taken, behind a budget of one.
     const int gpus_per_pod = std::max(1, o_.gpus / plan.pods_per_node);
-    const int replicas = o_.nodes * (o_.gpus / gpus_per_pod);
-    if (auto s = CreateWorkload(ns, prefix, replicas, gpus_per_pod); !s) return s.error();
+    int replicas = o_.nodes * (o_.gpus / gpus_per_pod);
+    if (plan.dra) {
+      if (auto s = PublishDra(node_names); !s) return s.error();
+    }
+    if (plan.replace == "karpenter") {
+      // One node's worth of pods more than the simulated nodes hold: Karpenter launches the
+      // machine they wait for, and that node is the one the fault hits.
+      if (auto s = CreateNodePool(prefix); !s) return s.error();
+      replicas += o_.gpus / gpus_per_pod;
+    }
+    if (auto s = CreateWorkload(ns, prefix, replicas, gpus_per_pod, plan.dra); !s) return s.error();
     Say(
         fmt::format("workload: Deployment {}/trainer, {} pods x {} GPUs, PodDisruptionBudget "
                     "maxUnavailable 1\n",
                     ns, replicas, gpus_per_pod));
     // kube-controller-manager creates a ReplicaSet's pods at its default 20 requests/s.
     const auto ready_deadline = std::chrono::steady_clock::now() + 120s + replicas * 300ms;
+    if (plan.replace == "karpenter") {
+      // The target: the node Karpenter launched for the pods the simulated nodes could not hold.
+      if (!obs.WaitFor([&] { return obs.RunningPods() >= replicas; }, ready_deadline,
+                       interrupted_)) {
+        if (!interrupted_)
+          fail("setup", fmt::format("Karpenter's node for the workload's last pods was not "
+                                    "Running in time; its log: {}/control-plane/karpenter.log",
+                                    work_));
+        Teardown(ns, obs);
+        return res;
+      }
+      const auto adopted = sim_->adopted();
+      if (adopted.empty()) return Error{"the workload ran but no node of Karpenter's was adopted"};
+      targets[0] = adopted.front();
+      obs.Watch(targets[0]);
+      Say(fmt::format("Karpenter launched {} for the workload's last pods\n", targets[0]));
+    }
     if (!obs.WaitFor([&] { return obs.RunningPods() >= replicas && obs.AgentsReporting(targets); },
                      ready_deadline, interrupted_)) {
       if (!interrupted_)
@@ -1331,9 +1430,9 @@ class Drill {
         res.api_write_ms.push_back(*ms);
     }
 
-    // gpu-scoped: the target's GPUs as DRA devices, its pods' claims allocated to them.
+    // gpu-scoped: which pod kube-scheduler gave the faulty GPU.
     if (plan.dra) {
-      if (auto s = PublishDra(ns, targets[0], obs); !s) return s.error();
+      if (auto s = FindDraVictim(ns, targets[0]); !s) return s.error();
     }
 
     // bmc: the target's BMC.
@@ -1346,7 +1445,12 @@ class Drill {
 
     // replace-*: the target's owner, as its provisioner made it.
     Owner owner;
-    if (!plan.replace.empty()) {
+    if (plan.replace == "karpenter") {
+      auto o = KarpenterOwner(targets[0]);
+      if (!o) return o.error();
+      owner = *o;
+      Say(fmt::format("{} owns {}\n", owner.what, targets[0]));
+    } else if (!plan.replace.empty()) {
       auto o = MakeOwner(plan.replace, ns, targets[0]);
       if (!o) return o.error();
       owner = *o;
@@ -1359,7 +1463,9 @@ class Drill {
     std::set<std::string> standby;
     for (const auto& t : targets) {
       const std::string pool =
-          t.substr(prefix.size() + 1, t.find('-', prefix.size() + 1) - prefix.size() - 1);
+          plan.replace == "karpenter"
+              ? "0"  // the NodePool's nodes join pool 0
+              : t.substr(prefix.size() + 1, t.find('-', prefix.size() + 1) - prefix.size() - 1);
       for (int i = 0; i < o_.standby; ++i)
         standby.insert(fmt::format("{}-{}-standby-{}", prefix, pool, i));
     }
@@ -1447,7 +1553,22 @@ class Drill {
         // let through reaches its drain within a few seconds.
         obs.WaitFor([] { return false; }, std::chrono::steady_clock::now() + 5s, interrupted_);
       }
-    } else if (o_.scenario == "critical" || plan.dra) {
+    } else if (plan.dra) {
+      std::atomic<bool> done{false};
+      std::thread taints([&] { WatchDraTaint(ns, targets[0], done); });
+      wait([&] { return obs.Has("repair_recovered") || obs.Has("repair_failed"); },
+           "the GPU-level repair's end");
+      // The victim's replacement: allocated once the device is back (or elsewhere).
+      wait(
+          [&] {
+            return std::any_of(obs.pods().begin(), obs.pods().end(), [](const auto& kv) {
+              return !kv.second.initial && kv.second.running_us > 0;
+            });
+          },
+          "the evicted pod's replacement Running");
+      done = true;
+      taints.join();
+    } else if (o_.scenario == "critical") {
       wait([&] { return obs.Has("repair_recovered") || obs.Has("repair_failed"); },
            "the GPU-level repair's end");
     } else if (plan.bmc) {
@@ -1496,6 +1617,10 @@ class Drill {
       RackIncident(targets, obs, deadline, fail);
     } else if (plan.fatal_xid) {
       PredictiveReplay(plan, state, targets[0], obs, deadline, fail);
+    } else if (plan.replace == "karpenter") {
+      FollowKarpenter(owner, prefix, targets[0], obs, deadline, fail);
+      wait([&] { return obs.Has("repair_replaced") && obs.Has("capacity_restored"); },
+           "the replacement node's join, the repair's Replaced and capacity back to 100%");
     } else if (!plan.replace.empty()) {
       PlayProvisioner(plan, owner, ns, prefix, targets[0], obs, deadline, fail);
       wait([&] { return obs.Has("repair_replaced") && obs.Has("capacity_restored"); },
@@ -1506,6 +1631,15 @@ class Drill {
         std::this_thread::sleep_for(1s);  // the restarted agent has spoken
       held.lock();
       Checks(plan, targets, standby, replicas, obs, res);
+      if (plan.replace == "karpenter") {
+        const bool by_karpenter = !owner.fresh_claim.empty() && owner.fresh_creator == "karpenter";
+        res.checks.push_back(
+            {"replacement created by karpenter", by_karpenter,
+             owner.fresh_claim.empty()
+                 ? "no new NodeClaim of the run's NodePool"
+                 : fmt::format("NodeClaim {} created by {} (owner {}), not by the drill",
+                               owner.fresh_claim, owner.fresh_creator, owner.fresh_owner)});
+      }
       if (o_.scenario == "agent-restart") {
         // A record reported by both agents is reported twice; a record the first one had not
         // reached yet (the fallen-off-the-bus text after the Xid 79 line) is reported once, by the
@@ -1534,9 +1668,10 @@ class Drill {
     }
     obs.Disarm();
     if (plan.replace == "karpenter") {
-      // NodeClaims are cluster-scoped: the namespace's deletion does not take them.
-      for (const auto& name : {targets[0], owner.fresh})
-        if (!name.empty()) (void)client_->Delete("/apis/karpenter.sh/v1/nodeclaims/" + name);
+      // NodePools and NodeClaims are cluster-scoped: the namespace's deletion does not take
+      // them. The NodePool's deletion takes its NodeClaims (owner references), and Karpenter
+      // terminates their machines.
+      (void)client_->Delete("/apis/karpenter.sh/v1/nodepools/" + prefix);
     }
     if (agent) agent->Stop();
     if (bmc) {
@@ -1797,7 +1932,144 @@ class Drill {
   struct Owner {
     std::string path, what;  // the owner object's path; "Karpenter NodeClaim X"
     std::string fresh;       // the replacement node (and its owner's name), once made
+    // replace-karpenter: the replacement's NodeClaim, the field manager that created it and its
+    // controller owner reference ("NodePool/<name>").
+    std::string fresh_claim, fresh_creator, fresh_owner;
   };
+
+  // replace-karpenter: a NodePool for this run, launching from the kwok NodeClass: its nodes
+  // join the run's pool 0 as simulated GPU nodes. Voluntary disruption off (budget 0): Karpenter
+  // replaces what is deleted and consolidates nothing on its own; at most two machines.
+  Status CreateNodePool(const std::string& prefix) {
+    json labels = {{std::string(keys::kDefaultPoolLabel), prefix + "-pool-0"},
+                   {"gpuheal.io/sim", "true"},
+                   {"gpuheal.io/drill", "true"},
+                   {"nvidia.com/gpu.present", "true"}};
+    json pool = {{"apiVersion", "karpenter.sh/v1"},
+                 {"kind", "NodePool"},
+                 {"metadata", {{"name", prefix}, {"labels", {{"gpuheal.io/drill", "true"}}}}},
+                 {"spec",
+                  {{"template",
+                    {{"metadata", {{"labels", labels}}},
+                     {"spec",
+                      {{"nodeClassRef",
+                        {{"group", "karpenter.kwok.sh"},
+                         {"kind", "KWOKNodeClass"},
+                         {"name", kKarpenterNodeClass}}},
+                       {"requirements", json::array({{{"key", "node.kubernetes.io/instance-type"},
+                                                      {"operator", "In"},
+                                                      {"values", {kKarpenterInstanceType}}}})},
+                       {"expireAfter", "Never"}}}}},
+                   {"disruption",
+                    {{"consolidationPolicy", "WhenEmpty"},
+                     {"consolidateAfter", "Never"},
+                     {"budgets", json::array({{{"nodes", "0"}}})}}},
+                   {"limits", {{"nvidia.com/gpu", std::to_string(2 * o_.gpus)}}}}}};
+    auto r = client_->Create("/apis/karpenter.sh/v1/nodepools", pool);
+    if (!r || !r->ok())
+      return Error{"creating Karpenter NodePool " + prefix + ": " +
+                   (r ? r->Describe() : r.error().message)};
+    Say(fmt::format("Karpenter NodePool {}: {} machines from KWOKNodeClass {}, pool {}-pool-0\n",
+                    prefix, kKarpenterInstanceType, kKarpenterNodeClass, prefix));
+    return Status::Ok();
+  }
+
+  // replace-karpenter: the NodeClaim Karpenter launched `node` for (status.nodeName, written at
+  // registration, which may come after the sim reported the node Ready: waited for).
+  Result<Owner> KarpenterOwner(const std::string& node) {
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    for (;;) {
+      auto r = client_->Get("/apis/karpenter.sh/v1/nodeclaims");
+      if (!r || !r->ok())
+        return Error{"listing Karpenter NodeClaims: " + (r ? r->Describe() : r.error().message)};
+      const json list = json::parse(r->body, nullptr, false);
+      for (const auto& c : list.value("items", json::array())) {
+        if (c.contains("status") && c["status"].value("nodeName", "") == node) {
+          const std::string name = c["metadata"].value("name", "");
+          return Owner{"/apis/karpenter.sh/v1/nodeclaims/" + name,
+                       "Karpenter NodeClaim " + name,
+                       "",
+                       "",
+                       "",
+                       ""};
+        }
+      }
+      if (std::chrono::steady_clock::now() > until || interrupted_)
+        return Error{"no Karpenter NodeClaim named node " + node + " within 30 s"};
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+
+  // replace-karpenter, after the fault: gpuheal deletes the target's NodeClaim; Karpenter
+  // terminates the machine (its Node goes), launches a new NodeClaim for the pods the repair
+  // evicted, and its Node registers (the sim adopts it and reports it Ready).
+  void FollowKarpenter(Owner& owner, const std::string& prefix, const std::string& target,
+                       Observer& obs, std::chrono::steady_clock::time_point deadline,
+                       const std::function<void(const std::string&, const std::string&)>& fail) {
+    const std::string old_claim = owner.path.substr(owner.path.rfind('/') + 1);
+    bool deleted = false, node_gone = false;
+    while (!interrupted_ && std::chrono::steady_clock::now() < deadline) {
+      if (!deleted) {
+        auto r = client_->Get(owner.path);
+        if (r && (r->status == 404 ||
+                  (r->ok() && json::parse(r->body, nullptr, false)["metadata"].contains(
+                                  "deletionTimestamp")))) {
+          deleted = true;
+          obs.Mark("owner_deleted", owner.what + " deleted (delete-node)");
+        }
+      }
+      if (deleted && !node_gone) {
+        auto n = client_->Get(kube::NodePath(target));
+        if (n && n->status == 404) {
+          node_gone = true;
+          obs.Mark("node_deleted", target + ": Karpenter terminated the machine, Node deleted");
+        }
+      }
+      // Karpenter may launch before the deletion: the evicted pods are pending from the drain on.
+      if (owner.fresh_claim.empty()) {
+        auto r = client_->Get("/apis/karpenter.sh/v1/nodeclaims?labelSelector=" +
+                              kube::UrlEncode("karpenter.sh/nodepool=" + prefix));
+        const json list = r && r->ok() ? json::parse(r->body, nullptr, false) : json();
+        for (const auto& c : list.value("items", json::array())) {
+          const std::string name = c["metadata"].value("name", "");
+          if (name == old_claim || name.empty()) continue;
+          owner.fresh_claim = name;
+          // The field manager of the create: Karpenter's own client, or anyone else's.
+          for (const auto& m : c["metadata"].value("managedFields", json::array())) {
+            owner.fresh_creator = m.value("manager", "");
+            break;
+          }
+          for (const auto& ref : c["metadata"].value("ownerReferences", json::array()))
+            owner.fresh_owner = ref.value("kind", "") + "/" + ref.value("name", "");
+          obs.Mark("replacement_launched",
+                   fmt::format("Karpenter launched NodeClaim {} for the evicted pods", name));
+          break;
+        }
+      }
+      if (!owner.fresh_claim.empty() && owner.fresh.empty()) {
+        auto r = client_->Get("/apis/karpenter.sh/v1/nodeclaims/" + owner.fresh_claim);
+        const json c = r && r->ok() ? json::parse(r->body, nullptr, false) : json();
+        const std::string node =
+            c.contains("status") ? c["status"].value("nodeName", "") : std::string();
+        const auto adopted = sim_->adopted();
+        if (!node.empty() && std::count(adopted.begin(), adopted.end(), node)) {
+          owner.fresh = node;
+          obs.Watch(node);
+          obs.Mark("replacement_node_registered",
+                   fmt::format("{} registered, owned by Karpenter NodeClaim {}", node,
+                               owner.fresh_claim));
+        }
+      }
+      if (deleted && !owner.fresh.empty()) return;
+      std::this_thread::sleep_for(20ms);
+    }
+    if (!interrupted_)
+      fail("finished in time",
+           !deleted ? "gpuheal never deleted " + owner.what
+           : owner.fresh_claim.empty()
+               ? "Karpenter launched no replacement NodeClaim"
+               : "the replacement NodeClaim " + owner.fresh_claim + "'s node never registered");
+  }
 
   static std::string OwnerKind(const std::string& replace) {
     return replace == "karpenter" ? "Karpenter NodeClaim" : "Cluster API Machine";
@@ -1897,12 +2169,26 @@ class Drill {
              fmt::format("{} registered Ready, owned by {}", owner.fresh, fresh_owner->what));
   }
 
-  // gpu-scoped: as NVIDIA's DRA driver would, a ResourceSlice listing the target's eight GPUs
-  // (the NVML double's bus ids), and as kube-scheduler would, a ResourceClaim per pod of the
-  // target allocated to one GPU each (the pods in name order, GPU i to the i-th); records which
-  // pod holds the GPU the fault names (0000:3b:00, device gpu-2).
-  Status PublishDra(const std::string& ns, const std::string& target, Observer& obs) {
+  // gpu-scoped, before the workload: as NVIDIA's DRA driver would on each node, a ResourceSlice
+  // listing its eight GPUs (the NVML double's bus ids), and the DeviceClass the workload's claims
+  // ask for. kube-scheduler allocates the claims (from the workload's ResourceClaimTemplate).
+  Status PublishDra(const std::set<std::string>& nodes) {
     dra_ = {};
+    const json device_class = {
+        {"apiVersion", "resource.k8s.io/v1"},
+        {"kind", "DeviceClass"},
+        {"metadata", {{"name", kDraClass}}},
+        {"spec",
+         {{"selectors", json::array({{{"cel",
+                                       {{"expression", fmt::format("device.driver == \"{}\"",
+                                                                   kDraDriver)}}}}})}}}};
+    auto dc = client_->Create("/apis/resource.k8s.io/v1/deviceclasses", device_class);
+    if (!dc || (!dc->ok() && dc->status != 409)) {
+      return Error{
+          "gpu-scoped: creating the DeviceClass (the cluster must serve resource.k8s.io/v1, "
+          "Kubernetes 1.34 or later): " +
+          (dc ? dc->Describe() : dc.error().message)};
+    }
     const int buses[] = {0x1b, 0x2b, 0x3b, 0x4b, 0x5b, 0x6b, 0x7b, 0x8b};
     json devices = json::array();
     for (int i = 0; i < 8; ++i) {
@@ -1911,72 +2197,96 @@ class Drill {
                           {{"pciBusID", {{"string", fmt::format("0000:{:02x}:00.0", buses[i])}}},
                            {"index", {{"int", i}}}}}});
     }
-    dra_.slice = target + "-gpu.nvidia.com";
-    const json slice = {
-        {"apiVersion", "resource.k8s.io/v1"},
-        {"kind", "ResourceSlice"},
-        {"metadata", {{"name", dra_.slice}}},
-        {"spec",
-         {{"driver", "gpu.nvidia.com"},
-          {"nodeName", target},
-          {"pool", {{"name", target}, {"generation", 1}, {"resourceSliceCount", 1}}},
-          {"devices", devices}}}};
-    auto r = client_->Create("/apis/resource.k8s.io/v1/resourceslices", slice);
-    if (!r || (!r->ok() && r->status != 409)) {
-      return Error{
-          "gpu-scoped: publishing the ResourceSlice (the cluster must serve "
-          "resource.k8s.io/v1, Kubernetes 1.34 or later): " +
-          (r ? r->Describe() : r.error().message)};
-    }
-    std::vector<std::pair<std::string, std::string>> pods;  // name, uid
-    {
-      std::lock_guard<std::mutex> l(obs.mu());
-      for (const auto& [uid, p] : obs.pods()) {
-        if (p.node == target && !p.deleting_us) pods.emplace_back(p.name, uid);
-      }
-    }
-    std::sort(pods.begin(), pods.end());
-    for (size_t i = 0; i < pods.size() && i < 8; ++i) {
-      const std::string name = pods[i].first + "-gpu";
-      const json claim = {
+    for (const auto& node : nodes) {
+      const std::string name = node + "-" + kDraDriver;
+      const json slice = {
           {"apiVersion", "resource.k8s.io/v1"},
-          {"kind", "ResourceClaim"},
-          {"metadata", {{"name", name}, {"namespace", ns}}},
+          {"kind", "ResourceSlice"},
+          {"metadata", {{"name", name}}},
           {"spec",
-           {{"devices",
-             {{"requests",
-               {{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}}}}}}}}};
-      const std::string coll =
-          fmt::format("/apis/resource.k8s.io/v1/namespaces/{}/resourceclaims", ns);
-      auto c = client_->Create(coll, claim);
-      if (!c || !c->ok()) {
-        return Error{"gpu-scoped: creating a ResourceClaim: " +
-                     (c ? c->Describe() : c.error().message)};
+           {{"driver", kDraDriver},
+            {"nodeName", node},
+            {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
+            {"devices", devices}}}};
+      auto r = client_->Create("/apis/resource.k8s.io/v1/resourceslices", slice);
+      if (!r || (!r->ok() && r->status != 409)) {
+        return Error{"gpu-scoped: publishing ResourceSlice " + name + ": " +
+                     (r ? r->Describe() : r.error().message)};
       }
-      const json status = {
-          {"status",
-           {{"allocation",
-             {{"devices",
-               {{"results",
-                 {{{"request", "gpu"},
-                   {"driver", "gpu.nvidia.com"},
-                   {"pool", target},
-                   {"device", fmt::format("gpu-{}", i)}}}}}}}},
-            {"reservedFor",
-             {{{"resource", "pods"}, {"name", pods[i].first}, {"uid", pods[i].second}}}}}}};
-      auto s = client_->Patch(coll + "/" + name + "/status", kube::PatchType::kMerge, status);
-      if (!s || !s->ok()) {
-        return Error{"gpu-scoped: allocating a ResourceClaim: " +
-                     (s ? s->Describe() : s.error().message)};
-      }
-      if (i == 2) dra_.victim = pods[i].first;
+      dra_.slices.push_back(name);
     }
-    if (dra_.victim.empty())
-      return Error{"gpu-scoped: the target runs fewer than three pods (--gpus 8 gives it eight)"};
-    Say(fmt::format(
-        "DRA: ResourceSlice {} (8 GPUs), {} claims allocated; {} holds GPU 0000:3b:00\n",
-        dra_.slice, std::min<size_t>(pods.size(), 8), dra_.victim));
     return Status::Ok();
+  }
+
+  // gpu-scoped, once the workload runs: the pod whose claim kube-scheduler allocated the GPU the
+  // fault names (0000:3b:00, device gpu-2 of the target's pool).
+  Status FindDraVictim(const std::string& ns, const std::string& target) {
+    auto r = client_->Get(fmt::format("/apis/resource.k8s.io/v1/namespaces/{}/resourceclaims", ns));
+    if (!r || !r->ok())
+      return Error{"gpu-scoped: listing ResourceClaims: " +
+                   (r ? r->Describe() : r.error().message)};
+    int on_target = 0;
+    for (const auto& c : json::parse(r->body, nullptr, false).value("items", json::array())) {
+      const json st = c.value("status", json::object());
+      for (const auto& res : st.value("allocation", json::object())
+                                 .value("devices", json::object())
+                                 .value("results", json::array())) {
+        if (res.value("pool", "") != target) continue;
+        ++on_target;
+        if (res.value("device", "") != kDraVictimDevice) continue;
+        for (const auto& ref : st.value("reservedFor", json::array()))
+          dra_.victim = ref.value("name", "");
+        dra_.victim_claim = c["metadata"].value("name", "");
+      }
+    }
+    if (dra_.victim.empty()) {
+      return Error{fmt::format(
+          "gpu-scoped: kube-scheduler allocated no claim to {}'s {} ({} of its devices allocated)",
+          target, kDraVictimDevice, on_target)};
+    }
+    Say(fmt::format(
+        "DRA: {} ResourceSlices of 8 GPUs; kube-scheduler allocated {} claims on {}; {} holds "
+        "GPU 0000:3b:00 ({}, claim {})\n",
+        dra_.slices.size(), on_target, target, dra_.victim, kDraVictimDevice, dra_.victim_claim));
+    return Status::Ok();
+  }
+
+  // gpu-scoped, while the repair runs: whether kube-scheduler allocated the tainted device to
+  // another claim while gpuheal's DeviceTaintRule for it existed (polled every 20 ms).
+  void WatchDraTaint(const std::string& ns, const std::string& target,
+                     const std::atomic<bool>& done) {
+    const std::string claims =
+        fmt::format("/apis/resource.k8s.io/v1/namespaces/{}/resourceclaims", ns);
+    while (!done && !interrupted_) {
+      bool ruled = false;
+      if (auto r = client_->Get("/apis/resource.k8s.io/v1/devicetaintrules"); r && r->ok()) {
+        for (const auto& rule :
+             json::parse(r->body, nullptr, false).value("items", json::array())) {
+          const json sel =
+              rule.value("spec", json::object()).value("deviceSelector", json::object());
+          ruled |= sel.value("pool", "") == target && sel.value("device", "") == kDraVictimDevice;
+        }
+      }
+      if (ruled) {
+        dra_.rule_seen = true;
+        if (auto r = client_->Get(claims); r && r->ok()) {
+          for (const auto& c : json::parse(r->body, nullptr, false).value("items", json::array())) {
+            const std::string name = c["metadata"].value("name", "");
+            if (name == dra_.victim_claim) continue;
+            for (const auto& res : c.value("status", json::object())
+                                       .value("allocation", json::object())
+                                       .value("devices", json::object())
+                                       .value("results", json::array())) {
+              if (res.value("pool", "") == target && res.value("device", "") == kDraVictimDevice)
+                dra_.allocated_while_tainted = name;
+            }
+          }
+        }
+      } else if (dra_.rule_seen) {
+        dra_.rule_gone = true;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
   }
 
   // predictive: watches the predictive drain until the recorded fatal fault's time, then replays
@@ -2219,6 +2529,14 @@ class Drill {
                                    "the reset"
                                  : "the DeviceTaintRule was not removed")
                     : "no DeviceTaintRule");
+      check("tainted GPU not allocated", dra_.rule_seen && dra_.allocated_while_tainted.empty(),
+            !dra_.rule_seen ? "the drill never saw the DeviceTaintRule"
+            : dra_.allocated_while_tainted.empty()
+                ? fmt::format("while gpuheal's DeviceTaintRule for {} existed, kube-scheduler "
+                              "allocated it to no claim (the victim's replacement waited{})",
+                              kDraVictimDevice, dra_.rule_gone ? " until it was removed" : "")
+                : fmt::format("kube-scheduler allocated the tainted {} to claim {}",
+                              kDraVictimDevice, dra_.allocated_while_tainted));
       check("GPU reset", obs.Has("gpu_recovered") && rec && rec->phase == "Recovered",
             rec ? fmt::format("NodeRepair {}: {}", rec->meta.name, rec->phase) : "no repair");
       check("node never tainted", !obs.Has("taint") && !n.unschedulable,
@@ -2419,8 +2737,10 @@ class Drill {
     }
   }
 
+  // dra: each pod's GPU is a ResourceClaim from the template `gpu` (one device of the DeviceClass
+  // gpu.nvidia.com), allocated by kube-scheduler, instead of the nvidia.com/gpu resource.
   Status CreateWorkload(const std::string& ns, const std::string& prefix, int replicas,
-                        int gpus_per_pod) {
+                        int gpus_per_pod, bool dra = false) {
     json pools = json::array();
     for (int p = 0; p < o_.pools; ++p) pools.push_back(fmt::format("{}-pool-{}", prefix, p));
     const json labels = {{"app", "trainer"}};
@@ -2431,12 +2751,20 @@ class Drill {
     pdb["spec"]["maxUnavailable"] = 1;
     pdb["spec"]["selector"]["matchLabels"] = labels;
     json container = {{"name", "train"}, {"image", "registry.k8s.io/pause:3.9"}};
-    container["resources"]["limits"]["nvidia.com/gpu"] = gpus_per_pod;
+    if (dra) {
+      container["resources"]["claims"] = json::array({{{"name", "gpu"}}});
+    } else {
+      container["resources"]["limits"]["nvidia.com/gpu"] = gpus_per_pod;
+    }
     json term = json::object();
     term["matchExpressions"] =
         json::array({{{"key", "gpuheal.io/pool"}, {"operator", "In"}, {"values", pools}}});
     json pod_spec = {{"terminationGracePeriodSeconds", 30},
                      {"containers", json::array({container})}};
+    if (dra) {
+      pod_spec["resourceClaims"] =
+          json::array({{{"name", "gpu"}, {"resourceClaimTemplateName", "gpu"}}});
+    }
     pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
             ["nodeSelectorTerms"] = json::array({term});
     json deploy = {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}};
@@ -2445,7 +2773,20 @@ class Drill {
     deploy["spec"]["selector"]["matchLabels"] = labels;
     deploy["spec"]["template"]["metadata"]["labels"] = labels;
     deploy["spec"]["template"]["spec"] = pod_spec;
-    const std::vector<json> objs = {ns_obj, pdb, deploy};
+    std::vector<json> objs = {ns_obj, pdb};
+    if (dra) {
+      objs.push_back(
+          {{"apiVersion", "resource.k8s.io/v1"},
+           {"kind", "ResourceClaimTemplate"},
+           {"metadata", {{"name", "gpu"}, {"namespace", ns}}},
+           {"spec",
+            {{"spec",
+              {{"devices",
+                {{"requests",
+                  json::array(
+                      {{{"name", "gpu"}, {"exactly", {{"deviceClassName", kDraClass}}}}})}}}}}}}});
+    }
+    objs.push_back(deploy);
     return kube::CreateObjects(*client_, objs);
   }
 
@@ -2466,10 +2807,9 @@ class Drill {
     // its node waits for kube-controller-manager's pod garbage collector: on 1,500 nodes two
     // earlier runs' namespaces were still Terminating, with their pods, minutes into the next run.
     DeleteNamespaceAndPods(ns);
-    if (!dra_.slice.empty()) {
-      (void)client_->Delete("/apis/resource.k8s.io/v1/resourceslices/" + dra_.slice);
-      dra_.slice.clear();
-    }
+    for (const auto& slice : dra_.slices)
+      (void)client_->Delete("/apis/resource.k8s.io/v1/resourceslices/" + slice);
+    dra_.slices.clear();
     obs.WaitFor(
         [&] {
           return std::all_of(obs.pods().begin(), obs.pods().end(),
@@ -2534,6 +2874,7 @@ class Drill {
   const std::atomic<bool>& interrupted_;
   std::string work_, id_, kubeconfig_, cp_dir_, policy_path_, controller_id_, last_ns_, kept_ns_;
   std::string real_node_, real_node_kubeconfig_, pause_image_;  // --real-node
+  std::map<std::string, Report::Peer> peers_;                   // external controllers that ran
   kube::Config cfg_;
   std::unique_ptr<kube::Client> client_;
   std::unique_ptr<Child> controller_;

@@ -39,6 +39,7 @@ const std::vector<StepInfo>& Steps() {
       {"node_booted", "node booted"},
       {"owner_deleted", "owner deleted"},
       {"node_deleted", "faulty machine removed"},
+      {"replacement_launched", "replacement machine launched"},
       {"replacement_node_registered", "replacement node registered"},
       {"gpu_recovery_requested", "GPU recovery requested"},
       {"gpu_recovered", "GPU reset and verified"},
@@ -174,6 +175,11 @@ nlohmann::ordered_json ToJson(const Report& r) {
   j["runs"] = r.runs;
   j["ok"] = r.ok();
   if (r.interrupted) j["interrupted"] = true;
+  if (!r.peers.empty()) {
+    j["peers"] = nlohmann::ordered_json::object();
+    for (const auto& [name, p] : r.peers)
+      j["peers"][name] = {{"module", p.module}, {"version", p.version}};
+  }
   j["checks"] = nlohmann::ordered_json::array();
   for (const auto& c : r.checks)
     j["checks"].push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
@@ -193,6 +199,8 @@ nlohmann::ordered_json ToJson(const Report& r) {
 std::string ToText(const Report& r) {
   std::string out =
       fmt::format("\nscenario {}: {} run{}\n", r.scenario, r.runs, r.runs == 1 ? "" : "s");
+  for (const auto& [name, p] : r.peers)
+    out += fmt::format("  beside {}: {} {}\n", name, p.module, p.version);
   if (!r.timeline.empty()) {
     // The runtime scenario's fault is a frozen container runtime, not a kernel line.
     const std::string head = r.scenario == "runtime" ? "step (T+ms from the runtime's freeze)"

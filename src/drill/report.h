@@ -37,6 +37,12 @@ struct Report {
   std::vector<Check> checks;  // merged over runs: ok only when ok in every run
   std::map<std::string, StepStats> timeline;
   StepStats api_write;  // the baseline: one API write seen through a watch
+  // The external controllers that ran beside gpuheal (e.g. "karpenter"): their Go module and
+  // version ("unknown" when the drill ran in a cluster it did not start).
+  struct Peer {
+    std::string module, version;
+  };
+  std::map<std::string, Peer> peers;
   bool ok() const;
 };
 

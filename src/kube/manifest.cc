@@ -40,6 +40,7 @@ Result<std::string> CollectionPath(const nlohmann::json& obj) {
       {"ClusterRoleBinding", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"},
       {"DaemonSet", "/apis/apps/v1/namespaces/{ns}/daemonsets"},
       {"Deployment", "/apis/apps/v1/namespaces/{ns}/deployments"},
+      {"ResourceClaimTemplate", "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates"},
       {"PodDisruptionBudget", "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets"},
       {"Role", "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles"},
       {"RoleBinding", "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings"},

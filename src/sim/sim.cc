@@ -198,7 +198,68 @@ Result<std::unique_ptr<Sim>> Sim::Start(std::unique_ptr<kube::Client> client,
   s->pods_->Start();
   if (!s->pods_->WaitForSynced(std::chrono::seconds(60)))
     return Error{"sim: the pod informer did not sync within 60 s"};
+  if (!o.adopt_selector.empty()) {
+    auto c = kube::Client::Create(s->watch_client_->config());
+    if (!c) return c.error();
+    s->adopt_client_ = std::move(*c);
+    s->adopt_ = std::make_unique<kube::Informer<kube::Node>>(
+        *s->adopt_client_, kube::NodePath() + "?labelSelector=" + kube::UrlEncode(o.adopt_selector),
+        kube::DecodeNodeList, kube::DecodeNode);
+    auto adopt = [p = s.get()](const kube::Node& n) { p->Adopt(n); };
+    s->adopt_->SetHandlers({adopt, [adopt](const kube::Node&, const kube::Node& n) { adopt(n); },
+                            [p = s.get()](const kube::Node& n) { p->LetGo(n.meta.name); }});
+    s->adopt_->Start();
+    if (!s->adopt_->WaitForSynced(std::chrono::seconds(60)))
+      return Error{"sim: the watch of nodes to adopt did not sync within 60 s"};
+  }
   return s;
+}
+
+void Sim::Adopt(const kube::Node& n) {
+  if (n.meta.deleting) return;
+  auto pool = n.meta.labels.find(std::string(keys::kDefaultPoolLabel));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ || node_ip_.count(n.meta.name) ||
+        std::count(adopted_.begin(), adopted_.end(), n.meta.name))
+      return;
+    adopted_.push_back(n.meta.name);
+  }
+  Log("info", "sim: adopting a node its provisioner registered", {{"node", n.meta.name}});
+  At(Clock::now(),
+     [this, name = n.meta.name, pool = pool == n.meta.labels.end() ? std::string() : pool->second] {
+       if (auto st = AddNode(name, pool); !st) {
+         Log("warn", "sim: cannot adopt node", {{"node", name}, {"error", st.error().message}});
+         return;
+       }
+       // Pods bound before the adoption was complete: started now.
+       for (const auto& p : pods_->Items())
+         if (p.node_name == name) OnPod(p);
+     });
+}
+
+void Sim::LetGo(const std::string& name) {
+  std::unique_ptr<HostedAgent> agent;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!std::count(adopted_.begin(), adopted_.end(), name)) return;
+    for (auto it = agents_.begin(); it != agents_.end(); ++it) {
+      if ((*it)->node == name) {
+        agent = std::move(*it);
+        agents_.erase(it);
+        break;
+      }
+    }
+    node_ip_.erase(name);
+  }
+  Log("info", "sim: its provisioner deleted the node: its kubelet and agent stop",
+      {{"node", name}});
+  agent.reset();
+}
+
+std::vector<std::string> Sim::adopted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return adopted_;
 }
 
 Status Sim::AddNode(const std::string& name, const std::string& pool) {
@@ -245,6 +306,7 @@ Status Sim::RemoveNode(const std::string& name) {
 }
 
 Sim::~Sim() {
+  if (adopt_) adopt_->Stop();
   agents_.clear();  // each stops and joins
   if (pods_) pods_->Stop();
   {

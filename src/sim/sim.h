@@ -65,6 +65,12 @@ struct SimOptions {
   // rack_size, so a rack holds nodes of every pool; standby nodes are in rack-spare.
   std::string rack_label;
   int rack_size = 4;
+  // Nodes that a provisioner registers itself (Karpenter's kwok cloud provider creates the Node
+  // object a kubelet would): those matching this label selector are adopted as they appear, and
+  // the sim is their kubelet from then on (status Ready, a Lease, their pods, an agent with
+  // `agents`), their pool taken from the gpuheal.io/pool label. One the provisioner deletes is
+  // let go (its agent stopped). Empty: none.
+  std::string adopt_selector;
 };
 
 struct SimNode {
@@ -88,6 +94,8 @@ class Sim {
   // its Node object deleted). Safe while the sim runs.
   Status AddNode(const std::string& name, const std::string& pool);
   Status RemoveNode(const std::string& name);
+  // The nodes adopted so far (adopt_selector), in the order they appeared.
+  std::vector<std::string> adopted() const;
   struct Stats {
     uint64_t pods_started = 0, pods_deleted = 0, checkpoints = 0, lease_renewals = 0,
              api_errors = 0;
@@ -118,6 +126,11 @@ class Sim {
   std::vector<std::string> added_;              // AddNode's, under mu_
   std::map<std::string, std::string> node_ip_;  // name -> InternalIP; under mu_ once started
   std::unique_ptr<kube::Informer<kube::Pod>> pods_;
+  std::unique_ptr<kube::Client> adopt_client_;
+  std::unique_ptr<kube::Informer<kube::Node>> adopt_;
+  std::vector<std::string> adopted_;  // under mu_
+  void Adopt(const kube::Node& n);
+  void LetGo(const std::string& name);  // the provisioner deleted it: its agent stops
   Status StartAgent(const SimNode& n);
   struct HostedAgent;
   std::vector<std::unique_ptr<HostedAgent>> agents_;

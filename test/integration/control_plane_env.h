@@ -15,11 +15,15 @@ namespace gpuheal::testing {
 
 class ControlPlaneEnv : public ::testing::Environment {
  public:
-  explicit ControlPlaneEnv(bool with_controllers, std::vector<std::string> apiserver_args = {})
-      : with_controllers_(with_controllers), apiserver_args_(std::move(apiserver_args)) {}
+  // `extra`: more flags for `control-plane.sh up`, e.g. "--with-karpenter".
+  explicit ControlPlaneEnv(bool with_controllers, std::vector<std::string> apiserver_args = {},
+                           std::string extra = "")
+      : with_controllers_(with_controllers),
+        apiserver_args_(std::move(apiserver_args)),
+        extra_(std::move(extra)) {}
   void SetUp() override {
     std::string log;
-    cp_ = LocalControlPlane::Up(with_controllers_, apiserver_args_, &log);
+    cp_ = LocalControlPlane::Up(with_controllers_, apiserver_args_, &log, extra_);
     ASSERT_TRUE(cp_) << "control plane did not come up:\n" << log;
   }
   void TearDown() override { cp_.reset(); }
@@ -30,6 +34,7 @@ class ControlPlaneEnv : public ::testing::Environment {
  private:
   bool with_controllers_;
   std::vector<std::string> apiserver_args_;
+  std::string extra_;
   static inline std::unique_ptr<LocalControlPlane> cp_;
 };
 

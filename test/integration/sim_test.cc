@@ -211,6 +211,77 @@ TEST_F(SimTest, AgentsReadEachNodesOwnKernelLog) {
   std::filesystem::remove_all(dir);
 }
 
+// --adopt: a Node that someone else registered (as Karpenter's kwok provider does: the object
+// only, no kubelet) and that matches the selector gets the sim as its kubelet from when it
+// appears — Ready, a Lease, an agent writing its conditions, its pods Running — and one that
+// does not match is left alone; deleted by its provisioner, it is let go (no recreation).
+TEST_F(SimTest, AdoptsTheNodesAProvisionerRegisters) {
+  const std::string prefix = "p" + id_;
+  char tmpl[] = "/tmp/gpuheal-sim-it-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  AgentProcess sim({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--nodes",
+                    "0", "--pools", "1", "--standby", "0", "--prefix", prefix, "--agents",
+                    "--state-dir", dir, "--adopt", "provisioner.test/pool=" + prefix});
+  ASSERT_TRUE(sim.WaitEvent([](const json& j) { return j.value("sim", "") == "started"; }, 60s));
+  auto node = [&](const std::string& name, const std::string& pool) {
+    return json{
+        {"apiVersion", "v1"},
+        {"kind", "Node"},
+        {"metadata",
+         {{"name", name},
+          {"labels", {{"provisioner.test/pool", pool}, {"gpuheal.io/pool", prefix + "-gpu"}}}}},
+        {"spec", {{"providerID", "test://" + name}}}};
+  };
+  const std::string mine = prefix + "-launched", other = prefix + "-elsewhere";
+  ASSERT_TRUE(client_->Create(kube::NodePath(), node(mine, prefix))->ok());
+  ASSERT_TRUE(client_->Create(kube::NodePath(), node(other, "another"))->ok());
+  auto ready = [&](const std::string& name) {
+    for (const auto& c : Get(kube::NodePath(name))["status"].value("conditions", json::array()))
+      if (c["type"] == "Ready") return c.value("status", "") == "True";
+    return false;
+  };
+  ASSERT_TRUE(Eventually([&] { return ready(mine); }, 20s)) << Get(kube::NodePath(mine)).dump();
+  EXPECT_TRUE(
+      Eventually([&] { return AcceleratedHardwareReady(mine).value("status", "") == "True"; }, 20s))
+      << "its agent reports it";
+  EXPECT_TRUE(Get(kube::LeasePath("kube-node-lease", mine)).is_object()) << "its Lease";
+  EXPECT_FALSE(ready(other)) << "a node the selector does not match is not adopted";
+  EXPECT_EQ(Get(kube::NodePath(mine))["metadata"]["labels"].value("gpuheal.io/pool", ""),
+            prefix + "-gpu");
+  // A pod bound to it runs.
+  json pod = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", prefix + "-pod"}, {"namespace", "work"}}},
+      {"spec",
+       {{"nodeName", mine}, {"containers", json::array({{{"name", "c"}, {"image", "pause"}}})}}}};
+  // (The namespace's default ServiceAccount may not exist yet: admission refuses the pod then.)
+  std::string refused;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto r = client_->Create(kube::PodPath("work"), pod);
+        refused = r ? r->Describe() : r.error().message;
+        return r && (r->ok() || r->status == 409);
+      },
+      20s))
+      << refused;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return Get(kube::PodPath("work", prefix + "-pod"))["status"].value("phase", "") ==
+               "Running";
+      },
+      20s));
+  (void)client_->Delete(kube::PodPath("work", prefix + "-pod"), "", "", 0);
+  // Its provisioner deletes it: it stays deleted.
+  ASSERT_TRUE(client_->Delete(kube::NodePath(mine))->ok());
+  std::this_thread::sleep_for(2s);
+  auto gone = client_->Get(kube::NodePath(mine));
+  EXPECT_TRUE(gone && gone->status == 404);
+  (void)client_->Delete(kube::NodePath(other));
+  EXPECT_EQ(sim.Kill(SIGTERM), 0);
+  std::filesystem::remove_all(dir);
+}
+
 // --real-kmsg: one node's agent reads the machine's /dev/kmsg, from its end, acting on injected
 // records, so a plain `gpuheal inject` faults that node through the real kernel and no other.
 TEST_F(SimTest, RealKmsgNodeIsFaultedThroughTheRealKernel) {

@@ -1170,9 +1170,10 @@ TEST_F(RemediatorTest, DeleteNodeWaitsForTheReplacementAndRefillsTheStandby) {
   policy.provider = Provider::kDeleteNode;
   policy.standby_default = 1;
   AddNode("n1");
-  // Not a replacement: it was there before the deletion.
+  // Not a replacement: it was there before the repair began.
   JoinNode(api, clock, "old", "a", policy.pool_label);
   AddNode("n2");
+  clock.Advance(5s);
   Fault("n1");
   auto r = Make();
   Settle(*r, "n1", 11min);
@@ -1197,6 +1198,27 @@ TEST_F(RemediatorTest, DeleteNodeWaitsForTheReplacementAndRefillsTheStandby) {
       << "pool a had no standby: the replacement refills it";
   EXPECT_FALSE(NodeObj("other-pool").meta.annotations.count(std::string(keys::kReplaces)));
   EXPECT_EQ(api.Count("DELETE", "/api/v1/nodes/n1"), 1u);
+}
+
+// A provisioner that launches for pending pods (Karpenter) brings the new machine up while the
+// drain evicts them, before gpuheal deletes the node: that node, created after the repair began,
+// is the replacement as soon as the deletion went through.
+TEST_F(RemediatorTest, ANodeThatJoinedDuringTheDrainIsTheReplacement) {
+  policy.provider = Provider::kDeleteNode;
+  AddNode("s1", "a", true);
+  AddNode("n1");
+  AddNode("n2");
+  clock.Advance(5s);
+  Fault("n1");
+  auto r = Make();
+  EXPECT_TRUE(r->Reconcile("n1"));  // quarantined, draining
+  clock.Advance(3s);
+  JoinNode(api, clock, "launched", "a", policy.pool_label);
+  Settle(*r, "n1", 11min);
+  const auto rec = Last("n1");
+  EXPECT_EQ(rec.phase, "Replaced") << rec.message;
+  EXPECT_EQ(rec.replacement, "launched");
+  EXPECT_EQ(api.Count("DELETE", "/api/v1/nodes/n1"), 1u) << "deleted all the same";
 }
 
 // A replacement is claimed by one repair: two nodes of a pool deleted, one node joining, one
