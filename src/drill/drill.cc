@@ -1402,9 +1402,18 @@ class Drill {
         Teardown(ns, obs);
         return res;
       }
-      const auto adopted = sim_->adopted();
-      if (adopted.empty()) return Error{"the workload ran but no node of Karpenter's was adopted"};
-      targets[0] = adopted.front();
+      // (Karpenter may have launched more than one: the one running the workload's pods.)
+      std::string launched;
+      {
+        std::lock_guard<std::mutex> l(obs.mu());
+        for (const auto& node : sim_->adopted()) {
+          for (const auto& [uid, p] : obs.pods())
+            if (p.node == node && p.running_us > 0 && launched.empty()) launched = node;
+        }
+      }
+      if (launched.empty())
+        return Error{"the workload ran but on no node of Karpenter's that the sim adopted"};
+      targets[0] = launched;
       obs.Watch(targets[0]);
       Say(fmt::format("Karpenter launched {} for the workload's last pods\n", targets[0]));
     }

@@ -277,6 +277,11 @@ TEST_F(RealNode, ChartLintsCleanAndRendersTheCheckedInManifests) {
   EXPECT_NE(lint.out.find("0 chart(s) failed"), std::string::npos) << lint.out;
   auto lint_test = Helm("lint --strict " + Chart() + " -f " + dir_ + "/values-test.yaml");
   EXPECT_EQ(lint_test.code, 0) << lint_test.out;
+  // Its kubeVersion: a cluster older than 1.32 is refused with the reason.
+  auto old_cluster = Helm("template gpuheal " + Chart() + " --kube-version 1.31.0");
+  EXPECT_NE(old_cluster.code, 0) << old_cluster.out;
+  EXPECT_NE(old_cluster.out.find("kubeVersion"), std::string::npos) << old_cluster.out;
+  EXPECT_EQ(Helm("template gpuheal " + Chart() + " --kube-version 1.32.0").code, 0);
   auto golden = RunShell("bash " + std::string(GPUHEAL_SOURCE_DIR) +
                          "/scripts/gen-deploy.sh --check " + helm_ + " 2>&1");
   EXPECT_EQ(golden.code, 0) << golden.out;
