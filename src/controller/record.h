@@ -72,6 +72,16 @@ struct RepairRecord {
   std::vector<std::pair<std::string, std::string>>
       new_phases;  // phase, event message ("" = the record's)
 
+  // When the repair began: its earliest phase time (Detected, or Quarantined for a record
+  // opened at quarantine); nullopt before any phase.
+  std::optional<std::chrono::system_clock::time_point> Began() const {
+    std::optional<std::chrono::system_clock::time_point> began;
+    for (const auto& [phase, at] : cr.phase_times) {
+      if (auto t = kube::ParseTime(at); t && (!began || *t < *began)) began = t;
+    }
+    return began;
+  }
+
   void Phase(const std::string& phase, std::chrono::system_clock::time_point now,
              std::string event_message = "") {
     if (cr.phase == phase && cr.phase_times.count(phase)) return;

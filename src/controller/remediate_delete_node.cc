@@ -249,11 +249,8 @@ Next AwaitReplacement(RepairContext& ctx, RepairRecord& r, SysTime now) {
   // before the deletion. creationTimestamp has whole seconds: compared at that resolution, a node
   // created in the second the repair began counts, one created a second earlier (the pool's
   // standby, say) does not.
-  SysTime began = w->since;
-  for (const auto& [phase, at] : r.cr.phase_times) {
-    if (auto t = kube::ParseTime(at); t && *t < began) began = *t;
-  }
-  const SysTime joined_after = std::chrono::floor<std::chrono::seconds>(began);
+  const SysTime joined_after =
+      std::chrono::floor<std::chrono::seconds>(std::min(w->since, r.Began().value_or(w->since)));
   std::vector<kube::Node> nodes = ctx.world().nodes();
   const int standbys = StandbysOf(nodes, policy, w->pool);
   const auto size = policy.StandbySizeFor(w->pool);

@@ -79,8 +79,7 @@ Repairer::Repairer(kube::Api& api, const Clock& clock, World world, Policy polic
   // Every phase's and gate's series exists from the start, at 0: a series born at 1 has no
   // increase(), so an alert or a panel over the first quarantine after a start would see nothing.
   for (auto phase : reason::kRepairPhases) {
-    metrics.GetCounter("gpuheal_controller_repair_phases_total",
-                       "NodeRepair phase transitions written, by phase",
+    metrics.GetCounter("gpuheal_controller_repair_phases_total", kPhasesHelp,
                        {{"phase", std::string(phase)}});
   }
   std::set<std::string> rungs{"none"};
@@ -88,14 +87,12 @@ Repairer::Repairer(kube::Api& api, const Clock& clock, World world, Policy polic
     for (Provider p : policy_.LadderFor(severity)) rungs.insert(std::string(ToString(p)));
   }
   for (const auto& rung : rungs) {
-    metrics.GetHistogram(
-        "gpuheal_controller_time_to_repair_seconds",
-        "A repair's first phase to Recovered or Replaced, by the rung that ended it",
-        kRepairBuckets, {{"rung", rung}});
+    metrics.GetHistogram("gpuheal_controller_time_to_repair_seconds", kTimeToRepairHelp,
+                         kRepairBuckets, {{"rung", rung}});
   }
   using K = GateResult::Kind;
   for (K k : {K::kPaused, K::kAttemptCap, K::kBreaker, K::kPool, K::kIncident}) {
-    metrics.GetCounter("gpuheal_controller_blocked_total", "Repairs held by a gate, by gate",
+    metrics.GetCounter("gpuheal_controller_blocked_total", kBlockedHelp,
                        {{"gate", std::string(ToString(k))}});
   }
 }
@@ -106,15 +103,11 @@ void Repairer::ObserveTimeToRepair(const RepairRecord& r, const std::string& pha
   auto end = r.cr.phase_times.find(phase);
   if (end == r.cr.phase_times.end()) return;
   auto to = kube::ParseTime(end->second);
-  std::optional<std::chrono::system_clock::time_point> from;
-  for (const auto& [p, t] : r.cr.phase_times) {
-    if (auto at = kube::ParseTime(t); at && (!from || *at < *from)) from = at;
-  }
+  auto from = r.Began();
   if (!to || !from) return;
   metrics_
-      .GetHistogram("gpuheal_controller_time_to_repair_seconds",
-                    "A repair's first phase to Recovered or Replaced, by the rung that ended it",
-                    kRepairBuckets, {{"rung", r.cr.rung.empty() ? "none" : r.cr.rung}})
+      .GetHistogram("gpuheal_controller_time_to_repair_seconds", kTimeToRepairHelp, kRepairBuckets,
+                    {{"rung", r.cr.rung.empty() ? "none" : r.cr.rung}})
       .Observe(std::chrono::duration<double>(*to - *from).count());
 }
 
@@ -204,9 +197,7 @@ bool Repairer::WriteStatus(RepairRecord& r) {
   // Each phase the write records, not just the last: a reconcile that quarantines and starts the
   // drain writes Quarantined and Draining at once.
   for (const auto& [phase, msg] : r.new_phases) {
-    metrics_
-        .GetCounter("gpuheal_controller_repair_phases_total",
-                    "NodeRepair phase transitions written, by phase", {{"phase", phase}})
+    metrics_.GetCounter("gpuheal_controller_repair_phases_total", kPhasesHelp, {{"phase", phase}})
         .Inc();
   }
   if (!r.new_phases.empty() && !dry_run_) {

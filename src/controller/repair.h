@@ -56,6 +56,13 @@ struct GateResult {
 };
 std::string_view ToString(GateResult::Kind k);
 
+// Help of the labelled families the Repairer registers at start (every series at 0) and again
+// where it counts them.
+inline constexpr const char* kPhasesHelp = "NodeRepair phase transitions written, by phase";
+inline constexpr const char* kBlockedHelp = "Repairs held by a gate, by gate";
+inline constexpr const char* kTimeToRepairHelp =
+    "A repair's first phase to Recovered or Replaced, by the rung that ended it";
+
 inline const std::string kNodeRepairs(kube::kNodeRepairsPath);
 
 class Repairer final : private RepairContext {

@@ -66,7 +66,7 @@ std::string_view ToString(GateResult::Kind k) {
 void Repairer::Held(const kube::Node& node, RepairRecord& r, const GateResult& held) {
   if (r.cr.message != held.why) {
     metrics_
-        .GetCounter("gpuheal_controller_blocked_total", "Repairs held by a gate, by gate",
+        .GetCounter("gpuheal_controller_blocked_total", kBlockedHelp,
                     {{"gate", std::string(ToString(held.kind))}})
         .Inc();
     Event(node, "Warning", std::string(reason::kRepairBlocked), held.why);

@@ -243,14 +243,7 @@ void Sim::LetGo(const std::string& name) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!std::count(adopted_.begin(), adopted_.end(), name)) return;
-    for (auto it = agents_.begin(); it != agents_.end(); ++it) {
-      if ((*it)->node == name) {
-        agent = std::move(*it);
-        agents_.erase(it);
-        break;
-      }
-    }
-    node_ip_.erase(name);
+    agent = StopServing(name);
   }
   Log("info", "sim: its provisioner deleted the node: its kubelet and agent stop",
       {{"node", name}});
@@ -283,18 +276,24 @@ Status Sim::AddNode(const std::string& name, const std::string& pool) {
   return Status::Ok();
 }
 
+std::unique_ptr<Sim::HostedAgent> Sim::StopServing(const std::string& name) {
+  std::unique_ptr<HostedAgent> agent;
+  for (auto it = agents_.begin(); it != agents_.end(); ++it) {
+    if ((*it)->node == name) {
+      agent = std::move(*it);
+      agents_.erase(it);
+      break;
+    }
+  }
+  node_ip_.erase(name);
+  return agent;
+}
+
 Status Sim::RemoveNode(const std::string& name) {
   std::unique_ptr<HostedAgent> agent;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = agents_.begin(); it != agents_.end(); ++it) {
-      if ((*it)->node == name) {
-        agent = std::move(*it);
-        agents_.erase(it);
-        break;
-      }
-    }
-    node_ip_.erase(name);
+    agent = StopServing(name);
   }
   agent.reset();  // stops and joins: the machine is gone
   auto r = client_->Delete(kube::NodePath(name));

@@ -133,6 +133,9 @@ class Sim {
   void LetGo(const std::string& name);  // the provisioner deleted it: its agent stops
   Status StartAgent(const SimNode& n);
   struct HostedAgent;
+  // Under mu_: `name` is no longer served (no pods, no keep-alive); its hosted agent, if any, to
+  // be stopped (joined) outside the lock.
+  std::unique_ptr<HostedAgent> StopServing(const std::string& name);
   std::vector<std::unique_ptr<HostedAgent>> agents_;
 
   mutable std::mutex mu_;
