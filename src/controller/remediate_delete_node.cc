@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <optional>
+#include <string>
 
 #include "controller/remediator.h"
 #include "core/keys.h"
@@ -37,6 +39,24 @@ struct Owner {
 
 constexpr std::string_view kHeldByMhc = "held: MachineHealthCheck ";
 
+// The version of Cluster API's group that gpuheal reads: v1beta2 where the group serves it (its
+// storage version since Cluster API v1.11, so no conversion webhook stands between gpuheal and
+// the Machine, and no deprecation warning), else v1beta1. A group that is not served at all gets
+// v1beta2: the Machine's read then answers 404 like any Machine that does not exist. nullopt:
+// the API server could not tell (ask again).
+std::optional<std::string> CapiVersion(kube::Api& client) {
+  auto res = client.Get("/apis/cluster.x-k8s.io");
+  if (!res || res->status == 429 || res->status >= 500) return std::nullopt;
+  if (!res->ok()) return "v1beta2";
+  const auto j = nlohmann::json::parse(res->body, nullptr, false);
+  if (j.is_object() && j.contains("versions") && j["versions"].is_array()) {
+    for (const auto& v : j["versions"]) {
+      if (v.is_object() && v.value("version", "") == "v1beta2") return "v1beta2";
+    }
+  }
+  return "v1beta1";
+}
+
 // nullopt: the API server could not tell (ask again).
 std::optional<Owner> OwnerOf(kube::Api& client, const kube::Node& node) {
   Owner o;
@@ -51,8 +71,10 @@ std::optional<Owner> OwnerOf(kube::Api& client, const kube::Node& node) {
   auto machine = node.meta.annotations.find(std::string(kube::kCapiMachineAnnotation));
   auto ns = node.meta.annotations.find(std::string(kube::kCapiNamespaceAnnotation));
   if (machine != node.meta.annotations.end() && ns != node.meta.annotations.end()) {
-    o.path = fmt::format("/apis/cluster.x-k8s.io/v1beta1/namespaces/{}/machines/{}", ns->second,
-                         machine->second);
+    const auto version = CapiVersion(client);
+    if (!version) return std::nullopt;
+    o.path = fmt::format("/apis/cluster.x-k8s.io/{}/namespaces/{}/machines/{}", *version,
+                         ns->second, machine->second);
     o.what = fmt::format("Cluster API Machine {}/{}", ns->second, machine->second);
     auto res = client.Get(o.path);
     if (!res || res->status == 429 || res->status >= 500) return std::nullopt;
@@ -72,7 +94,7 @@ std::optional<Owner> OwnerOf(kube::Api& client, const kube::Node& node) {
     // A MachineHealthCheck that selects this Machine remediates it by its own rules: deleting the
     // Machine too would race it. The node stays quarantined and drained; the MHC acts.
     auto mhcs = client.Get(fmt::format(
-        "/apis/cluster.x-k8s.io/v1beta1/namespaces/{}/machinehealthchecks", ns->second));
+        "/apis/cluster.x-k8s.io/{}/namespaces/{}/machinehealthchecks", *version, ns->second));
     if (!mhcs || (!mhcs->ok() && mhcs->status != 404)) return std::nullopt;
     if (mhcs->ok()) {
       const auto list = nlohmann::json::parse(mhcs->body, nullptr, false);

@@ -362,6 +362,8 @@ kube::Response FakeApi::Serve(const std::string& method, const std::string& full
   };
   switch (t.kind) {
     case Target::Kind::kBad:
+      // A discovery document (GET /apis/GROUP) the test stored with Put.
+      if (auto* doc = find(path); doc && method == "GET") return {200, doc->dump()};
       return StatusResponse(404, "NotFound", "no such path " + path);
     case Target::Kind::kCollection: {
       if (method == "GET") {

@@ -35,7 +35,8 @@ class FakeApi final : public kube::Api {
   };
 
   // Stores `obj` at `path` as the server would after a create (uid, resourceVersion,
-  // creationTimestamp added where missing), or replaces what is there.
+  // creationTimestamp added where missing), or replaces what is there. A path that names no
+  // resource (a discovery document, /apis/GROUP) is answered as stored to a GET.
   void Put(const std::string& path, nlohmann::json obj);
   std::optional<nlohmann::json> Object(const std::string& path) const;
   // The objects directly under `collection` (a cluster-wide path lists every namespace).

@@ -156,6 +156,16 @@ class RepairerTest : public ::testing::Test {
     api.Put(path, o);
   }
 
+  // The discovery document of Cluster API's group (GET /apis/cluster.x-k8s.io), serving
+  // `versions`, the preferred first.
+  static nlohmann::json CapiGroup(const std::vector<std::string>& versions) {
+    nlohmann::json doc = {{"kind", "APIGroup"}, {"apiVersion", "v1"}, {"name", "cluster.x-k8s.io"}};
+    for (const auto& v : versions)
+      doc["versions"].push_back({{"groupVersion", "cluster.x-k8s.io/" + v}, {"version", v}});
+    doc["preferredVersion"] = doc["versions"][0];
+    return doc;
+  }
+
   std::vector<kube::NodeRepair> Records(const std::string& node) {
     return MakeWorld().repairs(node);
   }
@@ -1292,7 +1302,8 @@ TEST_F(RemediatorTest, DeleteNodeRefusesAnOwnerThatDoesNotNameTheNodeBack) {
   AddNode("n1");
   Annotate(kube::NodePath("n1"), kube::kCapiMachineAnnotation, "m-7");
   Annotate(kube::NodePath("n1"), kube::kCapiNamespaceAnnotation, "capi");
-  api.Put("/apis/cluster.x-k8s.io/v1beta1/namespaces/capi/machines/m-7",
+  api.Put("/apis/cluster.x-k8s.io", CapiGroup({"v1beta2", "v1beta1"}));
+  api.Put("/apis/cluster.x-k8s.io/v1beta2/namespaces/capi/machines/m-7",
           {{"status", {{"nodeRef", {{"name", "another-node"}}}}}});
   Fault("n1");
   auto r = Make();
@@ -1300,8 +1311,33 @@ TEST_F(RemediatorTest, DeleteNodeRefusesAnOwnerThatDoesNotNameTheNodeBack) {
   const auto rec = Last("n1");
   EXPECT_EQ(rec.phase, "Failed");
   EXPECT_NE(rec.message.find("owner not proven"), std::string::npos) << rec.message;
+  EXPECT_NE(rec.message.find("names node another-node"), std::string::npos)
+      << "the Machine was read at v1beta2, the version the group serves first: " << rec.message;
+  EXPECT_EQ(api.Count("GET", "/cluster.x-k8s.io/v1beta1/"), 0u);
   EXPECT_EQ(api.Count("DELETE", ""), 0u);
   EXPECT_TRUE(Quarantined("n1"));
+}
+
+// A Cluster API older than v1.11 serves only v1beta1: the Machine and the MachineHealthChecks are
+// read there, and the proven owner deleted.
+TEST_F(RemediatorTest, DeleteNodeReadsClusterApiAtV1beta1WhereOnlyThatIsServed) {
+  policy.provider = Provider::kDeleteNode;
+  AddNode("n1");
+  Annotate(kube::NodePath("n1"), kube::kCapiMachineAnnotation, "m-7");
+  Annotate(kube::NodePath("n1"), kube::kCapiNamespaceAnnotation, "capi");
+  api.Put("/apis/cluster.x-k8s.io", CapiGroup({"v1beta1"}));
+  api.Put("/apis/cluster.x-k8s.io/v1beta1/namespaces/capi/machines/m-7",
+          {{"status", {{"nodeRef", {{"name", "n1"}}}}}});
+  Fault("n1");
+  auto r = Make();
+  Settle(*r, "n1", 15min);
+  EXPECT_EQ(api.CountOk("DELETE", "/apis/cluster.x-k8s.io/v1beta1/namespaces/capi/machines/m-7"),
+            1u)
+      << Last("n1").message;
+  EXPECT_GE(api.Count("GET", "/apis/cluster.x-k8s.io/v1beta1/namespaces/capi/machinehealthchecks"),
+            1u);
+  EXPECT_EQ(api.Count("", "/cluster.x-k8s.io/v1beta2/"), 0u);
+  EXPECT_EQ(api.Count("DELETE", kube::NodePath("n1")), 0u) << "the Machine is the owner";
 }
 
 TEST_F(RemediatorTest, ExecRunsTheCommandOnceWithTheNodeInItsEnvironment) {
