@@ -7,6 +7,10 @@
 #   build-peer.sh karpenter    Karpenter's controller with its kwok cloud provider
 #                              (sigs.k8s.io/karpenter/kwok), and its CRDs: NodePool, NodeClaim,
 #                              NodeOverlay and KWOKNodeClass
+#   build-peer.sh capi         Cluster API's core manager (sigs.k8s.io/cluster-api) and the docker
+#                              infrastructure provider of its test module, whose inMemory backend
+#                              needs no cloud; their CRDs (crds/core, crds/capd) and webhook
+#                              configurations (webhooks/core.yaml, webhooks/capd.yaml)
 #
 # Everything (binaries, module cache, build cache) lives in ~/.cache/gpuheal/<peer>-<hash of
 # go.mod and go.sum>/, so only the first run on a machine pays the build. Prints one line,
@@ -15,8 +19,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 peer=${1:-}
 case $peer in
-  prometheus | karpenter) ;;
-  *) echo "usage: build-peer.sh prometheus|karpenter" >&2; exit 2 ;;
+  prometheus | karpenter | capi) ;;
+  *) echo "usage: build-peer.sh prometheus|karpenter|capi" >&2; exit 2 ;;
 esac
 mod=$root/tools/peers/$peer
 stamp=$(cat "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-16)
@@ -27,7 +31,7 @@ if [[ -f $out/.complete ]]; then
   exit 0
 fi
 command -v go >/dev/null || { echo "build-peer: go is not installed" >&2; exit 1; }
-rm -rf "$out/bin" "$out/crds"
+rm -rf "$out/bin" "$out/crds" "$out/webhooks"
 mkdir -p "$out/bin" "$out/crds"
 export GOPATH=$out/gopath GOCACHE=$out/gocache GOMODCACHE=$out/gopath/pkg/mod
 export GOFLAGS=-mod=readonly GOTOOLCHAIN=local CGO_ENABLED=0
@@ -52,12 +56,26 @@ case $peer in
     src=$(moddir sigs.k8s.io/karpenter)
     cp "$src"/pkg/apis/crds/karpenter.sh_*.yaml "$src"/kwok/apis/crds/*.yaml "$out/crds/"
     ;;
+  capi)
+    build capi-manager sigs.k8s.io/cluster-api
+    build capd-manager sigs.k8s.io/cluster-api/test/infrastructure/docker
+    core=$(moddir sigs.k8s.io/cluster-api)
+    capd=$(moddir sigs.k8s.io/cluster-api/test)/infrastructure/docker
+    mkdir -p "$out/crds/core" "$out/crds/capd" "$out/webhooks"
+    cp "$core"/config/crd/bases/*.yaml "$out/crds/core/"
+    cp "$capd"/config/crd/bases/*.yaml "$out/crds/capd/"
+    cp "$core"/config/webhook/manifests.yaml "$out/webhooks/core.yaml"
+    cp "$capd"/config/webhook/manifests.yaml "$out/webhooks/capd.yaml"
+    chmod -R u+w "$out/crds" "$out/webhooks"
+    ;;
 esac
 case $peer in
   prometheus) main_module=github.com/prometheus/prometheus ;;
   karpenter) main_module=sigs.k8s.io/karpenter ;;
+  capi) main_module="sigs.k8s.io/cluster-api sigs.k8s.io/cluster-api/test" ;;
 esac
-go list -m -f '{{.Path}} {{.Version}}' "$main_module" | tee "$out/version" >&2
+# shellcheck disable=SC2086 # capi: two modules, one line each
+go list -m -f '{{.Path}} {{.Version}}' $main_module | tee "$out/version" >&2
 # The caches are only needed to build (a changed go.mod builds into a new directory).
 chmod -R u+w "$out/gopath" && rm -rf "$out/gopath" "$out/gocache"
 touch "$out/.complete"

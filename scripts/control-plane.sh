@@ -4,7 +4,7 @@
 # scripts/build-control-plane.sh. TLS everywhere except etcd on loopback; RBAC; a service-account
 # issuer and signing key so TokenRequest works; an admin kubeconfig with client certificates.
 #
-#   control-plane.sh up [--with-controllers] [--with-node] [--with-karpenter] [--dir DIR] [--apiserver-arg ARG]... [--client-qps N] [--log-v N]
+#   control-plane.sh up [--with-controllers] [--with-node] [--with-karpenter] [--with-capi] [--dir DIR] [--apiserver-arg ARG]... [--client-qps N] [--log-v N]
 #                                       prints KUBECONFIG=<path> last; etcd's URL is in DIR/etcd.url
 #                                       --with-node: also this machine as a real node (implies
 #                                       --with-controllers; scripts/real-node.sh): containerd, runc,
@@ -26,6 +26,14 @@
 #                                       "gpu" (label gpuheal.io/pool=gpu); prints KARPENTER_VERSION=
 #                                       before KUBECONFIG=. Its Nodes have no kubelet: `gpuheal sim
 #                                       --adopt karpenter.sh/nodepool` plays it
+#                                       --with-capi: also Cluster API's core manager and its docker
+#                                       infrastructure provider (scripts/build-peer.sh capi; implies
+#                                       --with-controllers): their CRDs, served through their
+#                                       conversion webhooks, and their admission webhooks, all on
+#                                       127.0.0.1 with a certificate of the test CA; prints
+#                                       CAPI_VERSION= before KUBECONFIG=. Machines of the
+#                                       provider's inMemory backend have no kubelet: the drill's
+#                                       simulated kubelets register their Nodes
 #   control-plane.sh down [--dir DIR] [--keep-logs]
 #                                       stops exactly what `up` started (by pid) and removes DIR;
 #                                       without --dir, the last one `up` started without --dir;
@@ -42,6 +50,7 @@ dir=""
 with_controllers=0
 with_node=0
 with_karpenter=0
+with_capi=0
 apiserver_args=()
 client_qps=""
 log_v=""
@@ -53,6 +62,7 @@ while [[ $# -gt 0 ]]; do
     --with-controllers) with_controllers=1; shift ;;
     --with-node) with_node=1; with_controllers=1; shift ;;
     --with-karpenter) with_karpenter=1; with_controllers=1; shift ;;
+    --with-capi) with_capi=1; with_controllers=1; shift ;;
     --keep-logs) keep_logs=1; shift ;;
     --apiserver-arg) apiserver_args+=("$2"); shift 2 ;;
     --apiserver-arg=*) apiserver_args+=("${1#*=}"); shift ;;
@@ -275,6 +285,71 @@ YAML
       cp "$karpenter_dir/version" "$dir/karpenter.version"
       echo "KARPENTER_VERSION=$(awk '{print $2}' "$karpenter_dir/version")"
     fi
+    if [[ $with_capi == 1 ]]; then
+      capi_dir=$(bash "$root/scripts/build-peer.sh" capi | sed -n 's/^CAPI_DIR=//p')
+      api="https://127.0.0.1:$api_port"
+      # The managers' webhook servers (conversion between the CRDs' versions, defaulting and
+      # validation), on loopback with a serving certificate of the test CA.
+      openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+        -keyout "$dir/pki/capi-webhook.key" -subj "/CN=capi-webhook" -out "$dir/pki/capi-webhook.csr" 2>/dev/null
+      openssl x509 -req -in "$dir/pki/capi-webhook.csr" -CA "$dir/pki/ca.crt" -CAkey "$dir/pki/ca.key" \
+        -CAcreateserial -days 2 -out "$dir/pki/capi-webhook.crt" -extfile <(printf '%s\n' \
+        "subjectAltName=IP:127.0.0.1" "extendedKeyUsage=serverAuth" "keyUsage=critical,digitalSignature") 2>/dev/null
+      mkdir -p "$dir/capi-certs" "$dir/capi-webhooks"
+      cp "$dir/pki/capi-webhook.crt" "$dir/capi-certs/tls.crt"
+      cp "$dir/pki/capi-webhook.key" "$dir/capi-certs/tls.key"
+      ca_bundle=$(base64 -w0 < "$dir/pki/ca.crt")
+      declare -A webhook_port=([core]=$(free_port) [capd]=$(free_port))
+      crd_post() { "${curl_api[@]}" -o /dev/null -X POST -H "Content-Type: application/yaml" --data-binary @- "$api$1"; }
+      for part in core capd; do
+        url="https://127.0.0.1:${webhook_port[$part]}"
+        for crd in "$capi_dir/crds/$part"/*.yaml; do
+          # The labels the providers' release manifests give their CRDs: the provider, and the
+          # Cluster API contract versions (an infrastructure CRD without them is refused). A CRD
+          # that serves more than one version converts through its manager's webhook.
+          labels=("cluster.x-k8s.io/provider: cluster-api")
+          [[ $part == capd ]] && labels=("cluster.x-k8s.io/provider: infrastructure-docker" \
+            "cluster.x-k8s.io/v1beta1: v1beta1" "cluster.x-k8s.io/v1beta2: v1beta2")
+          convert=0
+          (( $(grep -cE '^  - name: v|^    name: v' "$crd") > 1 )) && convert=1
+          awk -v url="$url/convert" -v ca="$ca_bundle" -v convert=$convert -v labels="$(printf '%s\n' "${labels[@]}")" '
+            { print }
+            /^metadata:$/ && !m { print "  labels:"; n = split(labels, l, "\n"); for (i = 1; i <= n; i++) if (l[i] != "") print "    " l[i]; m = 1 }
+            /^spec:$/ && convert && !s {
+              print "  conversion:"; print "    strategy: Webhook"; print "    webhook:"
+              print "      conversionReviewVersions: [\"v1\"]"; print "      clientConfig:"
+              print "        url: " url; print "        caBundle: " ca; s = 1 }' "$crd" |
+            crd_post /apis/apiextensions.k8s.io/v1/customresourcedefinitions
+        done
+        # The webhook configurations: one object per document, the in-cluster Service replaced by
+        # the manager's loopback URL, named per manager as their release manifests name them.
+        awk -v url="$url" -v ca="$ca_bundle" -v prefix="$part-" -v out="$dir/capi-webhooks/$part-" '
+          /^---$/ { n++; next }
+          /^  name: (mutating|validating)-webhook-configuration$/ { sub(/name: /, "name: " prefix) }
+          /^    service:$/ { svc = 1; next }
+          svc && /^      (name|namespace):/ { next }
+          svc && /^      path:/ { print "    url: " url $2 > (out n ".yaml"); print "    caBundle: " ca > (out n ".yaml"); svc = 0; next }
+          { print > (out n ".yaml") }' "$capi_dir/webhooks/$part.yaml"
+      done
+      wait_for capi-crds 60 "${curl_api[@]}" "$api/apis/cluster.x-k8s.io/v1beta2/machines"
+      wait_for capi-crds 60 "${curl_api[@]}" "$api/apis/infrastructure.cluster.x-k8s.io/v1beta2/devmachines"
+      for f in "$dir"/capi-webhooks/*.yaml; do
+        case $(sed -n 's/^kind: //p' "$f") in
+          MutatingWebhookConfiguration) crd_post /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations < "$f" ;;
+          ValidatingWebhookConfiguration) crd_post /apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations < "$f" ;;
+        esac
+      done
+      kubeconfig "$dir/capi.kubeconfig" capi "$dir/pki/admin.crt" "$dir/pki/admin.key"
+      for part in core capd; do
+        health=$(free_port)
+        KUBECONFIG=$dir/capi.kubeconfig start "capi-$part" "$capi_dir/bin/$([[ $part == core ]] && echo capi || echo capd)-manager" \
+          --leader-elect=false --webhook-port "${webhook_port[$part]}" --webhook-cert-dir "$dir/capi-certs" \
+          --health-addr "127.0.0.1:$health" --diagnostics-address "127.0.0.1:$(free_port)" --insecure-diagnostics
+        wait_for "capi-$part" 120 curl -sf "http://127.0.0.1:$health/readyz"
+      done
+      cp "$capi_dir/version" "$dir/capi.version"
+      echo "CAPI_VERSION=$(awk '$1 == "sigs.k8s.io/cluster-api" {print $2}' "$capi_dir/version")"
+    fi
     trap - ERR
     log "up in $dir (etcd :$etcd_port, apiserver :$api_port$([[ $with_controllers == 1 ]] && echo ', controller-manager, scheduler'))"
     echo "KUBECONFIG=$dir/admin.kubeconfig"
@@ -309,7 +384,7 @@ YAML
       --key "$dir/pki/admin.key" "https://127.0.0.1:$api_port/readyz"
     ;;
   *)
-    echo "usage: control-plane.sh up [--with-controllers] [--with-node] [--with-karpenter] [--dir DIR] [--apiserver-arg ARG]... [--client-qps N] [--log-v N] | down [--dir DIR] [--keep-logs] | stop-apiserver --dir DIR | start-apiserver --dir DIR" >&2
+    echo "usage: control-plane.sh up [--with-controllers] [--with-node] [--with-karpenter] [--with-capi] [--dir DIR] [--apiserver-arg ARG]... [--client-qps N] [--log-v N] | down [--dir DIR] [--keep-logs] | stop-apiserver --dir DIR | start-apiserver --dir DIR" >&2
     exit 2
     ;;
 esac

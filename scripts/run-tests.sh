@@ -9,7 +9,7 @@
 # BMC emulator (scripts/build-bmc-emulator.sh, a virtualenv), the S3 server presigned uploads go
 # to (scripts/build-s3-server.sh, moto in a virtualenv), Karpenter's and Cluster API's
 # CRDs (scripts/build-peer-crds.sh), and the upstream peers the tests run beside gpuheal
-# (scripts/build-peer.sh: Prometheus, Karpenter). LABELS (a
+# (scripts/build-peer.sh: Prometheus, Karpenter, Cluster API). LABELS (a
 # ctest -L regex) or GPUHEAL_SKIP_INTEGRATION=1 (no control plane at all) narrow the run.
 set -euo pipefail
 build=${1:-build}
@@ -29,6 +29,8 @@ else
   export GPUHEAL_PEER_CRDS
   # Karpenter's controller with its kwok provider (the drill tier's control plane runs it).
   bash scripts/build-peer.sh karpenter >/dev/null
+  # Cluster API's core manager and its docker provider (in-memory backend), same tier.
+  bash scripts/build-peer.sh capi >/dev/null
   # The real Prometheus and promtool (alert unit tests; the real-node tier's scrape).
   GPUHEAL_PROMETHEUS=$(bash scripts/build-peer.sh prometheus | sed -n 's/^PROMETHEUS_DIR=//p')
   export GPUHEAL_PROMETHEUS

@@ -97,8 +97,8 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
       "A gpuheal checkout: deploy/ and scripts/control-plane.sh (default: the one built from)");
   cmd->add_option(
       "--peer-crds", o->peer_crds,
-      "replace-karpenter, replace-capi: the directory of Karpenter's and Cluster API's "
-      "CRDs (default: $GPUHEAL_PEER_CRDS, else scripts/build-peer-crds.sh builds them)");
+      "Deprecated, ignored: replace-karpenter and replace-capi run Karpenter's and Cluster "
+      "API's own controllers, whose CRDs the control plane installs with them");
   cmd->add_option("--bmc-emulator", o->bmc_emulator,
                   "bmc: the Redfish emulator that plays the node's BMC (sushy-emulator; default: "
                   "$GPUHEAL_SUSHY_EMULATOR, else scripts/build-bmc-emulator.sh installs it)");

@@ -110,9 +110,10 @@ struct Plan {
   bool external_agent = false;         // the target's agent is a process the drill can kill
   milliseconds agent_quiet{0};
   // replace-*: the target node is owned by a Karpenter NodeClaim ("karpenter") or a Cluster API
-  // Machine ("capi"). Karpenter is the real controller (its kwok cloud provider, started by
-  // control-plane.sh --with-karpenter): it launches the target and its replacement, and the sim
-  // is their kubelet. For Cluster API the drill plays the provisioner.
+  // Machine ("capi"), and the provisioner is the real controller: Karpenter with its kwok cloud
+  // provider (control-plane.sh --with-karpenter), or Cluster API's core manager with the docker
+  // provider's inMemory backend (control-plane.sh --with-capi). Each launches the target and its
+  // replacement; the sim is their kubelet.
   std::string replace;
   // bmc: the target's BMC is a Redfish emulator; the ladder power-cycles the node through it and
   // the drill plays the machine (its agent stops at power off and starts on a new boot at on).
@@ -187,8 +188,8 @@ Plan PlanFor(const DrillOptions& o) {
     p.pods_per_node = 8;
   } else if (o.scenario == "replace-karpenter" || o.scenario == "replace-capi") {
     // The node is replaced, not repaired: delete-node deletes its NodeClaim or Machine, the
-    // drill (as the provisioner) removes the machine and brings up a new one in the pool, and
-    // the repair ends when that node joins. The pool keeps its standby; the new node serves.
+    // provisioner removes the machine and launches a new one in the pool, and the repair ends
+    // when that node joins. The pool keeps its standby; the new node serves.
     p.replace = o.scenario == "replace-karpenter" ? "karpenter" : "capi";
     p.policy = PolicyYaml("2s", "2s", "{name: delete-node, replacement_timeout: 2m}",
                           fmt::format(", standby: {}", o.standby));
@@ -850,8 +851,8 @@ class Drill {
     }
     if (o_.scenario == "replace-karpenter") {
       if (auto s = FindKarpenter(); !s) return s;
-    } else if (o_.scenario.starts_with("replace-")) {
-      if (auto s = InstallPeerCrds(); !s) return s;
+    } else if (o_.scenario == "replace-capi") {
+      if (auto s = FindCapi(); !s) return s;
     }
     const auto deadline = std::chrono::steady_clock::now() + 30s;
     for (;;) {
@@ -900,58 +901,51 @@ class Drill {
           kKarpenterNodeClass, r ? r->Describe() : r.error().message)};
     }
     if (!peers_.count("karpenter")) {
-      // A test bed's control plane (control-plane.sh --with-karpenter) notes the version beside
-      // its kubeconfig; another cluster's Karpenter is not known by version.
-      std::string version = "unknown";
-      const std::string note =
-          std::filesystem::path(kubeconfig_).parent_path().string() + "/karpenter.version";
-      if (auto text = ReadWholeFile(note)) {
-        std::istringstream in(*text);
-        std::string module, v;
-        if (in >> module >> v && module == "sigs.k8s.io/karpenter") version = v;
-      }
-      peers_["karpenter"] = {"sigs.k8s.io/karpenter", version};
+      peers_["karpenter"] = {"sigs.k8s.io/karpenter",
+                             NotedVersion("karpenter.version", "sigs.k8s.io/karpenter")};
     }
     Say(fmt::format("Karpenter {} with the KWOKNodeClass {}\n", peers_["karpenter"].version,
                     kKarpenterNodeClass));
     return Status::Ok();
   }
 
-  // Karpenter's NodeClaim and Cluster API's Machine CRDs, from their modules (pinned in
-  // tools/peer-crds/go.mod): created when the cluster does not serve them yet, never replaced.
-  Status InstallPeerCrds() {
-    std::string dir = o_.peer_crds;
-    if (dir.empty()) {
-      if (const char* e = std::getenv("GPUHEAL_PEER_CRDS"); e && *e) dir = e;
+  // A test bed's control plane (control-plane.sh --with-karpenter, --with-capi) notes the
+  // versions of the peers it started beside its kubeconfig, a line "<module> <version>" each;
+  // another cluster's peers are not known by version.
+  std::string NotedVersion(const std::string& file, const std::string& module) const {
+    const std::string note = std::filesystem::path(kubeconfig_).parent_path().string() + "/" + file;
+    if (auto text = ReadWholeFile(note)) {
+      std::istringstream in(*text);
+      std::string m, v;
+      while (in >> m >> v)
+        if (m == module) return v;
     }
-    if (dir.empty()) {
-      auto out = RunScript("/scripts/build-peer-crds.sh", "PEER_CRDS=");
-      if (!out) {
-        return Error{fmt::format(
-            "the {} scenario needs Karpenter's and Cluster API's CRDs: {}; give --peer-crds DIR",
-            o_.scenario, out.error().message)};
-      }
-      dir = *out;
-    }
-    const std::string file =
-        dir + (o_.scenario == "replace-karpenter" ? "/karpenter.sh_nodeclaims.yaml"
-                                                  : "/cluster.x-k8s.io_machines.yaml");
-    auto objs = kube::ReadManifest(file);
-    if (!objs) return Error{"--peer-crds: " + objs.error().message};
-    if (auto s = kube::CreateObjects(*client_, *objs); !s)
-      return Error{file + ": " + s.error().message};
-    const std::string probe = o_.scenario == "replace-karpenter"
-                                  ? "/apis/karpenter.sh/v1/nodeclaims?limit=1"
-                                  : "/apis/cluster.x-k8s.io/v1beta1/machines?limit=1";
-    const auto until = std::chrono::steady_clock::now() + 30s;
-    for (;;) {
+    return "unknown";
+  }
+
+  // replace-capi: Cluster API's core manager and its docker infrastructure provider run beside
+  // the cluster (control-plane.sh --with-capi started them, or the cluster of --kubeconfig has
+  // them), with the provider's DevMachineTemplate served.
+  Status FindCapi() {
+    for (const char* probe : {"/apis/cluster.x-k8s.io/v1beta2/machinedeployments?limit=1",
+                              "/apis/infrastructure.cluster.x-k8s.io/v1beta2/devmachinetemplates"
+                              "?limit=1"}) {
       auto r = client_->Get(probe);
-      if (r && r->ok()) break;
-      if (std::chrono::steady_clock::now() > until)
-        return Error{"the CRD of " + file + " was not served within 30 s"};
-      std::this_thread::sleep_for(100ms);
+      if (!r || !r->ok()) {
+        return Error{fmt::format(
+            "the replace-capi scenario needs Cluster API's core manager and its docker "
+            "infrastructure provider running (scripts/control-plane.sh up --with-capi starts "
+            "both; a drill without --kubeconfig starts it): {}: {}",
+            probe, r ? r->Describe() : r.error().message)};
+      }
     }
-    Say("installed " + file + "\n");
+    peers_["cluster-api"] = {"sigs.k8s.io/cluster-api",
+                             NotedVersion("capi.version", "sigs.k8s.io/cluster-api")};
+    peers_["cluster-api-provider-docker"] = {
+        "sigs.k8s.io/cluster-api/test",
+        NotedVersion("capi.version", "sigs.k8s.io/cluster-api/test")};
+    Say(fmt::format("Cluster API {} with the docker provider's inMemory backend ({})\n",
+                    peers_["cluster-api"].version, peers_["cluster-api-provider-docker"].version));
     return Status::Ok();
   }
 
@@ -980,6 +974,10 @@ class Drill {
     if (o_.scenario == "replace-karpenter") {
       argv.push_back("--with-karpenter");
       Say("with Karpenter's controller and its kwok cloud provider (sigs.k8s.io/karpenter)\n");
+    }
+    if (o_.scenario == "replace-capi") {
+      argv.push_back("--with-capi");
+      Say("with Cluster API's core manager and its docker provider (sigs.k8s.io/cluster-api)\n");
     }
     auto child = Child::Spawn(argv, log, log);
     if (!child) return child.error();
@@ -1290,7 +1288,7 @@ class Drill {
     if (plan.external_agent) so.external_agents = {targets[0]};
     // An agent on every node of a drill-sized cluster; beyond that, on the faulty nodes only (an
     // agent is a few threads; the other nodes' conditions are simply never False).
-    if (o_.nodes + o_.pools * o_.standby > kAgentsOnEveryNodeUpTo && plan.replace != "karpenter")
+    if (o_.nodes + o_.pools * o_.standby > kAgentsOnEveryNodeUpTo && plan.replace.empty())
       so.agent_nodes = std::set<std::string>(targets.begin(), targets.end());
     // replace-karpenter: the nodes Karpenter launches for this run's NodePool (named after the
     // run) have the sim as their kubelet.
@@ -1383,6 +1381,15 @@ class Drill {
       // machine they wait for, and that node is the one the fault hits.
       if (auto s = CreateNodePool(prefix); !s) return s.error();
       replicas += o_.gpus / gpus_per_pod;
+    } else if (plan.replace == "capi") {
+      // One machine of the run's MachineDeployment, and one node's worth of pods more than the
+      // simulated nodes hold: they run on it, and that node is the one the fault hits.
+      if (auto s = CreateCapiPool(ns, prefix); !s) return s.error();
+      auto joined = AwaitCapiMachine(ns, prefix);
+      if (!joined) return joined.error();
+      targets[0] = *joined;
+      obs.Watch(targets[0]);
+      replicas += o_.gpus / gpus_per_pod;
     }
     if (auto s = CreateWorkload(ns, prefix, replicas, gpus_per_pod, plan.dra); !s) return s.error();
     Say(
@@ -1459,10 +1466,9 @@ class Drill {
       if (!o) return o.error();
       owner = *o;
       Say(fmt::format("{} owns {}\n", owner.what, targets[0]));
-    } else if (!plan.replace.empty()) {
-      auto o = MakeOwner(plan.replace, ns, targets[0]);
-      if (!o) return o.error();
-      owner = *o;
+    } else if (plan.replace == "capi") {
+      owner.path = CapiPath(ns, "machines", targets[0]);
+      owner.what = "Cluster API Machine " + targets[0];
       Say(fmt::format("{} owns {}\n", owner.what, targets[0]));
     }
 
@@ -1472,8 +1478,8 @@ class Drill {
     std::set<std::string> standby;
     for (const auto& t : targets) {
       const std::string pool =
-          plan.replace == "karpenter"
-              ? "0"  // the NodePool's nodes join pool 0
+          !plan.replace.empty()
+              ? "0"  // the NodePool's and the MachineDeployment's nodes join pool 0
               : t.substr(prefix.size() + 1, t.find('-', prefix.size() + 1) - prefix.size() - 1);
       for (int i = 0; i < o_.standby; ++i)
         standby.insert(fmt::format("{}-{}-standby-{}", prefix, pool, i));
@@ -1630,8 +1636,8 @@ class Drill {
       FollowKarpenter(owner, prefix, targets[0], obs, deadline, fail);
       wait([&] { return obs.Has("repair_replaced") && obs.Has("capacity_restored"); },
            "the replacement node's join, the repair's Replaced and capacity back to 100%");
-    } else if (!plan.replace.empty()) {
-      PlayProvisioner(plan, owner, ns, prefix, targets[0], obs, deadline, fail);
+    } else if (plan.replace == "capi") {
+      FollowCapi(owner, ns, prefix, targets[0], obs, deadline, fail);
       wait([&] { return obs.Has("repair_replaced") && obs.Has("capacity_restored"); },
            "the replacement node's join, the repair's Replaced and capacity back to 100%");
     }
@@ -1647,6 +1653,19 @@ class Drill {
              owner.fresh_claim.empty()
                  ? "no new NodeClaim of the run's NodePool"
                  : fmt::format("NodeClaim {} created by {} (owner {}), not by the drill",
+                               owner.fresh_claim, owner.fresh_creator, owner.fresh_owner)});
+      }
+      if (plan.replace == "capi") {
+        // Created by the MachineSet controller (its server-side apply field manager), owned by
+        // the MachineDeployment's MachineSet.
+        const bool by_capi = !owner.fresh_claim.empty() &&
+                             owner.fresh_creator.starts_with("capi-machineset") &&
+                             owner.fresh_owner.starts_with("MachineSet/");
+        res.checks.push_back(
+            {"replacement created by cluster-api", by_capi,
+             owner.fresh_claim.empty()
+                 ? "no new Machine of the run's MachineDeployment"
+                 : fmt::format("Machine {} created by {} (owner {}), not by the drill",
                                owner.fresh_claim, owner.fresh_creator, owner.fresh_owner)});
       }
       if (o_.scenario == "agent-restart") {
@@ -1682,6 +1701,7 @@ class Drill {
       // terminates their machines.
       (void)client_->Delete("/apis/karpenter.sh/v1/nodepools/" + prefix);
     }
+    if (plan.replace == "capi" && !(o_.keep && !interrupted_)) DeleteCapiCluster(ns, prefix);
     if (agent) agent->Stop();
     if (bmc) {
       bmc->Stop();
@@ -2084,98 +2104,298 @@ class Drill {
     return replace == "karpenter" ? "Karpenter NodeClaim" : "Cluster API Machine";
   }
 
-  // A NodeClaim or Machine for `node`, with the status its provisioner writes (Karpenter:
-  // status.nodeName and providerID; Cluster API: status.nodeRef, and the Machine's annotations on
-  // the Node).
-  Result<Owner> MakeOwner(const std::string& replace, const std::string& ns,
-                          const std::string& node) {
-    Owner o;
-    json obj;
-    json status;
-    if (replace == "karpenter") {
-      o.path = "/apis/karpenter.sh/v1/nodeclaims/" + node;
-      obj = {{"apiVersion", "karpenter.sh/v1"},
-             {"kind", "NodeClaim"},
-             {"metadata", {{"name", node}, {"labels", {{"gpuheal.io/drill", "true"}}}}},
-             {"spec",
-              {{"nodeClassRef",
-                {{"group", "karpenter.k8s.aws"}, {"kind", "EC2NodeClass"}, {"name", "drill"}}},
-               {"requirements",
-                {{{"key", "kubernetes.io/arch"}, {"operator", "In"}, {"values", {"amd64"}}}}}}}};
-      status = {{"nodeName", node}, {"providerID", "sim://" + node}};
-    } else {
-      o.path = "/apis/cluster.x-k8s.io/v1beta1/namespaces/" + ns + "/machines/" + node;
-      obj = {{"apiVersion", "cluster.x-k8s.io/v1beta1"},
-             {"kind", "Machine"},
-             {"metadata", {{"name", node}, {"namespace", ns}}},
-             {"spec",
-              {{"clusterName", "drill"},
-               {"bootstrap", {{"dataSecretName", node + "-bootstrap"}}},
-               {"infrastructureRef",
-                {{"apiVersion", "infrastructure.cluster.x-k8s.io/v1beta1"},
-                 {"kind", "DrillMachine"},
-                 {"name", node}}}}}};
-      status = {{"nodeRef", {{"kind", "Node"}, {"name", node}}}};
-    }
-    o.what = OwnerKind(replace) + " " + node;
-    const std::string collection = o.path.substr(0, o.path.rfind('/'));
-    auto c = client_->Create(collection, obj);
-    if (!c || !c->ok())
-      return Error{"creating " + o.what + ": " + (c ? c->Describe() : c.error().message)};
-    auto st = client_->Patch(o.path + "/status", kube::PatchType::kMerge, {{"status", status}});
-    if (!st || !st->ok())
-      return Error{"writing the status of " + o.what + ": " +
-                   (st ? st->Describe() : st.error().message)};
-    if (replace == "capi") {
-      auto a = client_->Patch(kube::NodePath(node), kube::PatchType::kMerge,
-                              {{"metadata",
-                                {{"annotations",
-                                  {{std::string(kube::kCapiMachineAnnotation), node},
-                                   {std::string(kube::kCapiNamespaceAnnotation), ns}}}}}});
-      if (!a || !a->ok())
-        return Error{"annotating " + node + ": " + (a ? a->Describe() : a.error().message)};
-    }
-    return o;
+  static std::string CapiPath(const std::string& ns, const std::string& resource,
+                              const std::string& name = "") {
+    const std::string group =
+        resource.starts_with("dev") ? "infrastructure.cluster.x-k8s.io" : "cluster.x-k8s.io";
+    return fmt::format("/apis/{}/v1beta2/namespaces/{}/{}{}", group, ns, resource,
+                       name.empty() ? "" : "/" + name);
   }
 
-  // The provisioner's side once gpuheal deleted the owner: Karpenter's termination (or the
-  // Machine controller's) removes the machine and its Node, and a new machine joins the pool
-  // with an owner of its own.
-  void PlayProvisioner(const Plan& plan, Owner& owner, const std::string& ns,
-                       const std::string& prefix, const std::string& target, Observer& obs,
-                       std::chrono::steady_clock::time_point deadline,
-                       const std::function<void(const std::string&, const std::string&)>& fail) {
+  // replace-capi: a Cluster of the run whose workers are the GPU pool, a MachineDeployment of
+  // one machine from a DevMachineTemplate (the docker provider's inMemory backend: machines
+  // without a cloud or a container runtime) whose nodes join the run's pool 0. The workload
+  // cluster is this one (its kubeconfig Secret holds the drill's kubeconfig), so the Machine
+  // controller finds the machines' Nodes, annotates them, and drains them at deletion here.
+  Status CreateCapiPool(const std::string& ns, const std::string& prefix) {
+    auto kubeconfig = ReadWholeFile(kubeconfig_);
+    if (!kubeconfig || kubeconfig->empty())
+      return Error{"replace-capi: cannot read the kubeconfig " + kubeconfig_ + " for the Cluster"};
+    const json drill_label = {{"gpuheal.io/drill", "true"}};
+    const std::vector<std::pair<std::string, json>> objects = {
+        {"/api/v1/namespaces",
+         {{"apiVersion", "v1"},
+          {"kind", "Namespace"},
+          {"metadata", {{"name", ns}, {"labels", drill_label}}}}},
+        {"/api/v1/namespaces/" + ns + "/secrets",
+         {{"apiVersion", "v1"},
+          {"kind", "Secret"},
+          {"metadata",
+           {{"name", prefix + "-kubeconfig"},
+            {"labels", {{"cluster.x-k8s.io/cluster-name", prefix}}}}},
+          {"type", "cluster.x-k8s.io/secret"},
+          {"stringData", {{"value", *kubeconfig}}}}},
+        // The machines' bootstrap data, as a bootstrap provider would write it (the inMemory
+        // backend waits for it, and boots nothing with it).
+        {"/api/v1/namespaces/" + ns + "/secrets",
+         {{"apiVersion", "v1"},
+          {"kind", "Secret"},
+          {"metadata", {{"name", prefix + "-bootstrap"}}},
+          {"type", "cluster.x-k8s.io/secret"},
+          {"stringData", {{"value", "#cloud-config\n"}, {"format", "cloud-config"}}}}},
+        // (An annotation: the provider writes its listener's name into the DevCluster's
+        // annotations and panics on an object that has none.)
+        {CapiPath(ns, "devclusters"),
+         {{"apiVersion", "infrastructure.cluster.x-k8s.io/v1beta2"},
+          {"kind", "DevCluster"},
+          {"metadata", {{"name", prefix}, {"labels", drill_label}, {"annotations", drill_label}}},
+          {"spec", {{"backend", {{"inMemory", json::object()}}}}}}},
+        {CapiPath(ns, "clusters"),
+         {{"apiVersion", "cluster.x-k8s.io/v1beta2"},
+          {"kind", "Cluster"},
+          {"metadata", {{"name", prefix}, {"labels", drill_label}}},
+          {"spec",
+           {{"infrastructureRef",
+             {{"apiGroup", "infrastructure.cluster.x-k8s.io"},
+              {"kind", "DevCluster"},
+              {"name", prefix}}}}}}},
+        {CapiPath(ns, "devmachinetemplates"),
+         {{"apiVersion", "infrastructure.cluster.x-k8s.io/v1beta2"},
+          {"kind", "DevMachineTemplate"},
+          {"metadata", {{"name", prefix}, {"labels", drill_label}}},
+          {"spec",
+           {{"template",
+             {{"spec",
+               {{"backend",
+                 {{"inMemory",
+                   {{"vm", {{"provisioning", {{"startupDuration", "0s"}}}}},
+                    {"node", {{"provisioning", {{"startupDuration", "0s"}}}}}}}}}}}}}}}}}};
+    for (const auto& [path, obj] : objects) {
+      auto r = client_->Create(path, obj);
+      if (!r || !r->ok()) {
+        return Error{fmt::format("replace-capi: creating {} {}: {}", obj.value("kind", ""),
+                                 obj["metadata"].value("name", ""),
+                                 r ? r->Describe() : r.error().message)};
+      }
+    }
+    // The test bed's control plane is not a Cluster API machine: once the infrastructure is
+    // provisioned, the Cluster's ControlPlaneInitialized is written True, as the status of a
+    // control plane provider would make it (the Machine controller watches a cluster's Nodes
+    // only from then on).
+    const auto until = std::chrono::steady_clock::now() + 60s;
+    for (;;) {
+      auto r = client_->Get(CapiPath(ns, "clusters", prefix));
+      const json c = r && r->ok() ? json::parse(r->body, nullptr, false) : json();
+      if (c.is_object() && c.contains("status") && c["status"].contains("initialization") &&
+          c["status"]["initialization"].value("infrastructureProvisioned", false))
+        break;
+      if (std::chrono::steady_clock::now() > until || interrupted_) {
+        return Error{fmt::format(
+            "replace-capi: Cluster {}/{}'s infrastructure (DevCluster, inMemory backend) was not "
+            "provisioned within 60 s; the docker provider's log: {}/control-plane/capi-capd.log",
+            ns, prefix, work_)};
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    const json initialized = {
+        {"status",
+         {{"initialization", {{"controlPlaneInitialized", true}}},
+          {"conditions", json::array({{{"type", "ControlPlaneInitialized"},
+                                       {"status", "True"},
+                                       {"reason", "Initialized"},
+                                       {"message", "the test bed's own control plane"},
+                                       {"observedGeneration", 1},
+                                       {"lastTransitionTime",
+                                        kube::RfcTime(std::chrono::system_clock::now())}}})}}}};
+    auto st = client_->Patch(CapiPath(ns, "clusters", prefix) + "/status", kube::PatchType::kMerge,
+                             initialized);
+    if (!st || !st->ok()) {
+      return Error{"replace-capi: writing the Cluster's ControlPlaneInitialized: " +
+                   (st ? st->Describe() : st.error().message)};
+    }
+    const json deployment = {{"apiVersion", "cluster.x-k8s.io/v1beta2"},
+                             {"kind", "MachineDeployment"},
+                             {"metadata", {{"name", prefix}, {"labels", drill_label}}},
+                             {"spec",
+                              {{"clusterName", prefix},
+                               {"replicas", 1},
+                               {"template",
+                                {{"spec",
+                                  {{"clusterName", prefix},
+                                   {"bootstrap", {{"dataSecretName", prefix + "-bootstrap"}}},
+                                   {"infrastructureRef",
+                                    {{"apiGroup", "infrastructure.cluster.x-k8s.io"},
+                                     {"kind", "DevMachineTemplate"},
+                                     {"name", prefix}}}}}}}}}};
+    auto md = client_->Create(CapiPath(ns, "machinedeployments"), deployment);
+    if (!md || !md->ok()) {
+      return Error{"replace-capi: creating the MachineDeployment: " +
+                   (md ? md->Describe() : md.error().message)};
+    }
+    Say(
+        fmt::format("Cluster API Cluster {}/{}: MachineDeployment {} of 1 machine from "
+                    "DevMachineTemplate {} (inMemory), pool {}-pool-0\n",
+                    ns, prefix, prefix, prefix, prefix));
+    return Status::Ok();
+  }
+
+  // The run's Cluster, before its namespace: Cluster API deletes what it owns in order (the
+  // MachineDeployment, its Machines, their DevMachines, then the DevCluster); a namespace's
+  // deletion takes them all at once, and a DevMachine whose DevCluster went first is never
+  // released.
+  void DeleteCapiCluster(const std::string& ns, const std::string& prefix) {
+    (void)client_->Delete(CapiPath(ns, "clusters", prefix));
+    const auto until = std::chrono::steady_clock::now() + 60s;
+    while (std::chrono::steady_clock::now() < until) {
+      auto r = client_->Get(CapiPath(ns, "clusters", prefix));
+      if (!r || r->status == 404) return;
+      std::this_thread::sleep_for(100ms);
+    }
+    Say(
+        fmt::format("Cluster API Cluster {}/{} was not deleted within 60 s; the managers' logs: "
+                    "{}/control-plane/capi-core.log and capi-capd.log\n",
+                    ns, prefix, work_));
+  }
+
+  struct CapiMachine {
+    std::string name, provider_id, node, creator, owner;
+    bool deleting = false;
+  };
+
+  // The machines of the run's MachineDeployment, as the API server has them now.
+  Result<std::vector<CapiMachine>> CapiMachines(const std::string& ns, const std::string& prefix) {
+    auto r = client_->Get(CapiPath(ns, "machines") + "?labelSelector=" +
+                          kube::UrlEncode("cluster.x-k8s.io/deployment-name=" + prefix));
+    if (!r || !r->ok())
+      return Error{"listing Cluster API Machines: " + (r ? r->Describe() : r.error().message)};
+    std::vector<CapiMachine> out;
+    const json list = json::parse(r->body, nullptr, false);
+    for (const auto& m : list.value("items", json::array())) {
+      CapiMachine c;
+      const json meta = m.value("metadata", json::object());
+      c.name = meta.value("name", "");
+      c.deleting = meta.contains("deletionTimestamp");
+      c.provider_id = m.value("spec", json::object()).value("providerID", "");
+      const json status = m.value("status", json::object());
+      c.node = status.value("nodeRef", json::object()).value("name", "");
+      // The field manager of the create (the first entry): the MachineSet controller's
+      // server-side apply, or anyone else's.
+      for (const auto& f : meta.value("managedFields", json::array())) {
+        c.creator = f.value("manager", "");
+        break;
+      }
+      for (const auto& ref : meta.value("ownerReferences", json::array()))
+        c.owner = ref.value("kind", "") + "/" + ref.value("name", "");
+      if (!c.name.empty()) out.push_back(std::move(c));
+    }
+    return out;
+  }
+
+  // replace-capi, before the workload: the MachineDeployment's machine boots (the provider sets
+  // its providerID), its kubelet registers (the sim, under that providerID), and the Machine
+  // controller links it (status.nodeRef) and annotates the Node with its Machine.
+  Result<std::string> AwaitCapiMachine(const std::string& ns, const std::string& prefix) {
+    const auto until = std::chrono::steady_clock::now() + 60s;
+    std::string joined;
+    while (!interrupted_) {
+      auto machines = CapiMachines(ns, prefix);
+      if (!machines) return machines.error();
+      for (const auto& m : *machines) {
+        if (m.deleting || m.provider_id.empty()) continue;
+        if (joined.empty()) {
+          if (auto s = sim_->Join(m.name, prefix + "-pool-0", m.provider_id); !s) return s.error();
+          joined = m.name;
+        }
+        if (m.name == joined && m.node == joined) {
+          auto n = client_->Get(kube::NodePath(joined));
+          const json node = n && n->ok() ? json::parse(n->body, nullptr, false) : json();
+          if (node.is_object() &&
+              node["metadata"]
+                      .value("annotations", json::object())
+                      .value(std::string(kube::kCapiMachineAnnotation), "") == joined) {
+            Say(fmt::format("Cluster API Machine {} booted, its Node registered and linked\n",
+                            joined));
+            return joined;
+          }
+        }
+      }
+      if (std::chrono::steady_clock::now() > until) break;
+      std::this_thread::sleep_for(50ms);
+    }
+    return Error{fmt::format(
+        "replace-capi: the MachineDeployment's machine {} within 60 s; the managers' logs: "
+        "{}/control-plane/capi-core.log and capi-capd.log",
+        joined.empty() ? "got no providerID" : joined + " was not linked to its Node", work_)};
+  }
+
+  // replace-capi, after the fault: gpuheal deletes the target's Machine; the Machine controller
+  // drains its Node and deletes its DevMachine (the machine is gone: the sim's kubelet and agent
+  // stop; the Node object stays, since Cluster API deletes a Node only in a cluster whose control
+  // plane it knows); the MachineSet controller creates a new Machine, the provider boots it, its
+  // kubelet registers, and the Machine controller links the Node.
+  void FollowCapi(Owner& owner, const std::string& ns, const std::string& prefix,
+                  const std::string& target, Observer& obs,
+                  std::chrono::steady_clock::time_point deadline,
+                  const std::function<void(const std::string&, const std::string&)>& fail) {
+    bool deleted = false, gone = false, joined = false;
     while (!interrupted_ && std::chrono::steady_clock::now() < deadline) {
-      auto r = client_->Get(owner.path);
-      if (r && r->status == 404) break;
+      if (!deleted) {
+        auto r = client_->Get(owner.path);
+        if (r && (r->status == 404 ||
+                  (r->ok() && json::parse(r->body, nullptr, false)["metadata"].contains(
+                                  "deletionTimestamp")))) {
+          deleted = true;
+          obs.Mark("owner_deleted", owner.what + " deleted (delete-node)");
+        }
+      }
+      if (deleted && !gone) {
+        auto r = client_->Get(CapiPath(ns, "devmachines", target));
+        if (r && r->status == 404) {
+          gone = true;
+          sim_->PowerOff(target);
+          obs.Mark("node_deleted",
+                   target +
+                       ": the docker provider deleted its machine (DevMachine gone), its "
+                       "kubelet stopped");
+        }
+      }
+      auto machines = CapiMachines(ns, prefix);
+      for (const auto& m : machines ? *machines : std::vector<CapiMachine>()) {
+        if (m.name == target || m.deleting) continue;
+        if (owner.fresh_claim.empty()) {
+          owner.fresh_claim = m.name;
+          owner.fresh_creator = m.creator;
+          owner.fresh_owner = m.owner;
+          obs.Mark("replacement_launched",
+                   fmt::format("the MachineSet controller created Machine {}", m.name));
+        }
+        if (m.name != owner.fresh_claim) continue;
+        if (!joined && !m.provider_id.empty()) {
+          obs.Watch(m.name);
+          if (auto s = sim_->Join(m.name, prefix + "-pool-0", m.provider_id); !s) {
+            fail("replacement booted", s.error().message);
+            return;
+          }
+          joined = true;
+          obs.Mark("replacement_node_registered",
+                   fmt::format("{} registered under the provider's {}", m.name, m.provider_id));
+        }
+        if (joined && owner.fresh.empty() && m.node == m.name) {
+          owner.fresh = m.name;
+          obs.Mark("replacement_node_linked",
+                   fmt::format("the Machine controller linked Machine {} to its Node", m.name));
+        }
+      }
+      if (deleted && gone && !owner.fresh.empty()) return;
       std::this_thread::sleep_for(20ms);
     }
-    if (interrupted_ || std::chrono::steady_clock::now() >= deadline) {
-      if (!interrupted_) fail("finished in time", "gpuheal never deleted " + owner.what);
-      return;
-    }
-    obs.Mark("owner_deleted", owner.what + " deleted (delete-node)");
-    if (auto s = sim_->RemoveNode(target); !s) {
-      fail("provisioner", s.error().message);
-      return;
-    }
-    obs.Mark("node_deleted", target + ": machine gone, Node object deleted");
-    // The new machine: same pool, a new name.
-    const std::string pool_index =
-        target.substr(prefix.size() + 1, target.find('-', prefix.size() + 1) - prefix.size() - 1);
-    owner.fresh = fmt::format("{}-{}-r0", prefix, pool_index);
-    obs.Watch(owner.fresh);
-    if (auto s = sim_->AddNode(owner.fresh, fmt::format("{}-pool-{}", prefix, pool_index)); !s) {
-      fail("provisioner", s.error().message);
-      return;
-    }
-    auto fresh_owner = MakeOwner(plan.replace, ns, owner.fresh);
-    if (!fresh_owner) {
-      fail("provisioner", fresh_owner.error().message);
-      return;
-    }
-    obs.Mark("replacement_node_registered",
-             fmt::format("{} registered Ready, owned by {}", owner.fresh, fresh_owner->what));
+    if (!interrupted_)
+      fail("finished in time",
+           !deleted ? "gpuheal never deleted " + owner.what
+           : !gone  ? "the docker provider never deleted " + target + "'s machine"
+           : owner.fresh_claim.empty()
+               ? "the MachineSet controller created no replacement Machine"
+               : "the replacement Machine " + owner.fresh_claim + "'s node never registered");
   }
 
   // gpu-scoped, before the workload: as NVIDIA's DRA driver would on each node, a ResourceSlice

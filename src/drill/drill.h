@@ -37,8 +37,8 @@ struct DrillOptions {
   bool keep = false;
   std::string work_dir;  // default: a new /tmp/gpuheal-drill-XXXXXX
   std::chrono::milliseconds run_timeout{90000};
-  // replace-karpenter, replace-capi: the directory of Karpenter's and Cluster API's CRDs
-  // (scripts/build-peer-crds.sh prints it). Empty: $GPUHEAL_PEER_CRDS, else that script is run.
+  // --peer-crds, kept so that scripts passing it still run: ignored (the replace-* scenarios run
+  // the peers' own controllers, and control-plane.sh installs their CRDs with them).
   std::string peer_crds;
   // bmc: the Redfish BMC emulator (sushy-emulator from scripts/build-bmc-emulator.sh's
   // virtualenv) that plays the faulty node's BMC. Empty: $GPUHEAL_SUSHY_EMULATOR, else that

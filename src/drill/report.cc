@@ -41,6 +41,7 @@ const std::vector<StepInfo>& Steps() {
       {"node_deleted", "faulty machine removed"},
       {"replacement_launched", "replacement machine launched"},
       {"replacement_node_registered", "replacement node registered"},
+      {"replacement_node_linked", "replacement linked (nodeRef)"},
       {"gpu_recovery_requested", "GPU recovery requested"},
       {"gpu_recovered", "GPU reset and verified"},
       {"controller_killed", "controller SIGKILLed"},

@@ -255,8 +255,31 @@ std::vector<std::string> Sim::adopted() const {
   return adopted_;
 }
 
-Status Sim::AddNode(const std::string& name, const std::string& pool) {
-  SimNode n{name, pool, false, ""};
+Status Sim::Join(const std::string& name, const std::string& pool, const std::string& provider_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ || node_ip_.count(name) || std::count(adopted_.begin(), adopted_.end(), name))
+      return Status::Ok();
+    adopted_.push_back(name);
+  }
+  Log("info", "sim: a provisioner's machine booted: its kubelet registers",
+      {{"node", name}, {"provider_id", provider_id}});
+  return AddNode(name, pool, provider_id);
+}
+
+void Sim::PowerOff(const std::string& name) {
+  std::unique_ptr<HostedAgent> agent;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    agent = StopServing(name);
+  }
+  Log("info", "sim: the node's machine is gone: its kubelet and agent stop", {{"node", name}});
+  agent.reset();
+}
+
+Status Sim::AddNode(const std::string& name, const std::string& pool,
+                    const std::string& provider_id) {
+  SimNode n{name, pool, false, "", "", provider_id};
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (node_ip_.count(name)) return Error{"sim: node " + name + " exists already"};
@@ -408,7 +431,7 @@ Status Sim::RegisterNode(const SimNode& n) {
           {std::string(keys::kDefaultPoolLabel), n.pool},
           {"nvidia.com/gpu.present", "true"},
           {"gpuheal.io/sim", "true"}}}}},
-      {"spec", {{"providerID", "sim://" + n.name}}}};
+      {"spec", {{"providerID", n.provider_id.empty() ? "sim://" + n.name : n.provider_id}}}};
   if (!n.rack.empty()) node["metadata"]["labels"][opts_.rack_label] = n.rack;
   if (n.standby) {
     node["spec"]["taints"] = json::array(

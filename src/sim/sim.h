@@ -76,8 +76,9 @@ struct SimOptions {
 struct SimNode {
   std::string name, pool;
   bool standby = false;
-  std::string ip;    // InternalIP, and the hostIP of its pods
-  std::string rack;  // the value of SimOptions::rack_label ("" without one)
+  std::string ip;           // InternalIP, and the hostIP of its pods
+  std::string rack;         // the value of SimOptions::rack_label ("" without one)
+  std::string provider_id;  // spec.providerID ("": sim://<name>)
 };
 
 class Sim {
@@ -92,8 +93,16 @@ class Sim {
   // A node that joins later, as a provisioner's new machine (registered Ready, kept alive, with
   // an agent when the sim hosts agents), and a node whose machine is gone (its agent stopped,
   // its Node object deleted). Safe while the sim runs.
-  Status AddNode(const std::string& name, const std::string& pool);
+  Status AddNode(const std::string& name, const std::string& pool,
+                 const std::string& provider_id = "");
   Status RemoveNode(const std::string& name);
+  // A machine a provisioner made that boots a kubelet (a Cluster API infrastructure provider's):
+  // the sim registers its Node under the machine's provider ID, counted as adopted. Once; a
+  // second call for the same name does nothing.
+  Status Join(const std::string& name, const std::string& pool, const std::string& provider_id);
+  // The machine is gone (its provisioner deleted it): its kubelet and agent stop; the Node
+  // object is left to whoever deletes it (the sim's destructor, at the latest).
+  void PowerOff(const std::string& name);
   // The nodes adopted so far (adopt_selector), in the order they appeared.
   std::vector<std::string> adopted() const;
   struct Stats {

@@ -295,11 +295,13 @@ TEST_F(DrillTest, GpuScopedEvictsOnlyThePodOfTheFaultyGpu) {
 
 // The node is replaced, not repaired: delete-node deletes its Karpenter NodeClaim or Cluster API
 // Machine, and the repair ends Replaced only once the new node is Ready with its agent's
-// condition True, naming it in status.replacement. Karpenter is the real controller (its kwok
-// cloud provider; control-plane.sh --with-karpenter): it launches the faulty node for the
-// workload's last pods and, after gpuheal's deletion, the replacement for the evicted ones, and
-// the sim is their kubelet; the new NodeClaim's creator is Karpenter, not the drill. For Cluster
-// API the drill plays the provisioner (the Machine's CRD from the upstream module).
+// condition True, naming it in status.replacement. The provisioners are the real controllers:
+// Karpenter with its kwok cloud provider (control-plane.sh --with-karpenter) launches the faulty
+// node for the workload's last pods and, after gpuheal's deletion, the replacement for the
+// evicted ones; Cluster API's core manager with the docker provider's inMemory backend
+// (control-plane.sh --with-capi) runs the MachineDeployment whose machine the fault hits, and
+// its MachineSet controller creates the replacement Machine. The sim is their kubelet; the new
+// NodeClaim's or Machine's creator is the peer's controller, not the drill.
 TEST_F(DrillTest, ReplaceKarpenterAndCapiEndWhenTheNewNodeJoins) {
   for (const std::string scenario : {"replace-karpenter", "replace-capi"}) {
     SCOPED_TRACE(scenario);
@@ -307,9 +309,10 @@ TEST_F(DrillTest, ReplaceKarpenterAndCapiEndWhenTheNewNodeJoins) {
     EXPECT_TRUE(CheckOk(r, "owner deleted by gpuheal")) << r.dump(2);
     EXPECT_TRUE(CheckOk(r, "replacement joined")) << r.dump(2);
     EXPECT_TRUE(CheckOk(r, "capacity restored")) << r.dump(2);
+    const json peers = r.value("peers", json::object());
     if (scenario == "replace-karpenter") {
       EXPECT_TRUE(CheckOk(r, "replacement created by karpenter")) << r.dump(2);
-      const json peer = r.value("peers", json::object()).value("karpenter", json::object());
+      const json peer = peers.value("karpenter", json::object());
       EXPECT_EQ(peer.value("module", ""), "sigs.k8s.io/karpenter") << r.dump(2);
       EXPECT_TRUE(peer.value("version", "").starts_with("v1.")) << r.dump(2);
       // Karpenter launches for the evicted pods while the drain runs: the launch may come
@@ -322,9 +325,32 @@ TEST_F(DrillTest, ReplaceKarpenterAndCapiEndWhenTheNewNodeJoins) {
       EXPECT_TRUE(Eventually([&] { return SimNodes() == 0; }, 60s))
           << "the run's nodes, Karpenter's included, are removed: " << SimNodes() << " left";
     } else {
+      EXPECT_TRUE(CheckOk(r, "replacement created by cluster-api")) << r.dump(2);
+      const json core = peers.value("cluster-api", json::object());
+      EXPECT_EQ(core.value("module", ""), "sigs.k8s.io/cluster-api") << r.dump(2);
+      EXPECT_TRUE(core.value("version", "").starts_with("v1.")) << r.dump(2);
+      EXPECT_EQ(peers.value("cluster-api-provider-docker", json::object()).value("module", ""),
+                "sigs.k8s.io/cluster-api/test")
+          << r.dump(2);
+      // The MachineSet controller replaces the Machine once the old one is gone; the Machine
+      // controller links the new Node after it registered, and gpuheal may count it as the
+      // replacement before or after that link.
       ExpectInOrder(r, {"detected", "condition", "taint", "repair_remediating", "owner_deleted",
-                        "node_deleted", "replacement_node_registered", "repair_replaced"});
-      EXPECT_EQ(SimNodes(), 0) << "the replacement node is removed with the run's nodes";
+                        "node_deleted", "replacement_launched", "replacement_node_registered",
+                        "repair_replaced"});
+      ExpectInOrder(r, {"replacement_node_registered", "replacement_node_linked"});
+      EXPECT_TRUE(Eventually([&] { return SimNodes() == 0; }, 60s))
+          << "the replacement node is removed with the run's nodes: " << SimNodes() << " left";
+      // The drill deletes the run's Cluster at the end, and Cluster API its Machines.
+      std::string machines;
+      EXPECT_TRUE(Eventually(
+          [&] {
+            auto m = client_->Get("/apis/cluster.x-k8s.io/v1beta2/machines");
+            machines = m && m->ok() ? m->body : "(unreadable)";
+            return m && m->ok() && json::parse(m->body)["items"].empty();
+          },
+          60s))
+          << "the drill's Machines are deleted with its Cluster: " << machines;
     }
   }
   std::string left;
@@ -478,8 +504,9 @@ TEST_F(DrillTest, BadOptionsAreUsageErrors) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  // Karpenter's controller with its kwok provider runs beside the cluster (replace-karpenter).
+  // Karpenter's controller with its kwok provider (replace-karpenter), and Cluster API's core
+  // manager with its docker provider (replace-capi), run beside the cluster.
   ::testing::AddGlobalTestEnvironment(
-      new gpuheal::testing::ControlPlaneEnv(true, {}, "--with-karpenter"));
+      new gpuheal::testing::ControlPlaneEnv(true, {}, "--with-karpenter --with-capi"));
   return RUN_ALL_TESTS();
 }
