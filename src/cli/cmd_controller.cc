@@ -5,7 +5,9 @@
 
 #include <array>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <string>
 
 #include "agent/config.h"
 #include "cli/commands.h"
@@ -13,6 +15,22 @@
 #include "kube/client.h"
 
 namespace gpuheal::cli {
+namespace {
+
+// The namespace this controller runs in: the downward API's POD_NAMESPACE (the chart sets it),
+// else, in a pod (in-cluster credentials), the one its service account mount names; "" when
+// neither says.
+std::string OwnNamespace(bool in_cluster) {
+  if (const char* ns = std::getenv("POD_NAMESPACE"); ns && *ns) return ns;
+  if (!in_cluster) return "";
+  std::ifstream f("/var/run/secrets/kubernetes.io/serviceaccount/namespace");
+  std::string ns;
+  std::getline(f, ns);
+  while (!ns.empty() && (ns.back() == ' ' || ns.back() == '\n' || ns.back() == '\r')) ns.pop_back();
+  return ns;
+}
+
+}  // namespace
 
 void RegisterController(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<controller::ControllerOptions>();
@@ -73,6 +91,8 @@ void RegisterController(CLI::App& app, int& exit_code) {
       }
       a->policy = std::move(*p);
     }
+    // Its own pods are never evicted, whatever the policy says (docs/controller.md).
+    a->policy.controller_namespace = OwnNamespace(kubeconfig->empty());
     if (a->identity.empty()) {
       const char* pod = std::getenv("POD_NAME");
       char host[256] = {};

@@ -216,6 +216,9 @@ int Controller::Run() {
   f["dry_run"] = opts_.dry_run;
   f["provider"] = std::string(ToString(opts_.policy.provider));
   f["lease"] = opts_.lease_namespace + "/" + opts_.lease_name;
+  // Its own pods are never evicted (Policy::controller_namespace).
+  if (!opts_.policy.controller_namespace.empty())
+    f["own_namespace"] = opts_.policy.controller_namespace;
   if (http_) f["listen"] = fmt::format("{}:{}", http_->host(), http_->port());
   Log("info", "controller started", f);
   elector_->Start();

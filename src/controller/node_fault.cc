@@ -94,6 +94,8 @@ bool Evictable(const kube::Pod& p, const Policy& policy) {
   if (p.meta.controller_kind == "DaemonSet" || p.meta.controller_kind == "Node")
     return false;  // Node: mirror pod
   if (p.phase == "Succeeded" || p.phase == "Failed") return false;
+  if (!policy.controller_namespace.empty() && p.meta.namespace_ == policy.controller_namespace)
+    return false;
   if (std::find(policy.skip_namespaces.begin(), policy.skip_namespaces.end(), p.meta.namespace_) !=
       policy.skip_namespaces.end()) {
     return false;

@@ -37,7 +37,8 @@ std::optional<NodeFault> FaultOf(const kube::Node& n, bool include_gpu_level = t
 Severity SeverityOfReason(const std::string& reason);
 
 // Pods the drain evicts: not DaemonSet-owned, not mirror pods, not finished, not in a skipped
-// namespace or matching the skip labels, and (gpu_pods_only) requesting GPUs.
+// namespace or the controller's own, not matching the skip labels, and (gpu_pods_only)
+// requesting GPUs.
 bool Evictable(const kube::Pod& p, const Policy& policy);
 
 // Whether `n` has a taint `key` (and `value`, `effect` where not empty).

@@ -45,8 +45,13 @@ struct Policy {
   int eviction_concurrency = 32;
   std::vector<std::string> skip_namespaces = {"kube-system"};
   std::map<std::string, std::string> skip_pod_labels;  // pods with all these labels are left alone
-  std::string pool_label = "gpuheal.io/pool";          // falls back to karpenter.sh/nodepool
-  int max_unavailable_percent = 20;                    // per pool, rounded up, at least 1 node
+  // Not read from the policy file: the namespace the controller itself runs in (POD_NAMESPACE,
+  // else its service account's namespace; "" outside a pod). Its pods, the controller's own
+  // among them, are never evicted: a controller draining the node it runs on must not take
+  // itself away in the middle of the repair.
+  std::string controller_namespace;
+  std::string pool_label = "gpuheal.io/pool";  // falls back to karpenter.sh/nodepool
+  int max_unavailable_percent = 20;            // per pool, rounded up, at least 1 node
   // How many of a pool of `size` nodes may be out of service at once.
   size_t PoolAllowance(size_t size) const;
   // pools.standby: how many standby nodes each pool keeps. A repaired node, or the replacement of

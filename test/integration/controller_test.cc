@@ -774,6 +774,43 @@ TEST_F(ControllerTest, CheckpointDoneEvictsEarlyAndABudgetHoldsEviction) {
   EXPECT_EQ(std::count(evicted.begin(), evicted.end(), "work/tr0-" + id_), 1);
 }
 
+// The controller never evicts itself: quarantining and draining the node its own pod runs on
+// (its namespace from the downward API's POD_NAMESPACE, as the chart sets it; here with no
+// skip.namespaces at all) takes the other workloads away and leaves the controller's pods.
+TEST_F(ControllerTest, TheControllerNeverEvictsItselfFromItsOwnNode) {
+  const std::string a = Node("a");
+  const std::string self_ns = "gpuheal-self-" + id_;
+  ASSERT_EQ(
+      client_
+          ->Create("/api/v1/namespaces",
+                   {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", self_ns}}}})
+          ->status,
+      201);
+  Pod("controller-" + id_, a, json::object(), self_ns);
+  Pod("work-" + id_, a);
+  setenv("POD_NAMESPACE", self_ns.c_str(), 1);
+  setenv("POD_NAME", ("controller-" + id_).c_str(), 1);
+  auto& c = StartController("checkpoint:\n  window: 1s\nskip:\n  namespaces: []\n");
+  unsetenv("POD_NAMESPACE");
+  unsetenv("POD_NAME");
+  EXPECT_TRUE(std::any_of(c.logs().begin(), c.logs().end(), [&](const json& j) {
+    return j.value("msg", "") == "controller started" && j.value("own_namespace", "") == self_ns;
+  })) << "the start line names the namespace whose pods are never evicted";
+  SetCondition(a, "False", "NvidiaXID48Error");
+  ASSERT_TRUE(Eventually([&] { return PodGone("work-" + id_); }, 20s));
+  ASSERT_TRUE(Eventually([&] { return Phase(a) == "Drained"; }, 15s)) << Phase(a);
+  auto node = kube::DecodeNode(client_->Get(kube::NodePath(a))->body);
+  EXPECT_TRUE(node->unschedulable) << "the controller's own node is quarantined like any other";
+  EXPECT_FALSE(PodGone("controller-" + id_, self_ns)) << "its own pod was evicted";
+  EXPECT_FALSE(PodJson("controller-" + id_, self_ns)["metadata"]
+                   .value("annotations", json::object())
+                   .contains("gpuheal.io/checkpoint-requested"))
+      << "nor asked to checkpoint";
+  const auto evicted = Status(Repairs(a).back())["evictedPods"];
+  EXPECT_EQ(evicted, json::array({"work/work-" + id_})) << evicted.dump();
+  (void)client_->Delete("/api/v1/namespaces/" + self_ns);
+}
+
 // The checkpoint window counts from when the request was made, to the millisecond: phase times
 // with whole seconds made a 1 s window end anywhere between 0 and 1 s after the request.
 TEST_F(ControllerTest, ACheckpointWindowIsNeverCutShort) {

@@ -381,6 +381,14 @@ TEST(NodeFaults, WhichPodsTheDrainEvicts) {
   kube::Pod sys = pod;
   sys.meta.namespace_ = "kube-system";
   EXPECT_FALSE(Evictable(sys, p));
+  // The controller's own namespace, its own pod among them, whatever skip.namespaces says.
+  kube::Pod self = pod;
+  self.meta.namespace_ = "gpuheal-system";
+  EXPECT_TRUE(Evictable(self, p)) << "the controller's namespace unknown (not in a pod)";
+  p.controller_namespace = "gpuheal-system";
+  p.skip_namespaces.clear();
+  EXPECT_FALSE(Evictable(self, p));
+  EXPECT_TRUE(Evictable(pod, p));
   p.skip_pod_labels = {{"tier", "infra"}};
   kube::Pod infra = pod;
   infra.meta.labels = {{"tier", "infra"}};
