@@ -92,12 +92,32 @@ Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Api
   c->repairs_->AddIndex("node", RepairNodeIndex);
   // Updates that change nothing the controller reads (kubelets' heartbeats, pod status details)
   // are not worth a reconcile: 1,500 nodes heartbeat 25 times a second.
-  auto enqueue_node = [self](const kube::Node& n) { self->queue_.Add(n.meta.name); };
-  c->nodes_->SetHandlers({enqueue_node,
-                          [self](const kube::Node& old_n, const kube::Node& n) {
-                            if (kube::ChangedBeyondVersion(old_n, n)) self->queue_.Add(n.meta.name);
+  // A node that joins, or changes while Ready (its agent's condition turning True), may be the
+  // replacement a delete-node repair waits for: those repairs are looked at now, not at their
+  // next scheduled look (remediate_delete_node.cc).
+  auto wake_awaiting = [self](const kube::Node& n) {
+    if (n.meta.deleting ||
+        !std::any_of(n.conditions.begin(), n.conditions.end(), [](const kube::NodeCondition& cond) {
+          return cond.type == "Ready" && cond.status == "True";
+        }))
+      return;
+    self->repairs_->ForEach([&](const kube::NodeRepair& cr) {
+      if (cr.node == n.meta.name || cr.phase != "Remediating") return;
+      RepairRecord r;
+      r.cr = cr;
+      if (AwaitingReplacement(r)) self->queue_.Add(cr.node);
+    });
+  };
+  c->nodes_->SetHandlers({[self, wake_awaiting](const kube::Node& n) {
+                            self->queue_.Add(n.meta.name);
+                            wake_awaiting(n);
                           },
-                          enqueue_node});
+                          [self, wake_awaiting](const kube::Node& old_n, const kube::Node& n) {
+                            if (!kube::ChangedBeyondVersion(old_n, n)) return;
+                            self->queue_.Add(n.meta.name);
+                            wake_awaiting(n);
+                          },
+                          [self](const kube::Node& n) { self->queue_.Add(n.meta.name); }});
   auto enqueue_pod = [self](const kube::Pod& p) {
     if (!p.node_name.empty()) self->queue_.Add(p.node_name);
   };

@@ -160,6 +160,7 @@ std::optional<Owner> OwnerOf(kube::Api& client, const kube::Node& node) {
 // The record's action that opens the wait: `awaiting a replacement in pool "P" for node uid U
 // since T`, written once the deletion went through.
 constexpr std::string_view kAwaiting = "awaiting a replacement in pool \"";
+constexpr milliseconds kReplacementRecheck{10000};
 
 struct Awaiting {
   std::string pool, uid;
@@ -347,7 +348,9 @@ Next AwaitReplacement(RepairContext& ctx, RepairRecord& r, SysTime now) {
   r.Message(fmt::format(
       "deleted; waiting until {} for a replacement to join pool \"{}\" (Ready, {} True)",
       kube::RfcTime(deadline), w->pool, condition.empty() ? "no fault" : condition));
-  return std::min(milliseconds(1000), Until(now, deadline));
+  // A node that may be the replacement wakes the record when it joins or changes (controller.cc);
+  // the look every 10 s only covers an event the watch did not deliver.
+  return std::min(kReplacementRecheck, Until(now, deadline));
 }
 
 std::unique_ptr<Remediator> MakeDeleteNodeRemediator(RepairContext& ctx) {
