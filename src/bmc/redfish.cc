@@ -268,6 +268,7 @@ Status RedfishClient::Login() {
   log_.clear();
   auto reply = Once("POST", sessions, body, true, false);
   if (!reply) {
+    login_refused_ = last_status_ == 401 || last_status_ == 403;
     std::string why = reply.error().message;
     if (why.find("HTTP 404") != std::string::npos || why.find("HTTP 405") != std::string::npos)
       why += "; the BMC offers no Redfish sessions: set provider.redfish.auth to basic";
@@ -278,6 +279,7 @@ Status RedfishClient::Login() {
         fmt::format("Redfish session login to {}: the BMC answered {} without an "
                     "X-Auth-Token",
                     endpoint_.base, reply->status)};
+  login_refused_ = false;
   token_ = reply->token;
   // Location: the session's URI, absolute or a path; kept as a path on this BMC.
   session_ = reply->location;
@@ -293,7 +295,7 @@ Result<RedfishClient::Reply> RedfishClient::Call(const std::string& method, cons
   if (options_.auth != Auth::kSession) return Once(method, path, body, idempotent, true);
   if (token_.empty()) GPUHEAL_CHECK(Login());
   auto reply = Once(method, path, body, idempotent, true);
-  if (!reply && reply.error().message.find("HTTP 401") != std::string::npos) {
+  if (!reply && last_status_ == 401) {
     // The BMC ended the session (its idle timeout, its own restart): a 401 was not acted on, so
     // the request goes again, once, in a new session.
     token_.clear();
@@ -311,6 +313,7 @@ Result<RedfishClient::Reply> RedfishClient::Once(const std::string& method, cons
   const int attempts = std::max(1, options_.attempts);
   auto backoff = options_.backoff;
   std::string last;
+  last_status_ = 0;
   int redirects = 0;
   bool redirected = false;
   for (int i = 1; i <= attempts; ++i) {
@@ -390,6 +393,7 @@ Result<RedfishClient::Reply> RedfishClient::Once(const std::string& method, cons
       continue;
     }
     curl.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &reply.status);
+    last_status_ = reply.status;
     reply.token = std::move(got.token);
     reply.location = std::move(got.location);
     if (reply.status >= 200 && reply.status < 300) return reply;

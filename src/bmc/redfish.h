@@ -93,6 +93,11 @@ class RedfishClient {
 
   // What each failed attempt of the last call said (for the repair record), oldest first.
   const std::vector<std::string>& attempts_log() const { return log_; }
+  // Auth::kSession: the BMC answered the last session login with 401 or 403 (the credentials no
+  // longer open a session), not merely failed to answer.
+  bool login_refused() const { return login_refused_; }
+  // The attempts of each later request (transient failures only).
+  void set_attempts(int attempts) { options_.attempts = attempts; }
   std::string Describe() const;  // the endpoint, for messages
 
  private:
@@ -113,6 +118,8 @@ class RedfishClient {
   ClientOptions options_;
   std::vector<std::string> log_;
   std::string token_, session_;  // the session's X-Auth-Token and its URI (Auth::kSession)
+  long last_status_ = 0;         // the HTTP status of the last answer; 0: none
+  bool login_refused_ = false;
 };
 
 }  // namespace gpuheal::bmc

@@ -7,13 +7,20 @@
 // repair, whichever replica acts. After it the node is left to come back: when its agent reports
 // the fault cleared, the usual probation and release follow (Recovered); when it has not within
 // recovery_timeout, the repair ends Failed and the node stays quarantined.
+//
+// With auth: session, one Redfish session carries the reset and every look at the BMC while the
+// node comes back (one login per watch, not per poll), and is logged out once when the watch ends
+// (the repair's end, the rung's failure). A session the BMC ended is opened again once; a BMC
+// that refuses the new one fails the rung with its answer.
 
 #include <fmt/format.h>
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <vector>
 
 #include "bmc/redfish.h"
 #include "controller/bmc_target.h"
@@ -48,10 +55,11 @@ class Redfish final : public Remediator {
     auto target = Target(node);
     if (!target) return Fail(node, r, now, "BMC reset not sent: " + target.error().message);
     r.Action(target->Describe());
-    bmc::RedfishClient client(target->endpoint, target->credentials, Options(*target));
-    auto system = client.System();
+    auto client = std::make_shared<bmc::RedfishClient>(target->endpoint, target->credentials,
+                                                       Options(*target));
+    auto system = client->System();
     if (!system) {
-      for (const auto& line : client.attempts_log()) r.Action(line);
+      for (const auto& line : client->attempts_log()) r.Action(line);
       return Fail(node, r, now, "BMC reset not sent: " + system.error().message);
     }
     auto type = bmc::ChooseResetType(*system, policy.reset_types);
@@ -68,8 +76,8 @@ class Redfish final : public Remediator {
     r.MarkRungStarted(now);
     // Before the reset: whatever happens next, no replica sends a second one for this repair.
     if (!ctx_.WriteStatus(r)) return milliseconds(2000);
-    const auto sent = client.Reset(*system, *type);
-    for (const auto& line : client.attempts_log()) r.Action(line);
+    const auto sent = client->Reset(*system, *type);
+    for (const auto& line : client->attempts_log()) r.Action(line);
     if (!sent) return Fail(node, r, now, "BMC reset failed: " + sent.error().message);
     r.Action(fmt::format("{}{} for {} (power was {}) at {}", kResetSent, *type, system->path,
                          system->power_state.empty() ? "unknown" : system->power_state,
@@ -78,11 +86,27 @@ class Redfish final : public Remediator {
         "power-cycled through the BMC ({}); waiting up to {} for the node to come back with its "
         "fault cleared",
         *type, Human(policy.recovery_timeout)));
+    client->set_attempts(1);  // the looks that follow: the next poll is the next attempt
     {
       std::lock_guard<std::mutex> lock(mu_);
-      watching_[WatchKey(r)] = Watch{system->power_state, now, *target};
+      watching_[WatchKey(r)] = Watch{system->power_state, now, *target, std::move(client)};
     }
     return kPoll;
+  }
+
+  // The repair ended: its watches go, and with them their sessions (logged out).
+  void Ended(const RepairRecord& r) override {
+    const std::string prefix = r.cr.meta.name + "#";
+    std::vector<std::shared_ptr<bmc::RedfishClient>> done;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = watching_.lower_bound(prefix);
+           it != watching_.end() && it->first.starts_with(prefix);) {
+        done.push_back(std::move(it->second.client));
+        it = watching_.erase(it);
+      }
+    }
+    // `done` logs out here, outside the lock: other nodes' workers need not wait for this BMC.
   }
 
  private:
@@ -90,6 +114,9 @@ class Redfish final : public Remediator {
     std::string power;  // the last power state recorded
     SysTime since;
     std::optional<BmcTarget> target;  // the BMC and credentials, resolved once per watch
+    // The BMC client of the watch: with auth: session, its one session (logged out when the
+    // last copy of the watch goes).
+    std::shared_ptr<bmc::RedfishClient> client;
   };
 
   bmc::ClientOptions Options(const BmcTarget& target, int attempts = 0) const {
@@ -132,12 +159,16 @@ class Redfish final : public Remediator {
     const SysTime since = r.RungSince().value_or(now);
     Watch watch;
     bool known;
+    std::vector<std::shared_ptr<bmc::RedfishClient>> stale;  // logged out outside the lock
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (auto it = watching_.begin(); it != watching_.end();) {
-        it = now - it->second.since > p.recovery_timeout + std::chrono::hours(1)
-                 ? watching_.erase(it)
-                 : std::next(it);
+        if (now - it->second.since > p.recovery_timeout + std::chrono::hours(1)) {
+          stale.push_back(std::move(it->second.client));
+          it = watching_.erase(it);
+        } else {
+          ++it;
+        }
       }
       auto it = watching_.find(WatchKey(r));
       known = it != watching_.end();
@@ -158,16 +189,27 @@ class Redfish final : public Remediator {
                               "the BMC reset",
                               Human(p.recovery_timeout)));
     }
-    // The endpoint and Secret are read once per watch, not at every poll.
+    // The endpoint, the Secret and the session are one per watch, not one per poll.
     if (!watch.target) {
       if (auto t = Target(node)) watch.target = std::move(*t);
     }
-    if (const auto& target = watch.target) {
-      bmc::RedfishClient client(target->endpoint, target->credentials, Options(*target, 1));
-      if (auto s = client.System(); s && s->power_state != watch.power) {
+    if (watch.target && !watch.client) {
+      watch.client = std::make_shared<bmc::RedfishClient>(
+          watch.target->endpoint, watch.target->credentials, Options(*watch.target, 1));
+    }
+    if (watch.client) {
+      auto s = watch.client->System();
+      if (s && s->power_state != watch.power) {
         r.Action(fmt::format("BMC power state {} at {}", s->power_state, kube::MicroTime(now)));
         watch.power = s->power_state;
+      } else if (!s && watch.client->login_refused()) {
+        // The session ended and the BMC refuses a new one (its password rotated, the account
+        // locked): the rung cannot see the node come back through it.
+        return Fail(
+            node, r, now,
+            "the BMC refused a new Redfish session while the node came back: " + s.error().message);
       }
+      // Any other failure (the BMC busy or unreachable during the power cycle): the next look.
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -183,9 +225,13 @@ class Redfish final : public Remediator {
     r.Phase("Failed", now, why);
     r.Message(why + "; the node stays quarantined");
     if (!ctx_.WriteStatus(r)) return milliseconds(2000);
+    std::shared_ptr<bmc::RedfishClient> done;  // logged out outside the lock
     {
       std::lock_guard<std::mutex> lock(mu_);
-      watching_.erase(key);
+      if (auto it = watching_.find(key); it != watching_.end()) {
+        done = std::move(it->second.client);
+        watching_.erase(it);
+      }
     }
     ctx_.Event(node, "Warning", std::string(reason::kRemediationFailed), r.cr.message);
     return std::nullopt;

@@ -85,6 +85,10 @@ class Ladder final : public Remediator, private RepairContext {
     return next;
   }
 
+  void Ended(const RepairRecord& r) override {
+    for (auto& [p, sub] : subs_) sub->Ended(r);
+  }
+
  private:
   // The rungs for this record's severity, and the record's place on them: as many rungs on as
   // its actions say rungs failed (the actions are the record's durable part; status.rung and

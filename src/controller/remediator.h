@@ -44,6 +44,9 @@ class Remediator {
   // Once the node is drained and its toleration window is over.
   virtual Next Remediate(const kube::Node& node, const NodeFault& f, RepairRecord& r,
                          std::chrono::system_clock::time_point now) = 0;
+  // The record was written with a final phase (whatever ended it: the provider, the fault
+  // clearing, an operator's release): what the provider holds for it goes (a BMC's session).
+  virtual void Ended(const RepairRecord& /*r*/) {}
 };
 
 // The delete-node provider's wait for the deleted node's replacement: whether the record is in

@@ -213,6 +213,7 @@ bool Repairer::WriteStatus(RepairRecord& r) {
     }
   }
   r.new_phases.clear();
+  if (Terminal(r.cr.phase)) remediator_->Ended(r);
   return true;
 }
 

@@ -17,6 +17,7 @@
 #include "core/time.h"
 #include "fakes/fake_api.h"
 #include "fakes/fake_clock.h"
+#include "fakes/session_bmc.h"
 
 namespace gpuheal::controller {
 namespace {
@@ -1338,6 +1339,86 @@ TEST_F(RemediatorTest, DeleteNodeReadsClusterApiAtV1beta1WhereOnlyThatIsServed) 
             1u);
   EXPECT_EQ(api.Count("", "/cluster.x-k8s.io/v1beta2/"), 0u);
   EXPECT_EQ(api.Count("DELETE", kube::NodePath("n1")), 0u) << "the Machine is the owner";
+}
+
+// The redfish rung with auth: session against `bmc`, n1's entry in the administrator's ConfigMap.
+void RedfishWithSessions(Policy& policy, FakeApi& api, const testing::SessionBmc& bmc) {
+  policy.provider = Provider::kRedfish;
+  policy.redfish.session_auth = true;
+  policy.redfish.endpoints_configmap = "ops/bmc";
+  policy.redfish.allow_insecure_http = true;
+  policy.redfish.request_timeout = 5s;
+  api.Put("/api/v1/namespaces/ops/configmaps/bmc", {{"data", {{"n1", bmc.url()}}}});
+  api.Put("/api/v1/namespaces/gpuheal-system/secrets/gpuheal-bmc",
+          {{"data", {{"username", "YWRtaW4="}, {"password", "czNjcmV0"}}}});  // admin, s3cret
+}
+
+// Reconciles until the BMC has the reset, then `polls` more of the wait's looks.
+void UntilResetThenPoll(Repairer& r, FakeClock& clock, const testing::SessionBmc& bmc, int polls) {
+  for (int i = 0; i < 500 && bmc.resets == 0; ++i) {
+    auto next = r.Reconcile("n1");
+    ASSERT_TRUE(next) << "the repair stopped before the reset";
+    clock.Advance(std::max<std::chrono::microseconds>(*next, 1ms));
+  }
+  ASSERT_EQ(bmc.resets, 1);
+  for (int i = 0; i < polls; ++i) {
+    auto next = r.Reconcile("n1");
+    ASSERT_TRUE(next) << "the wait stopped";
+    clock.Advance(std::max<std::chrono::microseconds>(*next, 1ms));
+  }
+}
+
+// auth: session: one Redfish session carries the reset and every look at the BMC while the node
+// comes back (it was a login and a logout per 2 s poll), a session the BMC ended is opened again
+// once, and the last is logged out when the repair ends.
+TEST_F(RemediatorTest, RedfishKeepsOneSessionPerWatchAndLogsOutWhenTheRepairEnds) {
+  testing::SessionBmc bmc;
+  ASSERT_GT(bmc.port(), 0);
+  RedfishWithSessions(policy, api, bmc);
+  AddNode("n1");
+  Fault("n1");
+  auto r = Make();
+  UntilResetThenPoll(*r, clock, bmc, 10);
+  EXPECT_GE(bmc.system_reads, 11) << "the wait looked at the BMC at each poll";
+  EXPECT_EQ(bmc.logins, 1) << "one session for the reset and the wait's looks";
+  EXPECT_EQ(bmc.logouts, 0);
+  EXPECT_EQ(bmc.Sessions(), 1u);
+  bmc.EndSessions();  // the BMC's idle timeout
+  UntilResetThenPoll(*r, clock, bmc, 5);
+  EXPECT_EQ(bmc.logins, 2) << "the ended session opened again, once";
+  Heal("n1");
+  clock.Advance(3min);
+  Settle(*r, "n1", 1min);
+  ASSERT_EQ(Last("n1").phase, "Recovered") << Last("n1").message;
+  EXPECT_EQ(bmc.logins, 2);
+  EXPECT_EQ(bmc.logouts, 1) << "the watch's session logged out when the repair ended";
+  EXPECT_EQ(bmc.Sessions(), 0u);
+  EXPECT_EQ(bmc.resets, 1);
+  EXPECT_EQ(bmc.basic_seen, 0);
+}
+
+// The session ends and the BMC refuses a new one (its password rotated): the rung fails with the
+// BMC's answer instead of looking on blind until recovery_timeout.
+TEST_F(RemediatorTest, RedfishFailsTheRungWhenTheBmcRefusesANewSession) {
+  testing::SessionBmc bmc;
+  ASSERT_GT(bmc.port(), 0);
+  RedfishWithSessions(policy, api, bmc);
+  AddNode("n1");
+  Fault("n1");
+  auto r = Make();
+  UntilResetThenPoll(*r, clock, bmc, 2);
+  bmc.EndSessions();
+  bmc.SetPassword("rotated");
+  Settle(*r, "n1", 1min);
+  const auto rec = Last("n1");
+  EXPECT_EQ(rec.phase, "Failed");
+  EXPECT_NE(rec.message.find("the BMC refused a new Redfish session while the node came back"),
+            std::string::npos)
+      << rec.message;
+  EXPECT_NE(rec.message.find("HTTP 401: Invalid credentials"), std::string::npos) << rec.message;
+  EXPECT_EQ(bmc.logins, 1);
+  EXPECT_EQ(bmc.resets, 1);
+  EXPECT_TRUE(Quarantined("n1"));
 }
 
 TEST_F(RemediatorTest, ExecRunsTheCommandOnceWithTheNodeInItsEnvironment) {
