@@ -5,7 +5,8 @@
 // karpenter.sh/do-not-disrupt=true (on the Node or its NodeClaim) holds the deletion.
 //
 // Deleting is half of it: the repair stays Remediating until a replacement joins the node's pool
-// (a node created since the repair began, Ready, the fault's condition True, no fault of its own),
+// (a node created since the repair began, Ready, the fault's condition True, no fault of its own;
+// when an owner was deleted, the node of its provisioner's new Machine or NodeClaim: kFrom),
 // which the controller marks with gpuheal.io/replaces (one replacement per repair, claimed with
 // an optimistic-concurrency update) and, while the pool has fewer standbys than pools.standby,
 // makes the pool's standby. No replacement within provider.replacement_timeout: Failed.
@@ -14,7 +15,9 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "controller/remediator.h"
 #include "core/keys.h"
@@ -35,7 +38,21 @@ struct Owner {
   std::string unproven;         // set: the Node names an owner that does not name it back
   bool gone = false;            // unproven because the named owner does not exist (404)
   std::string held;             // set: the owner is proven, but another party decides (why)
+  // Where the owner's replacement comes from, for the record's `kFrom` action: "" (no owner, or a
+  // Machine no MachineSet keeps), a Cluster API label selector, or Karpenter.
+  std::string from;
 };
+
+// The record's action that says which provisioner's new object the replacement must be:
+//   `the replacement is the node of a new Machine with KEY=VALUE in namespace NS` (Cluster API:
+//   the owner's MachineDeployment, else its MachineSet, makes the new Machine),
+//   `the replacement is the node of a new Karpenter NodeClaim` (Karpenter launches for the
+//   evicted pods).
+// Without it (the Node object itself was deleted) any node that joins the pool counts.
+constexpr std::string_view kFrom = "the replacement is the node of a new ";
+constexpr std::string_view kFromMachine = "Machine with ";
+constexpr std::string_view kFromNodeClaim = "Karpenter NodeClaim";
+constexpr std::string_view kInNamespace = " in namespace ";
 
 constexpr std::string_view kHeldByMhc = "held: MachineHealthCheck ";
 
@@ -91,6 +108,15 @@ std::optional<Owner> OwnerOf(kube::Api& client, const kube::Node& node) {
       return o;
     }
     o.uid = field(j, {"metadata", "uid"});
+    // The MachineSet that keeps this Machine's count makes its replacement: under a
+    // MachineDeployment the deployment's label (it survives a rollout's new MachineSet).
+    for (const char* key : {"cluster.x-k8s.io/deployment-name", "cluster.x-k8s.io/set-name"}) {
+      const std::string value = field(j, {"metadata", "labels", key});
+      if (value.empty()) continue;
+      o.from =
+          fmt::format("{}{}{}={}{}{}", kFrom, kFromMachine, key, value, kInNamespace, ns->second);
+      break;
+    }
     // A MachineHealthCheck that selects this Machine remediates it by its own rules: deleting the
     // Machine too would race it. The node stays quarantined and drained; the MHC acts.
     auto mhcs = client.Get(fmt::format(
@@ -138,6 +164,7 @@ std::optional<Owner> OwnerOf(kube::Api& client, const kube::Node& node) {
       o.path = "/apis/karpenter.sh/v1/nodeclaims/" + name;
       o.what = "Karpenter NodeClaim " + name;
       o.uid = field(item, {"metadata", "uid"});
+      o.from = fmt::format("{}{}", kFrom, kFromNodeClaim);
       // Karpenter's own opt-out of disruption, on the Node or its NodeClaim: respected.
       const std::string key(kube::kKarpenterDoNotDisrupt);
       auto on_node = node.meta.annotations.find(key);
@@ -188,6 +215,62 @@ bool ConditionIs(const kube::Node& n, const std::string& type, const std::string
   });
 }
 
+// The nodes that may be the replacement by the record's kFrom action: those named (nodeRef,
+// nodeName, providerID) by the provisioner's objects created since `after`. nullopt: the record
+// names no provisioner (any node counts); an error: they could not be listed now.
+Result<std::optional<std::set<std::string>>> LinkedNodes(kube::Api& client, const RepairRecord& r,
+                                                         const std::vector<kube::Node>& nodes,
+                                                         SysTime after) {
+  std::string from;
+  for (const auto& a : r.cr.actions) {
+    if (a.starts_with(kFrom)) from = a.substr(kFrom.size());
+  }
+  if (from.empty()) return std::optional<std::set<std::string>>();
+  std::string path;
+  if (from.starts_with(kFromMachine)) {
+    const auto in = from.rfind(kInNamespace);
+    if (in == std::string::npos) return std::optional<std::set<std::string>>();
+    const std::string selector = from.substr(kFromMachine.size(), in - kFromMachine.size());
+    const auto version = CapiVersion(client);
+    if (!version) return Error{"the Cluster API group's versions could not be read"};
+    path = fmt::format("/apis/cluster.x-k8s.io/{}/namespaces/{}/machines?labelSelector={}",
+                       *version, from.substr(in + kInNamespace.size()), kube::UrlEncode(selector));
+  } else if (from == kFromNodeClaim) {
+    path = "/apis/karpenter.sh/v1/nodeclaims";
+  } else {
+    return std::optional<std::set<std::string>>();
+  }
+  auto res = client.Get(path);
+  if (!res || !res->ok()) return Error{path + ": " + (res ? res->Describe() : res.error().message)};
+  const auto list = nlohmann::json::parse(res->body, nullptr, false);
+  std::map<std::string, std::string> by_provider_id;
+  for (const auto& n : nodes) {
+    if (!n.provider_id.empty()) by_provider_id[n.provider_id] = n.meta.name;
+  }
+  std::set<std::string> out;
+  if (!list.is_object() || !list.contains("items") || !list["items"].is_array()) return {out};
+  for (const auto& item : list["items"]) {
+    if (!item.is_object()) continue;
+    const auto meta = item.value("metadata", nlohmann::json::object());
+    const auto created = kube::ParseTime(meta.value("creationTimestamp", ""));
+    if (!created || *created < after || meta.contains("deletionTimestamp")) continue;
+    const auto status = item.value("status", nlohmann::json::object());
+    // Machine: status.nodeRef.name, spec.providerID; NodeClaim: status.nodeName, .providerID.
+    const auto ref = status.value("nodeRef", nlohmann::json::object());
+    for (const std::string& name :
+         {ref.is_object() ? ref.value("name", "") : std::string(), status.value("nodeName", "")}) {
+      if (!name.empty()) out.insert(name);
+    }
+    for (const std::string& id :
+         {item.value("spec", nlohmann::json::object()).value("providerID", ""),
+          status.value("providerID", "")}) {
+      if (auto it = by_provider_id.find(id); !id.empty() && it != by_provider_id.end())
+        out.insert(it->second);
+    }
+  }
+  return {out};
+}
+
 void StartAwaiting(const Policy& policy, const kube::Node& node, RepairRecord& r, SysTime now) {
   r.Action(fmt::format("{}{}\" for node uid {} since {}", kAwaiting, PoolOf(node, policy),
                        node.meta.uid, kube::MicroTime(now)));
@@ -222,6 +305,10 @@ Next DeleteNode::Remediate(const kube::Node& node, const NodeFault& /*f*/, Repai
     r.Message("the MachineHealthCheck deleted the node's Machine: its provisioner replaces it");
     return std::nullopt;
   }
+  // Which provisioner's new object the replacement must be, once (the MachineHealthCheck's
+  // remediation below finds the Machine gone: recorded while it was there).
+  if (!owner->from.empty() && owner->unproven.empty() && !r.HasAction(std::string(kFrom)))
+    r.Action(owner->from);
   if (owner->unproven.empty() && !owner->held.empty()) {
     r.Action(owner->held);
     r.Message(owner->held);
@@ -282,9 +369,18 @@ Next AwaitReplacement(RepairContext& ctx, RepairRecord& r, SysTime now) {
     return std::tie(a.meta.creation_timestamp, a.meta.name) <
            std::tie(b.meta.creation_timestamp, b.meta.name);
   });
+  // Only a node of the provisioner's new Machine or NodeClaim, when the record names one: never
+  // a node that happens to join the pool meanwhile (an operator's, another pool's scale-up).
+  auto linked = LinkedNodes(ctx.api(), r, nodes, joined_after);
+  if (!linked) {
+    r.Message(fmt::format("deleted; waiting for a replacement to join pool \"{}\" ({})", w->pool,
+                          linked.error().message));
+    return milliseconds(2000);
+  }
   const std::string replaces(keys::kReplaces);
   for (const auto& n : nodes) {
     if (n.meta.uid == w->uid || n.meta.deleting || PoolOf(n, policy) != w->pool) continue;
+    if (*linked && !(*linked)->count(n.meta.name)) continue;
     const auto created = kube::ParseTime(n.meta.creation_timestamp);
     if (!created || *created < joined_after) continue;
     if (!ConditionIs(n, "Ready", "True") ||

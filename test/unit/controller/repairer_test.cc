@@ -1341,6 +1341,86 @@ TEST_F(RemediatorTest, DeleteNodeReadsClusterApiAtV1beta1WhereOnlyThatIsServed) 
   EXPECT_EQ(api.Count("DELETE", kube::NodePath("n1")), 0u) << "the Machine is the owner";
 }
 
+// A provisioner's object as its controller writes it: created now, naming its node.
+json Provisioned(const FakeClock& clock, const std::string& name, json labels, json status) {
+  return {{"metadata",
+           {{"name", name},
+            {"uid", "uid-" + name},
+            {"labels", std::move(labels)},
+            {"creationTimestamp", kube::RfcTime(clock.Now())}}},
+          {"status", std::move(status)}};
+}
+
+// A NodeClaim-owned node is replaced only by the node of a NodeClaim created since the repair
+// began: a Ready node that joins the pool on its own (an operator's, a scale-up for other pods)
+// is not claimed.
+TEST_F(RemediatorTest, OnlyTheNodeOfANewNodeClaimReplacesANodeClaimsNode) {
+  policy.provider = Provider::kDeleteNode;
+  AddNode("s1", "a", true);
+  AddNode("n1");
+  AddNode("n2");
+  api.Put("/apis/karpenter.sh/v1/nodeclaims/nc-1",
+          Provisioned(clock, "nc-1", json::object(), {{"nodeName", "n1"}}));
+  clock.Advance(5s);
+  Fault("n1");
+  auto r = Make();
+  Settle(*r, "n1", 11min);
+  ASSERT_EQ(api.CountOk("DELETE", "/apis/karpenter.sh/v1/nodeclaims/nc-1"), 1u)
+      << Last("n1").message;
+  ASSERT_EQ(Last("n1").phase, "Remediating") << Last("n1").message;
+  JoinNode(api, clock, "stray", "a", policy.pool_label);
+  clock.Advance(2s);
+  EXPECT_TRUE(r->Reconcile("n1"));
+  EXPECT_EQ(Last("n1").phase, "Remediating") << "no NodeClaim names stray";
+  api.Put("/apis/karpenter.sh/v1/nodeclaims/nc-2",
+          Provisioned(clock, "nc-2", json::object(), {{"nodeName", "launched"}}));
+  JoinNode(api, clock, "launched", "a", policy.pool_label);
+  Settle(*r, "n1", 1min);
+  const auto rec = Last("n1");
+  EXPECT_EQ(rec.phase, "Replaced") << rec.message;
+  EXPECT_EQ(rec.replacement, "launched");
+  EXPECT_FALSE(NodeObj("stray").meta.annotations.count(std::string(keys::kReplaces)));
+}
+
+// A Machine of a MachineDeployment is replaced by the node of that deployment's new Machine, not
+// by another deployment's.
+TEST_F(RemediatorTest, OnlyTheNodeOfItsDeploymentsNewMachineReplacesAMachinesNode) {
+  policy.provider = Provider::kDeleteNode;
+  AddNode("s1", "a", true);
+  AddNode("n1");
+  AddNode("n2");
+  Annotate(kube::NodePath("n1"), kube::kCapiMachineAnnotation, "m-7");
+  Annotate(kube::NodePath("n1"), kube::kCapiNamespaceAnnotation, "capi");
+  api.Put("/apis/cluster.x-k8s.io", CapiGroup({"v1beta2", "v1beta1"}));
+  const std::string machines = "/apis/cluster.x-k8s.io/v1beta2/namespaces/capi/machines/";
+  const json gpu = {{"cluster.x-k8s.io/deployment-name", "md-gpu"},
+                    {"cluster.x-k8s.io/set-name", "md-gpu-x1"}};
+  api.Put(machines + "m-7", Provisioned(clock, "m-7", gpu, {{"nodeRef", {{"name", "n1"}}}}));
+  clock.Advance(5s);
+  Fault("n1");
+  auto r = Make();
+  Settle(*r, "n1", 11min);
+  ASSERT_EQ(api.CountOk("DELETE", machines + "m-7"), 1u) << Last("n1").message;
+  ASSERT_EQ(Last("n1").phase, "Remediating") << Last("n1").message;
+  api.Put(machines + "m-9",
+          Provisioned(clock, "m-9", {{"cluster.x-k8s.io/deployment-name", "md-other"}},
+                      {{"nodeRef", {{"name", "other"}}}}));
+  JoinNode(api, clock, "other", "a", policy.pool_label);
+  clock.Advance(2s);
+  EXPECT_TRUE(r->Reconcile("n1"));
+  EXPECT_EQ(Last("n1").phase, "Remediating") << "md-other's machine does not replace md-gpu's";
+  api.Put(machines + "m-8", Provisioned(clock, "m-8", gpu, {{"nodeRef", {{"name", "new"}}}}));
+  JoinNode(api, clock, "new", "a", policy.pool_label);
+  Settle(*r, "n1", 1min);
+  const auto rec = Last("n1");
+  EXPECT_EQ(rec.phase, "Replaced") << rec.message;
+  EXPECT_EQ(rec.replacement, "new");
+  EXPECT_TRUE(std::count(rec.actions.begin(), rec.actions.end(),
+                         "the replacement is the node of a new Machine with "
+                         "cluster.x-k8s.io/deployment-name=md-gpu in namespace capi"))
+      << "the record says which provisioner's object counts";
+}
+
 // The redfish rung with auth: session against `bmc`, n1's entry in the administrator's ConfigMap.
 void RedfishWithSessions(Policy& policy, FakeApi& api, const testing::SessionBmc& bmc) {
   policy.provider = Provider::kRedfish;
