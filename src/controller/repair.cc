@@ -440,6 +440,14 @@ Next Repairer::Reconcile(const std::string& name) {
       if (!WriteStatus(*open)) return milliseconds(2000);
       return next;
     }
+    if (!open && !records.empty() && IsPrediction(records.back()) &&
+        records.back().phase == "Failed" && AtRiskOf(*node).empty() &&
+        node->meta.annotations.count(std::string(keys::kCordonedAnnotation))) {
+      // The risk aged out after the prediction failed: the node was left cordoned for that risk
+      // alone, and nothing else would ever lift gpuheal's cordon.
+      RepairRecord last{records.back(), false, {}};
+      return LiftFailedPrediction(*node, last, now);
+    }
     // No fault: evictions queued for its drain are not started (those in flight end).
     evictions_->Cancel(node->meta.name);
     return Healthy(*node, open ? &*open : nullptr, now);

@@ -194,6 +194,11 @@ class Repairer final : private RepairContext {
                const kube::NodeRepair* last, int recent, SysTime now);
   // A prediction whose GPUs are no longer at risk (reset, or the signals aged out): uncordoned.
   Next EndPrediction(const kube::Node& node, RepairRecord& r, SysTime now);
+  // A prediction that ended Failed (the node left cordoned for an operator) whose GPUs are no
+  // longer at risk: gpuheal's cordon and device taints go, never an operator's cordon.
+  Next LiftFailedPrediction(const kube::Node& node, RepairRecord& last, SysTime now);
+  // Lifts the cordon gpuheal set (its annotation says so); false: the write failed.
+  bool LiftOurCordon(const kube::Node& node);
   // The GPUs `f.gpus` of `node` out of service alone: a DeviceTaintRule each (`effect`) where the
   // cluster serves them and the node's ResourceSlices name every one; recorded as actions. The
   // devices (empty: not isolated this way), or nullopt when a write failed (try again).

@@ -175,18 +175,36 @@ Next Repairer::Predict(const kube::Node& node, const AtRiskGpus& gpus,
   return std::nullopt;
 }
 
-Next Repairer::EndPrediction(const kube::Node& node, RepairRecord& r, SysTime now) {
-  if (!UntaintDevices(r)) return milliseconds(2000);
-  if (!dry_run_) {
-    auto res = api_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
-      auto& ann = n["metadata"]["annotations"];
-      if (!ann.is_object() || !ann.contains(std::string(keys::kCordonedAnnotation))) return false;
-      ann.erase(std::string(keys::kCordonedAnnotation));
-      n["spec"]["unschedulable"] = false;  // only a cordon we set is lifted
-      return true;
-    });
-    if (!res || !res->ok()) return milliseconds(2000);
+bool Repairer::LiftOurCordon(const kube::Node& node) {
+  if (dry_run_) return true;
+  auto res = api_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
+    auto& ann = n["metadata"]["annotations"];
+    if (!ann.is_object() || !ann.contains(std::string(keys::kCordonedAnnotation))) return false;
+    ann.erase(std::string(keys::kCordonedAnnotation));
+    n["spec"]["unschedulable"] = false;  // only a cordon we set is lifted
+    return true;
+  });
+  return res && res->ok();
+}
+
+Next Repairer::LiftFailedPrediction(const kube::Node& node, RepairRecord& last, SysTime now) {
+  if (dry_run_) return std::nullopt;
+  if (!UntaintDevices(last) || !LiftOurCordon(node)) return milliseconds(2000);
+  // The record as stored now (the cache may be a write behind): its actions are rewritten whole.
+  if (auto res = api_.Get(kNodeRepairs + "/" + last.cr.meta.name); res && res->ok()) {
+    if (auto fresh = kube::DecodeNodeRepair(res->body)) last.cr = *fresh;
   }
+  const std::string how = "the GPUs are no longer at risk";
+  last.Action(fmt::format("{} at {}: gpuheal's cordon lifted", how, kube::MicroTime(now)));
+  if (!WriteStatus(last)) return milliseconds(2000);
+  Event(node, "Normal", std::string(reason::kReleased),
+        fmt::format("NodeRepair {} ended Failed; {}: gpuheal's cordon removed", last.cr.meta.name,
+                    how));
+  return std::nullopt;
+}
+
+Next Repairer::EndPrediction(const kube::Node& node, RepairRecord& r, SysTime now) {
+  if (!UntaintDevices(r) || !LiftOurCordon(node)) return milliseconds(2000);
   const auto answer = AnswerTo(node, r.cr.meta.name);
   const std::string how = answer && answer->state == "succeeded"
                               ? "GPU reset by the node's agent (pending remaps applied)"

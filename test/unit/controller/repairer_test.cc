@@ -852,6 +852,48 @@ TEST_F(PredictiveTest, CordonAtBoundaryWaitsForThePodsToFinish) {
   EXPECT_EQ(Records("n1").size(), 1u);
 }
 
+// A prediction that ended Failed leaves the node cordoned while the risk lasts; once the agent
+// no longer reports it (the signals aged out), gpuheal's cordon goes. An operator's never does.
+TEST_F(PredictiveTest, AFailedPredictionsCordonIsLiftedWhenTheRiskAgesOut) {
+  policy.predictive = Policy::Predictive::kCordonAtBoundary;
+  auto n = *api.Object(kube::NodePath("a0"));
+  n["spec"]["unschedulable"] = true;  // an operator's cordon, before any risk
+  api.Put(kube::NodePath("a0"), n);
+  AtRisk("n1");
+  AtRisk("a0");
+  auto r = Make();
+  Settle(*r, "n1", 1h);
+  (void)api.Delete(kube::PodPath("jobs", "gpu"));  // the job ends
+  Settle(*r, "n1", 20min);
+  Settle(*r, "a0", 20min);
+  ASSERT_EQ(Last("n1").phase, "Failed") << "the agent never answered";
+  ASSERT_EQ(Last("a0").phase, "Failed");
+  clock.Advance(1h);
+  r->Reconcile("n1");
+  EXPECT_TRUE(NodeObj("n1").unschedulable) << "still at risk: left for an operator";
+  Annotate(kube::NodePath("n1"), keys::kGpuAtRisk, "{}");
+  Annotate(kube::NodePath("a0"), keys::kGpuAtRisk, "{}");
+  EXPECT_FALSE(r->Reconcile("n1"));
+  EXPECT_FALSE(r->Reconcile("a0"));
+  EXPECT_FALSE(NodeObj("n1").unschedulable) << "gpuheal's cordon lifted";
+  EXPECT_FALSE(NodeObj("n1").meta.annotations.count(std::string(keys::kCordonedAnnotation)));
+  const auto rec = Last("n1");
+  EXPECT_EQ(rec.phase, "Failed") << "the repair's outcome stands";
+  EXPECT_TRUE(std::any_of(rec.actions.begin(), rec.actions.end(), [](const std::string& a) {
+    return a.starts_with("the GPUs are no longer at risk at ") &&
+           a.ends_with(": gpuheal's cordon lifted");
+  }));
+  EXPECT_EQ(Records("n1").size(), 1u);
+  EXPECT_TRUE(NodeObj("a0").unschedulable) << "the operator's cordon stays";
+  clock.Advance(1min);
+  r->Reconcile("n1");
+  const auto again = Last("n1").actions;
+  EXPECT_EQ(std::count_if(again.begin(), again.end(),
+                          [](const std::string& a) { return a.ends_with("cordon lifted"); }),
+            1)
+      << "lifted once";
+}
+
 TEST_F(PredictiveTest, NoneDoesNothingAndAFaultSupersedesAPrediction) {
   policy.predictive = Policy::Predictive::kNone;
   AtRisk("n1");
