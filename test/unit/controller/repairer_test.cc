@@ -1463,50 +1463,55 @@ TEST_F(RemediatorTest, OnlyTheNodeOfItsDeploymentsNewMachineReplacesAMachinesNod
       << "the record says which provisioner's object counts";
 }
 
-// The redfish rung with auth: session against `bmc`, n1's entry in the administrator's ConfigMap.
-void RedfishWithSessions(Policy& policy, FakeApi& api, const testing::SessionBmc& bmc) {
-  policy.provider = Provider::kRedfish;
-  policy.redfish.session_auth = true;
-  policy.redfish.endpoints_configmap = "ops/bmc";
-  policy.redfish.allow_insecure_http = true;
-  policy.redfish.request_timeout = 5s;
-  api.Put("/api/v1/namespaces/ops/configmaps/bmc", {{"data", {{"n1", bmc.url()}}}});
-  api.Put("/api/v1/namespaces/gpuheal-system/secrets/gpuheal-bmc",
-          {{"data", {{"username", "YWRtaW4="}, {"password", "czNjcmV0"}}}});  // admin, s3cret
-}
+// The redfish rung with auth: session against a BMC double that speaks the session protocol,
+// n1's entry in the administrator's ConfigMap; n1 has a fault.
+class RedfishSessionTest : public RemediatorTest {
+ protected:
+  void SetUp() override {
+    RemediatorTest::SetUp();
+    ASSERT_GT(bmc.port(), 0);
+    policy.provider = Provider::kRedfish;
+    policy.redfish.session_auth = true;
+    policy.redfish.endpoints_configmap = "ops/bmc";
+    policy.redfish.allow_insecure_http = true;
+    policy.redfish.request_timeout = 5s;
+    api.Put("/api/v1/namespaces/ops/configmaps/bmc", {{"data", {{"n1", bmc.url()}}}});
+    api.Put("/api/v1/namespaces/gpuheal-system/secrets/gpuheal-bmc",
+            {{"data", {{"username", "YWRtaW4="}, {"password", "czNjcmV0"}}}});  // admin, s3cret
+    AddNode("n1");
+    Fault("n1");
+  }
 
-// Reconciles until the BMC has the reset, then `polls` more of the wait's looks.
-void UntilResetThenPoll(Repairer& r, FakeClock& clock, const testing::SessionBmc& bmc, int polls) {
-  for (int i = 0; i < 500 && bmc.resets == 0; ++i) {
-    auto next = r.Reconcile("n1");
-    ASSERT_TRUE(next) << "the repair stopped before the reset";
-    clock.Advance(std::max<std::chrono::microseconds>(*next, 1ms));
+  // Reconciles until the BMC has the reset, then `polls` more of the wait's looks.
+  void UntilResetThenPoll(Repairer& r, int polls) {
+    for (int i = 0; i < 500 && bmc.resets == 0; ++i) {
+      auto next = r.Reconcile("n1");
+      ASSERT_TRUE(next) << "the repair stopped before the reset";
+      clock.Advance(std::max<std::chrono::microseconds>(*next, 1ms));
+    }
+    ASSERT_EQ(bmc.resets, 1);
+    for (int i = 0; i < polls; ++i) {
+      auto next = r.Reconcile("n1");
+      ASSERT_TRUE(next) << "the wait stopped";
+      clock.Advance(std::max<std::chrono::microseconds>(*next, 1ms));
+    }
   }
-  ASSERT_EQ(bmc.resets, 1);
-  for (int i = 0; i < polls; ++i) {
-    auto next = r.Reconcile("n1");
-    ASSERT_TRUE(next) << "the wait stopped";
-    clock.Advance(std::max<std::chrono::microseconds>(*next, 1ms));
-  }
-}
+
+  testing::SessionBmc bmc;
+};
 
 // auth: session: one Redfish session carries the reset and every look at the BMC while the node
 // comes back (it was a login and a logout per 2 s poll), a session the BMC ended is opened again
 // once, and the last is logged out when the repair ends.
-TEST_F(RemediatorTest, RedfishKeepsOneSessionPerWatchAndLogsOutWhenTheRepairEnds) {
-  testing::SessionBmc bmc;
-  ASSERT_GT(bmc.port(), 0);
-  RedfishWithSessions(policy, api, bmc);
-  AddNode("n1");
-  Fault("n1");
+TEST_F(RedfishSessionTest, OneSessionPerWatchLoggedOutWhenTheRepairEnds) {
   auto r = Make();
-  UntilResetThenPoll(*r, clock, bmc, 10);
+  UntilResetThenPoll(*r, 10);
   EXPECT_GE(bmc.system_reads, 11) << "the wait looked at the BMC at each poll";
   EXPECT_EQ(bmc.logins, 1) << "one session for the reset and the wait's looks";
   EXPECT_EQ(bmc.logouts, 0);
   EXPECT_EQ(bmc.Sessions(), 1u);
   bmc.EndSessions();  // the BMC's idle timeout
-  UntilResetThenPoll(*r, clock, bmc, 5);
+  UntilResetThenPoll(*r, 5);
   EXPECT_EQ(bmc.logins, 2) << "the ended session opened again, once";
   Heal("n1");
   clock.Advance(3min);
@@ -1521,14 +1526,9 @@ TEST_F(RemediatorTest, RedfishKeepsOneSessionPerWatchAndLogsOutWhenTheRepairEnds
 
 // The session ends and the BMC refuses a new one (its password rotated): the rung fails with the
 // BMC's answer instead of looking on blind until recovery_timeout.
-TEST_F(RemediatorTest, RedfishFailsTheRungWhenTheBmcRefusesANewSession) {
-  testing::SessionBmc bmc;
-  ASSERT_GT(bmc.port(), 0);
-  RedfishWithSessions(policy, api, bmc);
-  AddNode("n1");
-  Fault("n1");
+TEST_F(RedfishSessionTest, ARefusedNewSessionFailsTheRung) {
   auto r = Make();
-  UntilResetThenPoll(*r, clock, bmc, 2);
+  UntilResetThenPoll(*r, 2);
   bmc.EndSessions();
   bmc.SetPassword("rotated");
   Settle(*r, "n1", 1min);
