@@ -369,18 +369,15 @@ Next AwaitReplacement(RepairContext& ctx, RepairRecord& r, SysTime now) {
     return std::tie(a.meta.creation_timestamp, a.meta.name) <
            std::tie(b.meta.creation_timestamp, b.meta.name);
   });
+  const auto deadline = w->since + policy.replacement_timeout;
   // Only a node of the provisioner's new Machine or NodeClaim, when the record names one: never
   // a node that happens to join the pool meanwhile (an operator's, another pool's scale-up).
-  auto linked = LinkedNodes(ctx.api(), r, nodes, joined_after);
-  if (!linked) {
-    r.Message(fmt::format("deleted; waiting for a replacement to join pool \"{}\" ({})", w->pool,
-                          linked.error().message));
-    return milliseconds(2000);
-  }
+  // Listed once per look, and only when a node could be the replacement.
+  std::optional<Result<std::optional<std::set<std::string>>>> linked;
+  std::string unlisted;  // why the provisioner's objects could not be listed
   const std::string replaces(keys::kReplaces);
   for (const auto& n : nodes) {
     if (n.meta.uid == w->uid || n.meta.deleting || PoolOf(n, policy) != w->pool) continue;
-    if (*linked && !(*linked)->count(n.meta.name)) continue;
     const auto created = kube::ParseTime(n.meta.creation_timestamp);
     if (!created || *created < joined_after) continue;
     if (!ConditionIs(n, "Ready", "True") ||
@@ -389,6 +386,12 @@ Next AwaitReplacement(RepairContext& ctx, RepairRecord& r, SysTime now) {
     if (FaultOf(n) || HasTaint(n, keys::kFaultTaint, "", "")) continue;
     auto claimed = n.meta.annotations.find(replaces);
     if (claimed != n.meta.annotations.end() && claimed->second != r.cr.meta.name) continue;
+    if (!linked) linked = LinkedNodes(ctx.api(), r, nodes, joined_after);
+    if (!*linked) {
+      unlisted = (*linked).error().message;
+      break;
+    }
+    if (**linked && !(**linked)->count(n.meta.name)) continue;
     const bool standby = size && standbys < *size && !HasTaint(n, keys::kStandbyTaint, "", "");
     bool ours = true;
     if (!ctx.dry_run()) {
@@ -429,21 +432,23 @@ Next AwaitReplacement(RepairContext& ctx, RepairRecord& r, SysTime now) {
     r.Message(fmt::format("replaced by {}{}", n.meta.name, what));
     return std::nullopt;
   }
-  const auto deadline = w->since + policy.replacement_timeout;
   if (now >= deadline) {
     const std::string why = fmt::format(
-        "no replacement joined pool \"{}\" within {} s of the deletion (Ready, {} True); look at "
+        "no replacement joined pool \"{}\" within {} s of the deletion (Ready, {} True){}; look at "
         "the provisioner (Karpenter, Cluster API) and its events",
         w->pool,
         std::chrono::duration_cast<std::chrono::seconds>(policy.replacement_timeout).count(),
-        condition.empty() ? "no fault" : condition);
+        condition.empty() ? "no fault" : condition,
+        unlisted.empty() ? "" : "; the provisioner's objects could not be listed: " + unlisted);
     r.Phase("Failed", now, why);
     r.Message(why);
     return std::nullopt;
   }
   r.Message(fmt::format(
-      "deleted; waiting until {} for a replacement to join pool \"{}\" (Ready, {} True)",
-      kube::RfcTime(deadline), w->pool, condition.empty() ? "no fault" : condition));
+      "deleted; waiting until {} for a replacement to join pool \"{}\" (Ready, {} True){}",
+      kube::RfcTime(deadline), w->pool, condition.empty() ? "no fault" : condition,
+      unlisted.empty() ? "" : "; the provisioner's objects could not be listed: " + unlisted));
+  if (!unlisted.empty()) return std::min(milliseconds(2000), Until(now, deadline));
   // A node that may be the replacement wakes the record when it joins or changes (controller.cc);
   // the look every 10 s only covers an event the watch did not deliver.
   return std::min(kReplacementRecheck, Until(now, deadline));

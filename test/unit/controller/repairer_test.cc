@@ -1424,6 +1424,37 @@ TEST_F(RemediatorTest, OnlyTheNodeOfANewNodeClaimReplacesANodeClaimsNode) {
   EXPECT_FALSE(NodeObj("stray").meta.annotations.count(std::string(keys::kReplaces)));
 }
 
+// The provisioner's objects cannot be listed (a chart whose RBAC predates the list, say): no
+// node is claimed on a guess, the record says why, and the wait still ends at its deadline.
+TEST_F(RemediatorTest, AProvisionerThatCannotBeListedStillEndsTheWaitAtItsDeadline) {
+  policy.provider = Provider::kDeleteNode;
+  policy.replacement_timeout = 2min;
+  AddNode("s1", "a", true);
+  AddNode("n1");
+  AddNode("n2");
+  api.Put("/apis/karpenter.sh/v1/nodeclaims/nc-1",
+          Provisioned(clock, "nc-1", json::object(), {{"nodeName", "n1"}}));
+  clock.Advance(5s);
+  Fault("n1");
+  auto r = Make();
+  Settle(*r, "n1", 11min);
+  ASSERT_EQ(Last("n1").phase, "Remediating") << Last("n1").message;
+  api.Put("/apis/karpenter.sh/v1/nodeclaims/nc-2",
+          Provisioned(clock, "nc-2", json::object(), {{"nodeName", "launched"}}));
+  JoinNode(api, clock, "launched", "a", policy.pool_label);
+  api.Fail("GET", "/apis/karpenter.sh/v1/nodeclaims", 403, 1000);
+  clock.Advance(1s);
+  EXPECT_TRUE(r->Reconcile("n1"));
+  EXPECT_NE(Last("n1").message.find("the provisioner's objects could not be listed"),
+            std::string::npos)
+      << Last("n1").message;
+  Settle(*r, "n1", 3min);
+  const auto rec = Last("n1");
+  EXPECT_EQ(rec.phase, "Failed") << rec.message;
+  EXPECT_NE(rec.message.find("could not be listed: "), std::string::npos) << rec.message;
+  EXPECT_TRUE(rec.replacement.empty());
+}
+
 // A Machine of a MachineDeployment is replaced by the node of that deployment's new Machine, not
 // by another deployment's.
 TEST_F(RemediatorTest, OnlyTheNodeOfItsDeploymentsNewMachineReplacesAMachinesNode) {
