@@ -1393,18 +1393,32 @@ json Provisioned(const FakeClock& clock, const std::string& name, json labels, j
           {"status", std::move(status)}};
 }
 
+// delete-node on n1, which Karpenter's NodeClaim nc-1 owns, in pool "a" with a standby; n1 faulty.
+class NodeClaimOwnedTest : public RemediatorTest {
+ protected:
+  void SetUp() override {
+    RemediatorTest::SetUp();
+    policy.provider = Provider::kDeleteNode;
+    AddNode("s1", "a", true);
+    AddNode("n1");
+    AddNode("n2");
+    api.Put("/apis/karpenter.sh/v1/nodeclaims/nc-1",
+            Provisioned(clock, "nc-1", json::object(), {{"nodeName", "n1"}}));
+    clock.Advance(5s);
+    Fault("n1");
+  }
+  // Karpenter launches NodeClaim `claim` now, and its node `node` joins pool "a".
+  void Launch(const std::string& claim, const std::string& node) {
+    api.Put("/apis/karpenter.sh/v1/nodeclaims/" + claim,
+            Provisioned(clock, claim, json::object(), {{"nodeName", node}}));
+    JoinNode(api, clock, node, "a", policy.pool_label);
+  }
+};
+
 // A NodeClaim-owned node is replaced only by the node of a NodeClaim created since the repair
 // began: a Ready node that joins the pool on its own (an operator's, a scale-up for other pods)
 // is not claimed.
-TEST_F(RemediatorTest, OnlyTheNodeOfANewNodeClaimReplacesANodeClaimsNode) {
-  policy.provider = Provider::kDeleteNode;
-  AddNode("s1", "a", true);
-  AddNode("n1");
-  AddNode("n2");
-  api.Put("/apis/karpenter.sh/v1/nodeclaims/nc-1",
-          Provisioned(clock, "nc-1", json::object(), {{"nodeName", "n1"}}));
-  clock.Advance(5s);
-  Fault("n1");
+TEST_F(NodeClaimOwnedTest, OnlyTheNodeOfANewNodeClaimReplacesIt) {
   auto r = Make();
   Settle(*r, "n1", 11min);
   ASSERT_EQ(api.CountOk("DELETE", "/apis/karpenter.sh/v1/nodeclaims/nc-1"), 1u)
@@ -1414,9 +1428,7 @@ TEST_F(RemediatorTest, OnlyTheNodeOfANewNodeClaimReplacesANodeClaimsNode) {
   clock.Advance(2s);
   EXPECT_TRUE(r->Reconcile("n1"));
   EXPECT_EQ(Last("n1").phase, "Remediating") << "no NodeClaim names stray";
-  api.Put("/apis/karpenter.sh/v1/nodeclaims/nc-2",
-          Provisioned(clock, "nc-2", json::object(), {{"nodeName", "launched"}}));
-  JoinNode(api, clock, "launched", "a", policy.pool_label);
+  Launch("nc-2", "launched");
   Settle(*r, "n1", 1min);
   const auto rec = Last("n1");
   EXPECT_EQ(rec.phase, "Replaced") << rec.message;
@@ -1426,22 +1438,12 @@ TEST_F(RemediatorTest, OnlyTheNodeOfANewNodeClaimReplacesANodeClaimsNode) {
 
 // The provisioner's objects cannot be listed (a chart whose RBAC predates the list, say): no
 // node is claimed on a guess, the record says why, and the wait still ends at its deadline.
-TEST_F(RemediatorTest, AProvisionerThatCannotBeListedStillEndsTheWaitAtItsDeadline) {
-  policy.provider = Provider::kDeleteNode;
+TEST_F(NodeClaimOwnedTest, AProvisionerThatCannotBeListedStillEndsTheWaitAtItsDeadline) {
   policy.replacement_timeout = 2min;
-  AddNode("s1", "a", true);
-  AddNode("n1");
-  AddNode("n2");
-  api.Put("/apis/karpenter.sh/v1/nodeclaims/nc-1",
-          Provisioned(clock, "nc-1", json::object(), {{"nodeName", "n1"}}));
-  clock.Advance(5s);
-  Fault("n1");
   auto r = Make();
   Settle(*r, "n1", 11min);
   ASSERT_EQ(Last("n1").phase, "Remediating") << Last("n1").message;
-  api.Put("/apis/karpenter.sh/v1/nodeclaims/nc-2",
-          Provisioned(clock, "nc-2", json::object(), {{"nodeName", "launched"}}));
-  JoinNode(api, clock, "launched", "a", policy.pool_label);
+  Launch("nc-2", "launched");
   api.Fail("GET", "/apis/karpenter.sh/v1/nodeclaims", 403, 1000);
   clock.Advance(1s);
   EXPECT_TRUE(r->Reconcile("n1"));
