@@ -2613,8 +2613,12 @@ class Drill {
           rack_.held, rack.size(), domain, rack_.remediated, outside, incident(outside));
     }
     obs.Mark("incident_held", rack_.detail);
-    // The operator's release, on the rack's nodes (kubectl annotate nodes -l LABEL=rack-0).
+    // The operator's release, on the rack's nodes (kubectl annotate nodes -l LABEL=rack-0). Its
+    // step is when the first annotation goes out: the controller may take a node's repair on
+    // (Remediating, seen through a watch) before the last annotation's answer is back.
     const std::string at = kube::RfcTime(std::chrono::system_clock::now());
+    obs.Mark("incident_released",
+             fmt::format("{}={} on the rack's {} nodes", keys::kIncidentRelease, at, rack.size()));
     for (const auto& n : rack) {
       auto r = client_->Patch(
           kube::NodePath(n), kube::PatchType::kMerge,
@@ -2626,8 +2630,6 @@ class Drill {
       }
     }
     rack_.released = true;
-    obs.Mark("incident_released",
-             fmt::format("{}={} on the rack's {} nodes", keys::kIncidentRelease, at, rack.size()));
     wait(
         [&] {
           return std::all_of(rack.begin(), rack.end(),
