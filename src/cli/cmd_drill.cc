@@ -108,6 +108,9 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
   cmd->add_option("--nvml-double-ctl", o->nvml_double_ctl,
                   "critical: the double's reset tool, run as the node's GPU reset command "
                   "(default: the build's test/nvml_double_ctl)");
+  cmd->add_option("--workload-bin", o->workload_bin,
+                  "service, training: the test workloads' program, run on the simulated nodes by "
+                  "the sim's process runtime (default: gpuheal-workload beside this binary)");
   cmd->add_option("--timeout", *timeout,
                   "Seconds a run may take from the fault to its last step (default 90)")
       ->check(CLI::Range(5, 3600));
@@ -116,6 +119,7 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
     const std::string build_dir = std::filesystem::path(o->self).parent_path().string();
     if (o->nvml_double.empty()) o->nvml_double = build_dir + "/test/libnvml_double.so";
     if (o->nvml_double_ctl.empty()) o->nvml_double_ctl = build_dir + "/test/nvml_double_ctl";
+    if (o->workload_bin.empty()) o->workload_bin = build_dir + "/gpuheal-workload";
     o->run_timeout = std::chrono::seconds(*timeout);
     const auto& slurm_scenarios = drill::SlurmScenarios();
     if (o->backend == "slurm") {
@@ -228,6 +232,23 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
                 << "(looked for " << o->nvml_double << " and " << o->nvml_double_ctl << ")\n";
       exit_code = kExitUsage;
       return;
+    }
+    if (o->scenario == "service" || o->scenario == "training") {
+      if (access(o->workload_bin.c_str(), X_OK) != 0) {
+        std::cerr << "gpuheal drill: the " << o->scenario
+                  << " scenario runs its workload as real processes: build them (cmake --build "
+                     "build --target gpuheal-workload) or give --workload-bin (looked for "
+                  << o->workload_bin << ")\n";
+        exit_code = kExitUsage;
+        return;
+      }
+      if (geteuid() != 0 || o->real_kmsg) {
+        std::cerr << "gpuheal drill: the " << o->scenario
+                  << " scenario gives each workload process an address of its own on the loopback "
+                     "interface: run as root, without --real-kmsg\n";
+        exit_code = kExitUsage;
+        return;
+      }
     }
     if (!chart->empty()) {
       std::ofstream test(*chart, std::ios::app);

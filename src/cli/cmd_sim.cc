@@ -59,6 +59,10 @@ void RegisterSim(CLI::App& app, int& exit_code) {
                   "Also be the kubelet of the nodes a provisioner registers that match this label "
                   "selector (e.g. karpenter.sh/nodepool for Karpenter's kwok provider), from "
                   "the moment each appears");
+  cmd->add_flag("--process-runtime", o->process_runtime,
+                "Run the containers of pods annotated sim.gpuheal.io/runtime=process as processes "
+                "of this host, each pod at an address of its own on the loopback interface "
+                "(root; docs/sim.md)");
   cmd->add_option(
       "--state-dir", o->state_dir,
       "Per-node agent state, kernel log FIFOs and fault lines (default /tmp/gpuheal-sim)");

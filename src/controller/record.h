@@ -70,7 +70,8 @@ struct RepairRecord {
   bool dirty = false;
   // Phases recorded by this reconcile and not yet written: each gets an Event once written.
   std::vector<std::pair<std::string, std::string>>
-      new_phases;  // phase, event message ("" = the record's)
+      new_phases;                        // phase, event message ("" = the record's)
+  std::vector<std::string> new_actions;  // actions recorded by this reconcile, not yet written
 
   // When the repair began: its earliest phase time (Detected, or Quarantined for a record
   // opened at quarantine); nullopt before any phase.
@@ -103,6 +104,7 @@ struct RepairRecord {
   void Action(const std::string& a) {
     if (std::find(cr.actions.begin(), cr.actions.end(), a) == cr.actions.end()) {
       cr.actions.push_back(a);
+      new_actions.push_back(a);
       dirty = true;
     }
   }

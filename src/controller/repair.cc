@@ -90,6 +90,13 @@ Repairer::Repairer(kube::Api& api, const Clock& clock, World world, Policy polic
     metrics.GetHistogram("gpuheal_controller_time_to_repair_seconds", kTimeToRepairHelp,
                          kRepairBuckets, {{"rung", rung}});
   }
+  if (policy_.provider == Provider::kStandby) rungs.insert("standby");
+  for (Condition c : kAllConditions) {
+    for (const auto& rung : rungs) {
+      metrics.GetHistogram("gpuheal_controller_mttr_seconds", kMttrHelp, kRepairBuckets,
+                           {{"domain", std::string(ToString(c))}, {"rung", rung}});
+    }
+  }
   using K = GateResult::Kind;
   for (K k : {K::kPaused, K::kAttemptCap, K::kBreaker, K::kPool, K::kIncident}) {
     metrics.GetCounter("gpuheal_controller_blocked_total", kBlockedHelp,
@@ -212,9 +219,36 @@ bool Repairer::WriteStatus(RepairRecord& r) {
             fmt::format("NodeRepair {}: {}", r.cr.meta.name, msg.empty() ? r.cr.message : msg));
     }
   }
+  if (!dry_run_) ObserveCapacityRestored(r);
   r.new_phases.clear();
+  r.new_actions.clear();
   if (Terminal(r.cr.phase)) remediator_->Ended(r);
   return true;
+}
+
+void Repairer::ObserveCapacityRestored(const RepairRecord& r) {
+  // The first of: a standby promoted in the node's place (this write recorded it), the node back
+  // (Recovered) or its replacement joined (Replaced) without a standby having taken its place.
+  std::string rung;
+  std::optional<SysTime> at;
+  if (std::any_of(r.new_actions.begin(), r.new_actions.end(),
+                  [](const std::string& a) { return a.starts_with(kPromotedStandby); })) {
+    rung = "standby";
+    at = clock_.Now();
+  } else if (!r.HasAction(kPromotedStandby)) {
+    for (const auto& [phase, msg] : r.new_phases) {
+      if (phase != "Recovered" && phase != "Replaced") continue;
+      rung = r.cr.rung.empty() ? "none" : r.cr.rung;
+      at = r.At(phase);
+    }
+  }
+  const auto from = r.Began();
+  if (!at || !from) return;
+  metrics_
+      .GetHistogram(
+          "gpuheal_controller_mttr_seconds", kMttrHelp, kRepairBuckets,
+          {{"domain", r.cr.condition.empty() ? "unknown" : r.cr.condition}, {"rung", rung}})
+      .Observe(std::max(0.0, std::chrono::duration<double>(*at - *from).count()));
 }
 
 void Repairer::Undefer(const std::string& node) {
@@ -231,7 +265,7 @@ std::optional<RepairRecord> Repairer::OpenRecord(const std::string& name,
     auto detected = r.phase_times.count("Detected") ? kube::ParseTime(r.phase_times.at("Detected"))
                                                     : std::nullopt;
     if (detected && now - *detected <= policy_.repairs_window) ++*recent;
-    if (!Terminal(r.phase) && !open) open = RepairRecord{r, false, {}};
+    if (!Terminal(r.phase) && !open) open = RepairRecord{r, false, {}, {}};
   }
   if (!open) {
     // The informer may not have seen a record this controller created a moment ago.
@@ -244,7 +278,7 @@ std::optional<RepairRecord> Repairer::OpenRecord(const std::string& name,
       auto res = api_.Get(kNodeRepairs + "/" + created);
       if (res && res->ok()) {
         if (auto r = kube::DecodeNodeRepair(res->body); r && !Terminal(r->phase))
-          open = RepairRecord{*r, false, {}};
+          open = RepairRecord{*r, false, {}, {}};
       }
     }
   }
@@ -445,7 +479,7 @@ Next Repairer::Reconcile(const std::string& name) {
         node->meta.annotations.count(std::string(keys::kCordonedAnnotation))) {
       // The risk aged out after the prediction failed: the node was left cordoned for that risk
       // alone, and nothing else would ever lift gpuheal's cordon.
-      RepairRecord last{records.back(), false, {}};
+      RepairRecord last{records.back(), false, {}, {}};
       return LiftFailedPrediction(*node, last, now);
     }
     // No fault: evictions queued for its drain are not started (those in flight end).

@@ -62,6 +62,10 @@ inline constexpr const char* kPhasesHelp = "NodeRepair phase transitions written
 inline constexpr const char* kBlockedHelp = "Repairs held by a gate, by gate";
 inline constexpr const char* kTimeToRepairHelp =
     "A repair's first phase to Recovered or Replaced, by the rung that ended it";
+inline constexpr const char* kMttrHelp =
+    "A repair's first phase to the pool's capacity back: a standby promoted in the node's place "
+    "(rung standby), the node Recovered or its replacement joined (Replaced), by the fault's "
+    "domain (its condition) and the rung that restored it";
 
 inline const std::string kNodeRepairs(kube::kNodeRepairsPath);
 
@@ -131,6 +135,9 @@ class Repairer final : private RepairContext {
   void Held(const kube::Node& node, RepairRecord& r, const GateResult& held);
   // gpuheal_controller_time_to_repair_seconds, once `phase` (Recovered or Replaced) is written.
   void ObserveTimeToRepair(const RepairRecord& r, const std::string& phase);
+  // MTTR (gpuheal_controller_mttr_seconds), once per record, at the write that restores the
+  // pool's capacity.
+  void ObserveCapacityRestored(const RepairRecord& r);
   // The failure-domain incident that holds `node`'s node-level remediation (kind kNone: none).
   // Notes incidents that began or ended since the last look (a log line, Events, metrics).
   GateResult IncidentGate(const kube::Node& node);

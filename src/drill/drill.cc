@@ -26,14 +26,15 @@
 #include <thread>
 
 #include "bmc/redfish.h"
+#include "core/child.h"
 #include "core/file.h"
 #include "core/keys.h"
 #include "core/log.h"
 #include "core/severity.h"
 #include "core/time.h"
-#include "drill/child.h"
 #include "drill/decoy.h"
 #include "drill/inject.h"
+#include "drill/workloads.h"
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "kube/kube_config.h"
@@ -67,6 +68,11 @@ constexpr int kAgentsOnEveryNodeUpTo = 64;
 // policy's failure_domains.labels), four nodes to a rack.
 constexpr const char* kRackLabel = "drill.gpuheal.io/rack";
 constexpr int kRackSize = 4;
+// service: the clients' rate, how long they send before the fault (the baseline) and after the
+// replacement pod runs.
+constexpr int kServiceRate = 200;
+constexpr std::chrono::seconds kServiceBaseline{2};
+constexpr std::chrono::seconds kServiceAfter{1};
 
 int64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -127,6 +133,9 @@ struct Plan {
   // gpu-scoped: the drill plays NVIDIA's DRA driver (a ResourceSlice naming the target's GPUs)
   // and the scheduler's allocation (a claim per pod of the target, one GPU each).
   bool dra = false;
+  // service, training: the workload's containers are real processes (the sim's process runtime
+  // running tools/workload), and the run measures what their users saw (drill/workloads.h).
+  std::string workload;
 };
 
 std::string PolicyYaml(const std::string& toleration, const std::string& probation,
@@ -237,6 +246,21 @@ Plan PlanFor(const DrillOptions& o) {
     p.external_agent = true;
     p.checkpoint_delay = 500ms;
     p.policy = PolicyYaml("2s", "2s") + "predictive: {action: drain-at-boundary}\n";
+  } else if (o.scenario == "service") {
+    // Xid 79 under a service's load: each node's pod is an HTTP server, its clients a load
+    // generator balancing over the Service's ready endpoints, from before the fault until after
+    // the replacement serves.
+    p.workload = "service";
+  } else if (o.scenario == "training") {
+    // Xid 48 (fatal: the checkpoint window applies) under a training job: each node runs a
+    // trainer that checkpoints when gpuheal asks and one that checkpoints on its schedule only.
+    // The window is cut to 3 s: the second never answers.
+    p.xid = 48;
+    p.workload = "training";
+    p.pods_per_node = 2;
+    p.policy = PolicyYaml("2s", "2s");
+    const std::string from = "checkpoint: {window: 30s";
+    p.policy.replace(p.policy.find(from), from.size(), "checkpoint: {window: 3s");
   } else if (o.scenario == "runtime") {
     // The node's container runtime (a real containerd the drill starts on its own socket) stops
     // answering CRI Status: ContainerRuntimeReady=False, then the same repair as a fatal Xid, the
@@ -419,6 +443,13 @@ class Observer {
     std::lock_guard<std::mutex> lock(mu_);
     Record(key, NowUs(), detail);
   }
+  // Records a step that happened at `us` (µs since the epoch), measured by the drill after the
+  // fact (the service's last failed answer, the training run's resumption).
+  void MarkAt(const std::string& key, int64_t us, const std::string& detail) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Record(key, us, detail);
+  }
+  int64_t ArmedAt() const { return armed_at_; }  // under the lock
   // Records a step the drill saw, from a predicate passed to WaitFor (the lock is held there).
   void MarkLocked(const std::string& key, const std::string& detail) {
     Record(key, NowUs(), detail);
@@ -1277,6 +1308,7 @@ class Drill {
     so.agent_kube = cfg_;
     so.agent_kube.timeout = 10s;
     so.agent_quiet_period = plan.agent_quiet;
+    so.process_runtime = !plan.workload.empty();
     if (plan.racks) {
       so.rack_label = kRackLabel;
       so.rack_size = kRackSize;
@@ -1391,11 +1423,32 @@ class Drill {
       obs.Watch(targets[0]);
       replicas += o_.gpus / gpus_per_pod;
     }
-    if (auto s = CreateWorkload(ns, prefix, replicas, gpus_per_pod, plan.dra); !s) return s.error();
-    Say(
-        fmt::format("workload: Deployment {}/trainer, {} pods x {} GPUs, PodDisruptionBudget "
-                    "maxUnavailable 1\n",
-                    ns, replicas, gpus_per_pod));
+    const std::string checkpoints = state + "/checkpoints";
+    if (!plan.workload.empty()) {
+      WorkloadSpec w{ns, o_.workload_bin, {}, o_.nodes, o_.gpus, checkpoints};
+      for (int p = 0; p < o_.pools; ++p) w.pools.push_back(fmt::format("{}-pool-{}", prefix, p));
+      if (auto s = kube::CreateObjects(
+              *client_, plan.workload == "service" ? ServiceObjects(w) : TrainingObjects(w));
+          !s)
+        return s.error();
+      Say(plan.workload == "service"
+              ? fmt::format("workload: Deployment {}/serve behind the Service serve, {} pods x {} "
+                            "GPUs, each an HTTP server ({} serve) run by the sim's process "
+                            "runtime\n",
+                            ns, replicas, gpus_per_pod, o_.workload_bin)
+              : fmt::format(
+                    "workload: Deployments {0}/trainer and {0}/trainer-periodic, one pod of "
+                    "each per node x {1} GPUs, each a training loop ({2} train: {3} ms "
+                    "steps, a checkpoint every {4} s; trainer also when gpuheal asks)\n",
+                    ns, gpus_per_pod, o_.workload_bin, kTrainStepMs, kTrainEverySeconds));
+    } else {
+      if (auto s = CreateWorkload(ns, prefix, replicas, gpus_per_pod, plan.dra); !s)
+        return s.error();
+      Say(
+          fmt::format("workload: Deployment {}/trainer, {} pods x {} GPUs, PodDisruptionBudget "
+                      "maxUnavailable 1\n",
+                      ns, replicas, gpus_per_pod));
+    }
     // kube-controller-manager creates a ReplicaSet's pods at its default 20 requests/s.
     const auto ready_deadline = std::chrono::steady_clock::now() + 120s + replicas * 300ms;
     if (plan.replace == "karpenter") {
@@ -1444,6 +1497,42 @@ class Drill {
     for (int i = 0; i < 3 && o_.standby > 0; ++i) {
       if (auto ms = obs.ProbeApiWrite(*client_, probe_node, interrupted_))
         res.api_write_ms.push_back(*ms);
+    }
+
+    // service: the clients, balancing over the Service's ready endpoints, from before the fault
+    // (the same-run baseline) on.
+    std::unique_ptr<LoadGenerator> load;
+    if (plan.workload == "service") {
+      auto g = LoadGenerator::Start(cfg_, ns, "serve", kServiceRate);
+      if (!g) return g.error();
+      load = std::move(*g);
+      if (!obs.WaitFor([&] { return load->ReadyEndpoints() >= replicas; },
+                       std::chrono::steady_clock::now() + 30s, interrupted_)) {
+        if (!interrupted_)
+          fail("setup", fmt::format("the Service's EndpointSlices listed {} of {} endpoints ready",
+                                    load->ReadyEndpoints(), replicas));
+        load.reset();
+        Teardown(ns, obs);
+        return res;
+      }
+      load->Go();
+      Say(
+          fmt::format("service: {} requests/s to the {} ready endpoints of Service serve, "
+                      "round robin; {} s of it before the fault\n",
+                      kServiceRate, replicas, kServiceBaseline.count()));
+      std::this_thread::sleep_for(kServiceBaseline);
+    }
+
+    // training: the job trains a while first, past its first periodic checkpoint and to a point
+    // of its interval drawn at random (as a fault falls), so that the periodic-only loss is what
+    // a fault costs on average.
+    if (plan.workload == "training") {
+      std::mt19937 rng(std::random_device{}());
+      const auto warm = std::chrono::milliseconds(std::uniform_int_distribution<int>(
+          kTrainEverySeconds * 1000, kTrainEverySeconds * 2000)(rng));
+      Say(fmt::format("training: the job trains for {:.1f} s before the fault\n",
+                      static_cast<double>(warm.count()) / 1000.0));
+      obs.WaitFor([] { return false; }, std::chrono::steady_clock::now() + warm, interrupted_);
     }
 
     // gpu-scoped: which pod kube-scheduler gave the faulty GPU.
@@ -1516,6 +1605,10 @@ class Drill {
             o_.real_kmsg ? WriteKmsg("/dev/kmsg", messages) : WriteSimKernel(state, t, messages);
         if (!s) return Error{"injecting the fault: " + s.error().message};
       }
+      // The processes on the faulty GPUs lose them with the fault: a CUDA program's next call
+      // fails.
+      if (!plan.workload.empty())
+        for (const auto& t : targets) sim_->GpuLost(t);
     }
 
     const auto deadline = std::chrono::steady_clock::now() + o_.run_timeout;
@@ -1528,7 +1621,7 @@ class Drill {
     std::string pre_kill_transition;
     size_t lines_before_kill = 0;
     if (o_.scenario == "single" || o_.scenario == "pdb" || o_.scenario == "controller-crash" ||
-        o_.scenario == "agent-restart" || o_.scenario == "runtime") {
+        o_.scenario == "agent-restart" || o_.scenario == "runtime" || !plan.workload.empty()) {
       if (o_.scenario == "controller-crash") {
         if (wait([&] { return obs.Has("repair_checkpointrequested"); },
                  "the repair's CheckpointRequested phase")) {
@@ -1641,6 +1734,8 @@ class Drill {
       wait([&] { return obs.Has("repair_replaced") && obs.Has("capacity_restored"); },
            "the replacement node's join, the repair's Replaced and capacity back to 100%");
     }
+    if (!interrupted_ && !plan.workload.empty())
+      UserFigures(plan, targets, checkpoints, load, obs, res);
     if (!interrupted_) {
       if (o_.scenario == "agent-restart")
         std::this_thread::sleep_for(1s);  // the restarted agent has spoken
@@ -2639,6 +2734,87 @@ class Drill {
   }
 
   // Under the observer's lock.
+  // service, training: what the workload's users saw, measured through the failover; its steps
+  // join the timeline and its checks the run's.
+  void UserFigures(const Plan& plan, const std::vector<std::string>& targets,
+                   const std::string& checkpoints, std::unique_ptr<LoadGenerator>& load,
+                   Observer& obs, RunResult& res) {
+    auto check = [&](const std::string& name, bool ok, const std::string& detail) {
+      res.checks.push_back({name, ok, detail});
+    };
+    int64_t t0 = 0, restored = 0;
+    {
+      std::lock_guard<std::mutex> l(obs.mu());
+      t0 = obs.ArmedAt();
+      restored = obs.At("replacement_running");
+    }
+    if (plan.workload == "service" && load) {
+      // The load goes on for a while after the replacement serves: errors then are a failure.
+      std::this_thread::sleep_for(kServiceAfter);
+      load->Stop();
+      const ServiceFigures f = SummariseService(load->Samples(), t0, restored);
+      load.reset();
+      if (f.first_error_us)
+        obs.MarkAt(
+            "service_first_error", f.first_error_us,
+            fmt::format("{} of {} requests failed from the kernel line on", f.errors, f.requests));
+      if (f.last_error_us)
+        obs.MarkAt("service_last_error", f.last_error_us,
+                   "the faulty node's endpoint was out of the Service by then");
+      res.service = f;
+      check("service answered after the failover", restored > 0 && f.errors_after_restored == 0,
+            restored == 0 ? "the replacement pod never ran"
+                          : fmt::format("{} of the requests due after the replacement was Running "
+                                        "failed; {} failed in all, the last {:.1f} ms after the "
+                                        "kernel line",
+                                        f.errors_after_restored, f.errors, f.error_window_ms));
+      check("service measured", f.baseline_requests > 0 && f.requests > 0,
+            fmt::format("{} requests before the fault (p99 {:.1f} ms), {} from the kernel line "
+                        "(p99 {:.1f} ms through the failover)",
+                        f.baseline_requests, f.baseline_p99_ms, f.requests, f.p99_ms));
+      return;
+    }
+    if (plan.workload != "training") return;
+    // The pods the faulty nodes ran, by Deployment.
+    std::map<std::string, std::string> faulty;
+    {
+      std::lock_guard<std::mutex> l(obs.mu());
+      for (const auto& [uid, p] : obs.pods()) {
+        if (!p.initial || !std::count(targets.begin(), targets.end(), p.node)) continue;
+        faulty[p.name.starts_with("trainer-periodic-") ? "trainer-periodic" : "trainer"] = p.name;
+      }
+    }
+    // Until both replacements have taken their slots (they start once their predecessors let go).
+    TrainingFigures f;
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    do {
+      f = SummariseTraining(checkpoints, faulty);
+      if (f.work_lost_s >= 0 && f.periodic_only_work_lost_s >= 0) break;
+      std::this_thread::sleep_for(100ms);
+    } while (std::chrono::steady_clock::now() < until && !interrupted_);
+    if (f.checkpoint_us)
+      obs.MarkAt("training_checkpoint", f.checkpoint_us,
+                 fmt::format("trainer wrote step {} on gpuheal's request in {:.0f} ms",
+                             f.steps_done, f.checkpoint_ms));
+    if (f.resumed_us)
+      obs.MarkAt("training_resumed", f.resumed_us,
+                 f.resumed ? "its replacement resumed from that checkpoint"
+                           : "its replacement started, not from that checkpoint");
+    res.training = f;
+    const double bound_s = (kTrainStepMs + kTrainCheckpointMs) / 1000.0;
+    check("checkpoint on gpuheal's request",
+          f.resumed && f.work_lost_s >= 0 && f.work_lost_s <= bound_s,
+          f.work_lost_s < 0
+              ? f.detail
+              : fmt::format("{:.2f} s of work lost (at most a step and a checkpoint: {:.2f} s); {}",
+                            f.work_lost_s, bound_s, f.detail));
+    check("periodic-only trainer measured", f.periodic_only_work_lost_s >= 0,
+          f.periodic_only_work_lost_s < 0
+              ? f.detail
+              : fmt::format("{:.2f} s of work lost with checkpoints every {} s only",
+                            f.periodic_only_work_lost_s, kTrainEverySeconds));
+  }
+
   void Checks(const Plan& plan, const std::vector<std::string>& targets,
               const std::set<std::string>& standby, int replicas, Observer& obs, RunResult& res) {
     auto check = [&](const std::string& name, bool ok, const std::string& detail) {
@@ -3148,7 +3324,9 @@ const std::vector<std::string>& Scenarios() {
                                              "bmc",
                                              "rack",
                                              "predictive",
-                                             "gpu-scoped"};
+                                             "gpu-scoped",
+                                             "service",
+                                             "training"};
   return s;
 }
 

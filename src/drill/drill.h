@@ -19,6 +19,7 @@ namespace gpuheal::drill {
 struct DrillOptions {
   std::string scenario = "single";     // single correlated flap pdb controller-crash agent-restart
                                        // critical runtime replace-karpenter replace-capi bmc
+                                       // rack predictive gpu-scoped service training
   std::string backend = "kubernetes";  // or slurm (src/drill/slurm_drill.h)
   std::string kubeconfig;  // empty: start a local control plane (scripts/control-plane.sh)
   std::string source_dir;  // where deploy/ and scripts/ are
@@ -46,6 +47,9 @@ struct DrillOptions {
   std::string bmc_emulator;
   std::string nvml_double,
       nvml_double_ctl;  // critical: the simulated node's GPUs (test/nvml_double)
+  // service, training: tools/workload's program, which the sim's process runtime runs as the
+  // workload's containers (a real HTTP server, a real training loop).
+  std::string workload_bin;
   // The timeline as it happens, and progress. The drill sends its processes' and its hosted
   // agents' logs (stderr) to <work-dir>/drill.log meanwhile.
   std::function<void(const std::string&)> live;

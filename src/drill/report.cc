@@ -33,6 +33,10 @@ const std::vector<StepInfo>& Steps() {
       {"replacement_scheduled", "replacement pods scheduled"},
       {"replacement_running", "replacement pods Running"},
       {"capacity_restored", "capacity back to 100%"},
+      {"service_first_error", "service: first failed request"},
+      {"service_last_error", "service: last failed request"},
+      {"training_checkpoint", "training: checkpoint written"},
+      {"training_resumed", "training: resumed elsewhere"},
       {"power_off", "BMC: power Off"},
       {"node_down", "node down"},
       {"power_on", "BMC: power On"},
@@ -121,6 +125,10 @@ Report Summarise(const std::string& scenario, const std::vector<RunResult>& runs
       }
     }
   }
+  for (const auto& run : runs) {
+    if (run.service) r.service.push_back(*run.service);
+    if (run.training) r.training.push_back(*run.training);
+  }
   for (auto& [k, v] : values) {
     r.timeline[k] = {Percentile(v, 50), Percentile(v, 99), *std::max_element(v.begin(), v.end()),
                      v.size()};
@@ -194,6 +202,86 @@ nlohmann::ordered_json ToJson(const Report& r) {
                                           {"p99", Round(r.api_write.p99)},
                                           {"samples", r.api_write.runs}};
   }
+  if (!r.service.empty()) j["service"] = ServiceJson(r.service);
+  if (!r.training.empty()) j["training"] = TrainingJson(r.training);
+  return j;
+}
+
+nlohmann::ordered_json ServiceJson(const std::vector<ServiceFigures>& runs) {
+  // Over runs: counts summed, the error window at its worst, latencies at the worst run's.
+  nlohmann::ordered_json j;
+  ServiceFigures t;
+  for (const auto& s : runs) {
+    t.requests += s.requests;
+    t.errors += s.errors;
+    t.errors_after_restored += s.errors_after_restored;
+    t.error_window_ms = std::max(t.error_window_ms, s.error_window_ms);
+    t.p50_ms = std::max(t.p50_ms, s.p50_ms);
+    t.p99_ms = std::max(t.p99_ms, s.p99_ms);
+    t.baseline_p99_ms = std::max(t.baseline_p99_ms, s.baseline_p99_ms);
+  }
+  j["requests"] = t.requests;
+  j["errors"] = t.errors;
+  j["error_window_ms"] = Round(t.error_window_ms);
+  j["p50_ms"] = Round(t.p50_ms);
+  j["p99_ms"] = Round(t.p99_ms);
+  j["baseline_p99_ms"] = Round(t.baseline_p99_ms);
+  j["errors_after_restored"] = t.errors_after_restored;
+  j["runs"] = nlohmann::ordered_json::array();
+  for (const auto& s : runs) {
+    j["runs"].push_back({{"requests", s.requests},
+                         {"errors", s.errors},
+                         {"error_window_ms", Round(s.error_window_ms)},
+                         {"p50_ms", Round(s.p50_ms)},
+                         {"p99_ms", Round(s.p99_ms)},
+                         {"baseline_p99_ms", Round(s.baseline_p99_ms)}});
+  }
+  return j;
+}
+
+nlohmann::ordered_json TrainingJson(const std::vector<TrainingFigures>& runs) {
+  // Over runs: the work lost at its worst, the periodic-only loss on average (it depends on
+  // where in its interval the fault fell).
+  nlohmann::ordered_json j;
+  TrainingFigures t;
+  t.resumed = true;
+  t.work_lost_s = 0;
+  bool unmeasured = false;
+  double periodic = 0;
+  int periodic_n = 0;
+  for (const auto& s : runs) {
+    t.steps_done += s.steps_done;
+    unmeasured = unmeasured || s.work_lost_s < 0;
+    t.work_lost_s = std::max(t.work_lost_s, s.work_lost_s);
+    t.checkpoint_ms = std::max(t.checkpoint_ms, s.checkpoint_ms);
+    t.resumed = t.resumed && s.resumed;
+    if (s.periodic_only_work_lost_s >= 0) {
+      periodic += s.periodic_only_work_lost_s;
+      ++periodic_n;
+    }
+  }
+  j["steps_done"] = t.steps_done;
+  j["work_lost_s"] = unmeasured ? nlohmann::ordered_json()
+                                : nlohmann::ordered_json(std::round(t.work_lost_s * 100) / 100);
+  j["checkpoint_ms"] = Round(t.checkpoint_ms);
+  j["resumed"] = t.resumed;
+  j["periodic_only_work_lost_s"] =
+      periodic_n ? nlohmann::ordered_json(std::round(periodic / periodic_n * 100) / 100)
+                 : nlohmann::ordered_json();
+  j["runs"] = nlohmann::ordered_json::array();
+  for (const auto& s : runs) {
+    nlohmann::ordered_json r = {
+        {"steps_done", s.steps_done},
+        {"work_lost_s",
+         s.work_lost_s < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(s.work_lost_s)},
+        {"checkpoint_ms", Round(s.checkpoint_ms)},
+        {"resumed", s.resumed},
+        {"periodic_only_work_lost_s", s.periodic_only_work_lost_s < 0
+                                          ? nlohmann::ordered_json()
+                                          : nlohmann::ordered_json(s.periodic_only_work_lost_s)}};
+    if (!s.detail.empty()) r["detail"] = s.detail;
+    j["runs"].push_back(r);
+  }
   return j;
 }
 
@@ -219,6 +307,28 @@ std::string ToText(const Report& r) {
         "  baseline, same run: one API write seen through a watch: p50 {:.1f} ms, p99 {:.1f} ms "
         "({} samples)\n",
         r.api_write.p50, r.api_write.p99, r.api_write.runs);
+  }
+  if (!r.service.empty()) {
+    const auto j = ServiceJson(r.service);
+    out += fmt::format(
+        "  service: {} requests from the kernel line, {} failed ({} after the replacement ran); "
+        "the last failed answer T+{:.1f} ms; latency p50 {:.1f} ms, p99 {:.1f} ms through the "
+        "failover (same load before the fault: p99 {:.1f} ms)\n",
+        j["requests"].get<int>(), j["errors"].get<int>(), j["errors_after_restored"].get<int>(),
+        j["error_window_ms"].get<double>(), j["p50_ms"].get<double>(), j["p99_ms"].get<double>(),
+        j["baseline_p99_ms"].get<double>());
+  }
+  if (!r.training.empty()) {
+    const auto j = TrainingJson(r.training);
+    auto num = [](const nlohmann::ordered_json& v) {
+      return v.is_number() ? fmt::format("{:.2f} s", v.get<double>()) : std::string("unmeasured");
+    };
+    out += fmt::format(
+        "  training: work lost {} (checkpoint on gpuheal's request: {:.0f} ms to write, {}); "
+        "without the request, periodic checkpoints every {} s only: {} lost\n",
+        num(j["work_lost_s"]), j["checkpoint_ms"].get<double>(),
+        j["resumed"].get<bool>() ? "the replacement resumed from it" : "not resumed from it",
+        kTrainEverySeconds, num(j["periodic_only_work_lost_s"]));
   }
   out += "checks:\n";
   for (const auto& c : r.checks)

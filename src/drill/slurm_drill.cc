@@ -12,7 +12,7 @@
 #include <fstream>
 #include <thread>
 
-#include "drill/child.h"
+#include "core/child.h"
 #include "drill/inject.h"
 #include "slurm/client.h"
 #include "slurm/reason.h"

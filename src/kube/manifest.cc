@@ -36,6 +36,7 @@ Result<std::string> CollectionPath(const nlohmann::json& obj) {
       {"Namespace", "/api/v1/namespaces"},
       {"ServiceAccount", "/api/v1/namespaces/{ns}/serviceaccounts"},
       {"ConfigMap", "/api/v1/namespaces/{ns}/configmaps"},
+      {"Service", "/api/v1/namespaces/{ns}/services"},
       {"ClusterRole", "/apis/rbac.authorization.k8s.io/v1/clusterroles"},
       {"ClusterRoleBinding", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"},
       {"DaemonSet", "/apis/apps/v1/namespaces/{ns}/daemonsets"},

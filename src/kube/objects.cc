@@ -72,11 +72,12 @@ error_code Str(od::value v, std::string& out) {
 
 error_code Int(od::value v, int64_t& out) { return v.get_int64().get(out); }
 
-// The annotations gpuheal reads: its own, the Cluster API Machine that owns a Node, and
-// Karpenter's opt-out of disruption.
+// The annotations gpuheal reads: its own (and its simulator's, sim.gpuheal.io/), the Cluster API
+// Machine that owns a Node, and Karpenter's opt-out of disruption.
 bool KeptAnnotation(std::string_view k) {
-  return k.starts_with(kOurPrefix) || k == kCapiMachineAnnotation ||
-         k == kCapiNamespaceAnnotation || k == kKarpenterDoNotDisrupt;
+  return k.starts_with(kOurPrefix) || k.starts_with("sim.gpuheal.io/") ||
+         k == kCapiMachineAnnotation || k == kCapiNamespaceAnnotation ||
+         k == kKarpenterDoNotDisrupt;
 }
 
 error_code StrMap(od::value v, std::map<std::string, std::string>& out,

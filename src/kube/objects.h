@@ -25,8 +25,8 @@ struct ObjectMeta {
   std::string uid;
   std::string resource_version;
   std::map<std::string, std::string> labels;
-  // Only the annotations gpuheal reads are kept: those under gpuheal.io/ and the Cluster API
-  // Machine's (kCapiMachineAnnotation, kCapiNamespaceAnnotation).
+  // Only the annotations gpuheal reads are kept: those under gpuheal.io/ and sim.gpuheal.io/ and
+  // the Cluster API Machine's (kCapiMachineAnnotation, kCapiNamespaceAnnotation).
   std::map<std::string, std::string> annotations;
   bool deleting = false;                // deletionTimestamp set
   std::string creation_timestamp;       // metadata.creationTimestamp (RFC 3339, seconds)

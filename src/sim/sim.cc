@@ -191,6 +191,11 @@ Result<std::unique_ptr<Sim>> Sim::Start(std::unique_ptr<kube::Client> client,
         [p = s.get(), name = n.name] { p->Heartbeat(name); }, Lane::kKeepAlive);
   }
 
+  if (o.process_runtime) {
+    // Pod addresses from a random place in the range: two sims on one host rarely meet.
+    s->process_ips_ = rng() % 50000;
+    s->runtime_thread_ = std::thread([p = s.get()] { p->RuntimeLoop(); });
+  }
   s->pods_ = std::make_unique<kube::Informer<kube::Pod>>(*s->watch_client_, "/api/v1/pods",
                                                          kube::DecodePodList, kube::DecodePod);
   auto on = [p = s.get()](const kube::Pod& pod) { p->OnPod(pod); };
@@ -309,6 +314,7 @@ std::unique_ptr<Sim::HostedAgent> Sim::StopServing(const std::string& name) {
     }
   }
   node_ip_.erase(name);
+  KillNodeProcesses(name);  // the machine is gone: so are its pods' processes
   return agent;
 }
 
@@ -336,7 +342,10 @@ Sim::~Sim() {
     stop_ = true;
   }
   cv_.notify_all();
+  runtime_cv_.notify_all();
   for (auto& t : threads_) t.join();
+  if (runtime_thread_.joinable()) runtime_thread_.join();
+  StopProcesses();
   if (!opts_.keep_nodes && client_) {
     // From as many threads as the API calls had: one by one, 1,500 nodes take a minute on a busy
     // API server. Each node's Lease goes with it (owner reference).
@@ -541,6 +550,15 @@ void Sim::OnPod(const kube::Pod& p) {
     std::lock_guard<std::mutex> lock(mu_);
     return handled_.insert(what + "/" + id).second;
   };
+  if (opts_.process_runtime && IsProcessPod(p)) {
+    bool known;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      known = procs_.count(p.meta.uid) > 0;
+    }
+    // (A pod deleted before its processes started goes as any other.)
+    if (known || !p.meta.deleting) return OnProcessPod(p, id);
+  }
   if (p.meta.deleting) {
     if (!once("delete")) return;
     // The containers get the grace period to stop (capped), then the pod object goes.

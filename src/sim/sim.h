@@ -71,6 +71,12 @@ struct SimOptions {
   // `agents`), their pool taken from the gpuheal.io/pool label. One the provisioner deletes is
   // let go (its agent stopped). Empty: none.
   std::string adopt_selector;
+  // The process runtime (docs/sim.md): a pod annotated sim.gpuheal.io/runtime=process has its
+  // containers run as processes of this host, each at a pod IP of its own (added to the loopback
+  // interface: root), with its env, the downward API's annotations file, SIGTERM and the grace
+  // period at deletion, and its exit code reported in the pod's status. Off: such pods are
+  // reported Running as every other, with nothing run.
+  bool process_runtime = false;
 };
 
 struct SimNode {
@@ -105,9 +111,14 @@ class Sim {
   void PowerOff(const std::string& name);
   // The nodes adopted so far (adopt_selector), in the order they appeared.
   std::vector<std::string> adopted() const;
+  // A fault took `node`'s GPUs from the processes on them (the process runtime): each container
+  // process of a pod on `node` gets SIGUSR1, after which a CUDA program's every call fails. With
+  // `pods` not empty, only the pods named there (namespace/name: those holding the faulty GPU).
+  // Returns the number of processes signalled.
+  int GpuLost(const std::string& node, const std::set<std::string>& pods = {});
   struct Stats {
     uint64_t pods_started = 0, pods_deleted = 0, checkpoints = 0, lease_renewals = 0,
-             api_errors = 0;
+             api_errors = 0, processes_started = 0;
   };
   Stats stats() const;
 
@@ -146,6 +157,20 @@ class Sim {
   // be stopped (joined) outside the lock.
   std::unique_ptr<HostedAgent> StopServing(const std::string& name);
   std::vector<std::unique_ptr<HostedAgent>> agents_;
+
+  // The process runtime (process_runtime.cc).
+  struct PodProcesses;
+  static bool IsProcessPod(const kube::Pod& p);
+  void OnProcessPod(const kube::Pod& p, const std::string& id);
+  void StartProcessPod(const std::string& ns, const std::string& name, const std::string& node);
+  void RuntimeLoop();    // reaps, kills at the grace period's end, relays answers
+  void StopProcesses();  // the sim's end: every process killed, every address removed
+  static void KillPodProcesses(PodProcesses& pp);   // SIGKILL, reaped, its address removed
+  void KillNodeProcesses(const std::string& node);  // under mu_: each pod's, forgotten
+  std::map<std::string, std::shared_ptr<PodProcesses>> procs_;  // by pod uid, under mu_
+  uint64_t process_ips_ = 0;                                    // under mu_
+  std::thread runtime_thread_;
+  std::condition_variable runtime_cv_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

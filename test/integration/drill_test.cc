@@ -214,6 +214,39 @@ TEST_F(DrillTest, PdbHoldsTheSecondEvictionUntilAReplicaIsHealthyElsewhere) {
       r, {"taint", "checkpoint_requested", "checkpoint_done", "first_eviction", "last_eviction"});
 }
 
+// The workload's users: a service's clients through Xid 79 (real HTTP servers, balanced over the
+// Service's ready endpoints), and a training job through Xid 48 (real training loops, one that
+// checkpoints when gpuheal asks and one that does not).
+TEST_F(DrillTest, ServiceClientsSeeTheFaultyEndpointGoAndNoErrorAfterTheFailover) {
+  const json r = Run("service");
+  for (const char* c : {"service answered after the failover", "service measured",
+                        "capacity restored", "replacements Running elsewhere"})
+    EXPECT_TRUE(CheckOk(r, c)) << c << ": " << r.dump(2);
+  ASSERT_TRUE(r.contains("service")) << r.dump(2);
+  const json& s = r["service"];
+  EXPECT_GT(s["requests"].get<int>(), 100) << s;
+  EXPECT_EQ(s["errors_after_restored"], 0) << s;
+  EXPECT_GT(s["baseline_p99_ms"].get<double>(), 0) << s;
+  if (s["errors"].get<int>() > 0) {
+    // The faulty node's server failed once its GPU was lost, and stopped being asked once its
+    // endpoint left the Service: the last failure came before the replacement ran.
+    ExpectInOrder(r, {"service_first_error", "service_last_error", "replacement_running"});
+  }
+}
+
+TEST_F(DrillTest, TrainingLosesAStepWithTheCheckpointRequestAndMoreWithoutIt) {
+  const json r = Run("training");
+  for (const char* c :
+       {"checkpoint on gpuheal's request", "periodic-only trainer measured", "capacity restored"})
+    EXPECT_TRUE(CheckOk(r, c)) << c << ": " << r.dump(2);
+  ASSERT_TRUE(r.contains("training")) << r.dump(2);
+  const json& t = r["training"];
+  EXPECT_TRUE(t["resumed"].get<bool>()) << t;
+  EXPECT_LE(t["work_lost_s"].get<double>(), 0.15) << t;
+  EXPECT_GE(t["periodic_only_work_lost_s"].get<double>(), 0) << t;
+  ExpectInOrder(r, {"taint", "checkpoint_requested", "training_checkpoint", "training_resumed"});
+}
+
 TEST_F(DrillTest, FlapIsReleasedWithoutRemediation) {
   const json r = Run("flap");
   EXPECT_TRUE(CheckOk(r, "no remediation")) << r.dump(2);
@@ -492,7 +525,9 @@ TEST_F(DrillTest, BadOptionsAreUsageErrors) {
            {"--real-kmsg", "--scenario", "critical"},
            {"--real-kmsg", "--scenario", "runtime"},
            {"--real-node", "--scenario", "pdb"},
-           {"--real-node", "--repeat", "2"}}) {
+           {"--real-node", "--repeat", "2"},
+           {"--scenario", "service", "--workload-bin", "/nonexistent"},
+           {"--scenario", "training", "--real-kmsg"}}) {
     DrillProcess d(args);
     EXPECT_EQ(d.Wait(60s), 2) << args[0] << " " << args[1] << "\n" << d.Explain();
     EXPECT_FALSE(d.err().empty());

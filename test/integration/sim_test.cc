@@ -3,8 +3,13 @@
 // them and they run, a deleted pod goes after its (capped) grace period and its replacement runs,
 // the checkpoint protocol is answered, and the nodes leave with the sim.
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -207,6 +212,125 @@ TEST_F(SimTest, AgentsReadEachNodesOwnKernelLog) {
       "inject --node nope-" + id_ + " --sim-dir " + dir + " --xid 79", true);
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.out.find("no agent reads this node's kernel log"), std::string::npos) << bad.out;
+  EXPECT_EQ(sim.Kill(SIGTERM), 0);
+  std::filesystem::remove_all(dir);
+}
+
+// --process-runtime: a pod annotated sim.gpuheal.io/runtime=process runs its container as a
+// process of this host (tools/workload here), at a pod IP of its own on the loopback interface,
+// with its env's fieldRefs and $(VAR)s, the downward API's annotations, its readiness probe, its
+// answer to gpuheal's checkpoint request relayed as the pod's annotation, its exit code in the
+// pod's status, and SIGTERM within the grace period at deletion. Root.
+TEST_F(SimTest, ProcessRuntimeRunsThePodsContainersAsProcesses) {
+  if (geteuid() != 0) GTEST_SKIP() << "pod addresses on the loopback interface need root";
+  const std::string prefix = "p" + id_;
+  char tmpl[] = "/tmp/gpuheal-sim-it-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  AgentProcess sim({GPUHEAL_BIN, "sim", "--kubeconfig", ControlPlaneEnv::kubeconfig(), "--nodes",
+                    "1", "--pools", "1", "--standby", "0", "--prefix", prefix, "--process-runtime",
+                    "--state-dir", dir, "--max-termination", "3s"});
+  auto started = sim.WaitEvent([](const json& j) { return j.value("sim", "") == "started"; }, 60s);
+  ASSERT_TRUE(started);
+  const std::string node = (*started)["nodes"][0]["name"];
+  auto pod = [&](const std::string& name, json container) {
+    json p = {{"apiVersion", "v1"}, {"kind", "Pod"}};
+    p["metadata"] = {{"name", name},
+                     {"namespace", "work"},
+                     {"annotations", {{"sim.gpuheal.io/runtime", "process"}}}};
+    container["env"] = json::array(
+        {{{"name", "POD_IP"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "status.podIP"}}}}}},
+         {{"name", "POD_NAME"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}}});
+    p["spec"] = {{"nodeName", node},
+                 {"restartPolicy", "Never"},
+                 {"terminationGracePeriodSeconds", 30},
+                 {"containers", json::array({container})}};
+    // (403 until the namespace's default ServiceAccount exists.)
+    long status = 0;
+    Eventually(
+        [&] {
+          auto r = client_->Create(kube::PodPath("work"), p);
+          status = r ? r->status : 0;
+          return status != 403;
+        },
+        20s);
+    return status;
+  };
+  const std::string serve = "serve-" + id_, train = "train-" + id_, fails = "fails-" + id_;
+  json sc = {{"name", "serve"},
+             {"image", "gpuheal-workload"},
+             {"command", {GPUHEAL_WORKLOAD_BIN, "serve", "--listen", "$(POD_IP):8080"}},
+             {"ports", {{{"name", "http"}, {"containerPort", 8080}}}},
+             {"readinessProbe", {{"httpGet", {{"path", "/"}, {"port", "http"}}}}}};
+  ASSERT_EQ(pod(serve, sc), 201);
+  json tc = {
+      {"name", "train"},
+      {"image", "gpuheal-workload"},
+      {"command",
+       {GPUHEAL_WORKLOAD_BIN, "train", "--dir", dir + "/ckpt", "--step", "20ms", "--podinfo",
+        "$(SIM_SANDBOX)/podinfo/annotations", "--answer", "$(SIM_SANDBOX)/checkpoint-done"}}};
+  ASSERT_EQ(pod(train, tc), 201);
+  json fc = {{"name", "fails"}, {"image", "sh"}, {"command", {"/bin/sh", "-c", "exit 3"}}};
+  ASSERT_EQ(pod(fails, fc), 201);
+
+  // Running and Ready (after its readiness probe), at an address of its own that answers.
+  auto status = [&](const std::string& name) { return Get(kube::PodPath("work", name))["status"]; };
+  ASSERT_TRUE(Eventually(
+      [&] {
+        const json st = status(serve);
+        if (!st.is_object() || st.value("phase", "") != "Running") return false;
+        for (const auto& c : st.value("conditions", json::array()))
+          if (c["type"] == "Ready") return c["status"] == "True";
+        return false;
+      },
+      20s))
+      << status(serve).dump();
+  const std::string ip = status(serve).value("podIP", "");
+  EXPECT_TRUE(ip.starts_with("198.18.")) << ip;
+  EXPECT_TRUE(status(serve)["containerStatuses"][0]["containerID"].get<std::string>().starts_with(
+      "process://"));
+  httplib::Client http(ip, 8080);
+  auto answer = http.Get("/");
+  ASSERT_TRUE(answer) << "nothing answered at " << ip << ":8080";
+  EXPECT_EQ(answer->status, 200);
+
+  // The checkpoint protocol, through the downward API's file and the workload's answer.
+  ASSERT_TRUE(Eventually([&] { return status(train).value("phase", "") == "Running"; }, 20s));
+  json ann = {{"metadata", {{"annotations", {{"gpuheal.io/checkpoint-requested", "now"}}}}}};
+  ASSERT_TRUE(client_->Patch(kube::PodPath("work", train), kube::PatchType::kMerge, ann)->ok());
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return Get(kube::PodPath("work", train))["metadata"]["annotations"].contains(
+            "gpuheal.io/checkpoint-done");
+      },
+      10s))
+      << "the workload's answer, relayed by the sim";
+
+  // A process that ends on its own: its exit code in the pod's status, the pod Failed.
+  ASSERT_TRUE(Eventually([&] { return status(fails).value("phase", "") == "Failed"; }, 20s))
+      << status(fails).dump();
+  EXPECT_EQ(status(fails)["containerStatuses"][0]["state"]["terminated"]["exitCode"], 3);
+
+  // Deleted: SIGTERM (serve stops and says so), then the pod object goes, within the grace.
+  ASSERT_TRUE(client_->Delete(kube::PodPath("work", serve))->ok());
+  EXPECT_TRUE(Eventually([&] { return !client_->Get(kube::PodPath("work", serve))->ok(); }, 10s));
+  std::ifstream log(dir + "/pods/work_" + serve + "/serve.log");
+  const std::string out((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(out.find("\"event\":\"exit\""), std::string::npos) << "it got SIGTERM: " << out;
+  auto local = [&] {  // the pod's address is one of this host's
+    ifaddrs* all = nullptr;
+    if (getifaddrs(&all) != 0) return false;
+    bool found = false;
+    for (ifaddrs* a = all; a; a = a->ifa_next) {
+      if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+      char text[INET_ADDRSTRLEN] = {};
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
+      found |= ip == text;
+    }
+    freeifaddrs(all);
+    return found;
+  };
+  EXPECT_TRUE(Eventually([&] { return !local(); }, 5s)) << "its address is gone with it";
+  for (const auto& n : {train, fails}) (void)client_->Delete(kube::PodPath("work", n), "", "", 0);
   EXPECT_EQ(sim.Kill(SIGTERM), 0);
   std::filesystem::remove_all(dir);
 }

@@ -1114,6 +1114,50 @@ TEST_F(RemediatorTest, StandbyIsPromotedAtQuarantineAndTheNodeBecomesTheStandby)
   EXPECT_EQ(Last("n1").phase, "Recovered");
 }
 
+// MTTR: once per repair, when the pool has its capacity back. With a standby that is the
+// promotion (rung standby); the node's own recovery afterwards is not counted again.
+TEST_F(RemediatorTest, MttrCountsTheStandbysPromotionOnceNotTheNodesLaterRecovery) {
+  policy.provider = Provider::kStandby;
+  AddNode("n1");
+  AddNode("s1", "a", true);
+  Fault("n1");
+  auto r = Make();
+  auto count = [&](const std::string& rung) {
+    const std::string m = metrics.Render();
+    const std::string key =
+        "gpuheal_controller_mttr_seconds_count{domain=\"AcceleratedHardwareReady\",rung=\"" + rung +
+        "\"} ";
+    const size_t at = m.find(key);
+    return at == std::string::npos ? -1 : std::stoi(m.substr(at + key.size()));
+  };
+  EXPECT_EQ(count("standby"), 0) << "every domain's series exists from the start";
+  r->Reconcile("n1");
+  EXPECT_EQ(count("standby"), 1) << metrics.Render();
+  Settle(*r, "n1", 15min);
+  Heal("n1");
+  clock.Advance(3min);
+  r->Reconcile("n1");
+  ASSERT_EQ(Last("n1").phase, "Recovered");
+  EXPECT_EQ(count("standby"), 1);
+  EXPECT_EQ(count("none"), 0) << "the capacity came back with the standby, not now";
+}
+
+// Without a standby, MTTR ends when the node's replacement joins (Replaced), by that rung.
+TEST_F(RemediatorTest, MttrWithoutAStandbyEndsWhenTheRungRestoresTheNode) {
+  policy.provider = Provider::kExec;
+  policy.exec_command = {"/bin/true"};
+  AddNode("n1");
+  Fault("n1");
+  auto r = Make();
+  Settle(*r, "n1", 15min);
+  ASSERT_EQ(Last("n1").phase, "Replaced");
+  const std::string m = metrics.Render();
+  EXPECT_NE(m.find("gpuheal_controller_mttr_seconds_count{domain=\"AcceleratedHardwareReady\",rung="
+                   "\"exec\"} 1"),
+            std::string::npos)
+      << m;
+}
+
 // provider.name standby with a ladder: the standby is promoted at quarantine, then the ladder's
 // rungs act on the node (here: delete-node).
 TEST_F(RemediatorTest, TheStandbyIsPromotedAtQuarantineAndTheLadderRepairsTheNode) {

@@ -1,4 +1,4 @@
-#include "drill/child.h"
+#include "core/child.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -10,11 +10,11 @@
 #include <cstring>
 #include <thread>
 
-namespace gpuheal::drill {
+namespace gpuheal {
 
 Result<std::unique_ptr<Child>> Child::Spawn(
     const std::vector<std::string>& argv, const std::string& out_path, const std::string& err_path,
-    const std::vector<std::pair<std::string, std::string>>& env) {
+    const std::vector<std::pair<std::string, std::string>>& env, const std::string& cwd) {
   if (argv.empty()) return Error{"no program to start"};
   const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (out < 0) return Error{fmt::format("cannot open {}: {}", out_path, std::strerror(errno))};
@@ -50,6 +50,11 @@ Result<std::unique_ptr<Child>> Child::Spawn(
     const int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0) {
+      const int e = errno;
+      [[maybe_unused]] ssize_t w = write(ready[1], &e, sizeof e);
+      _exit(127);
+    }
     execv(args[0], args.data());
     const int e = errno;
     [[maybe_unused]] ssize_t w = write(ready[1], &e, sizeof e);
@@ -106,4 +111,4 @@ int Child::Stop(std::chrono::milliseconds grace) {
   return Wait(std::chrono::seconds(5));
 }
 
-}  // namespace gpuheal::drill
+}  // namespace gpuheal

@@ -1,7 +1,8 @@
 #pragma once
-// A long-running child process of the drill (the controller, an agent): started from an argv
-// (never a shell) in its own process group with stdout and stderr in files, signalled and
-// reaped by its owner. The destructor stops it (SIGTERM, then SIGKILL after a grace period).
+// A long-running child process (the drill's controller and agents, the sim's process-runtime
+// containers): started from an argv (never a shell) in its own process group with stdout and
+// stderr in files, signalled and reaped by its owner. The destructor stops it (SIGTERM, then
+// SIGKILL after a grace period).
 
 #include <sys/types.h>
 
@@ -13,16 +14,17 @@
 
 #include "core/result.h"
 
-namespace gpuheal::drill {
+namespace gpuheal {
 
 class Child {
  public:
-  // stdout to `out_path` (appended), stderr to `err_path` (appended). The child starts with
-  // SIGINT/SIGTERM unblocked whatever the parent's mask is.
+  // stdout to `out_path` (appended), stderr to `err_path` (appended), `env` added to this
+  // process's environment, in `cwd` ("": this process's). The child starts with SIGINT/SIGTERM
+  // unblocked whatever the parent's mask is.
   static Result<std::unique_ptr<Child>> Spawn(
       const std::vector<std::string>& argv, const std::string& out_path,
-      const std::string& err_path,
-      const std::vector<std::pair<std::string, std::string>>& env = {});
+      const std::string& err_path, const std::vector<std::pair<std::string, std::string>>& env = {},
+      const std::string& cwd = "");
   ~Child();
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
@@ -41,4 +43,4 @@ class Child {
   int status_ = -1;  // set once reaped
 };
 
-}  // namespace gpuheal::drill
+}  // namespace gpuheal

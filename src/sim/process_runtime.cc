@@ -1,0 +1,546 @@
+// The sim's process runtime (docs/sim.md, "Process runtime"): the containers of a pod annotated
+// sim.gpuheal.io/runtime=process run as processes of this host, so that a drill measures what a
+// service's clients and a training run see through a failover, not only gpuheal's own steps.
+// What the kubelet does for a container, on the scale a drill needs: the container's command
+// and args ($(VAR) expanded from its env) run from its pod's sandbox directory with its env
+// (values and the fieldRefs below); the pod gets an IP of its own, added to the loopback
+// interface; a downwardAPI annotations file is kept current; the first readiness probe
+// (httpGet or tcpSocket) gates Ready; a deleted pod's processes get SIGTERM, then SIGKILL at the
+// end of the grace period, and their exit codes are written to the pod's status before the pod
+// object goes; a container that ends on its own is restarted by the pod's restartPolicy, or its
+// pod ends Succeeded or Failed. No image is pulled and no namespace, cgroup or mount isolates the
+// process: the command's first word is a path on this host.
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/child.h"
+#include "core/keys.h"
+#include "core/log.h"
+#include "core/time.h"
+#include "sim/local_address.h"
+#include "sim/sim.h"
+
+namespace gpuheal::sim {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr std::string_view kRuntimeAnnotation = "sim.gpuheal.io/runtime";
+
+std::string NowText() { return kube::RfcTime(std::chrono::system_clock::now()); }
+
+// The downward API's annotations file: key="value" lines, sorted by key, values quoted. It holds
+// the pod's gpuheal.io/ and sim.gpuheal.io/ annotations, those the sim's pod cache keeps.
+std::string DownwardAnnotations(const std::map<std::string, std::string>& ann) {
+  std::string out;
+  for (const auto& [k, v] : ann) {
+    if (!k.starts_with("gpuheal.io/") && !k.starts_with("sim.gpuheal.io/")) continue;
+    out += k + "=\"";
+    for (char c : v) {
+      if (c == '"' || c == '\\') out += '\\';
+      if (c == '\n') {
+        out += "\\n";
+        continue;
+      }
+      out += c;
+    }
+    out += "\"\n";
+  }
+  return out;
+}
+
+// The kubelet's expansion of $(VAR) in a container's command, args and env values: a defined
+// variable's value, $$(VAR) the literal $(VAR), anything else left as written.
+std::string Expand(const std::string& s, const std::map<std::string, std::string>& vars) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    if (s.compare(i, 3, "$$(") == 0) {
+      out += "$(";
+      i += 3;
+      continue;
+    }
+    if (s.compare(i, 2, "$(") == 0) {
+      const size_t end = s.find(')', i + 2);
+      if (end != std::string::npos) {
+        auto it = vars.find(s.substr(i + 2, end - i - 2));
+        if (it != vars.end()) {
+          out += it->second;
+          i = end + 1;
+          continue;
+        }
+      }
+    }
+    out += s[i++];
+  }
+  return out;
+}
+
+// One readiness probe: a TCP connection to ip:port and, with a path, an HTTP GET answered with a
+// status from 200 to 399, within 1 s.
+bool Probe(const std::string& ip, int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  timeval tv{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, ip.c_str(), &a.sin_addr);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  if (ok && !path.empty()) {
+    const std::string req =
+        fmt::format("GET {} HTTP/1.0\r\nHost: {}:{}\r\nUser-Agent: kube-probe/gpuheal-sim\r\n\r\n",
+                    path, ip, port);
+    ok = send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
+    char buf[64] = {};
+    const ssize_t n = ok ? recv(fd, buf, sizeof buf - 1, 0) : -1;
+    int status = 0;
+    ok = n > 12 && std::sscanf(buf, "HTTP/%*d.%*d %d", &status) == 1 && status >= 200 &&
+         status < 400;
+  }
+  close(fd);
+  return ok;
+}
+
+std::string ReadSmallFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return "";
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s.size() > 256 ? s.substr(0, 256) : s;
+}
+
+}  // namespace
+
+struct Sim::PodProcesses {
+  std::string ns, name, uid, node, ip, sandbox, restart_policy = "Always";
+  struct Container {
+    std::string name, log;
+    std::vector<std::string> argv;
+    std::vector<std::pair<std::string, std::string>> env;
+    std::unique_ptr<Child> proc;
+    int exit = -1;  // the last run's exit code (128+signal when killed); -1 while it runs
+    int restarts = 0;
+    bool ready = false;
+    std::string started_at, finished_at;
+    Clock::time_point restart_at{};  // a restart that is due (restartPolicy), or never
+    bool waiting_restart = false;
+  };
+  std::vector<Container> containers;
+  std::string annotations;  // the downward API file's content as last written
+  std::string answered;     // the checkpoint answer last relayed
+  bool deleting = false, finalizing = false;
+  Clock::time_point kill_at{};
+
+  json Status(const std::string& phase) const {
+    json statuses = json::array();
+    bool all_ready = true;
+    for (const auto& c : containers) {
+      json s = {{"name", c.name},
+                {"image", "process"},
+                {"imageID", "process://" + (c.argv.empty() ? "" : c.argv[0])},
+                {"containerID", fmt::format("process://{}", c.proc ? c.proc->pid() : 0)},
+                {"restartCount", c.restarts}};
+      if (c.exit < 0 && c.proc) {
+        s["state"] = {{"running", {{"startedAt", c.started_at}}}};
+        s["ready"] = c.ready;
+        s["started"] = true;
+      } else {
+        s["state"] = {{"terminated",
+                       {{"exitCode", c.exit},
+                        {"reason", c.exit == 0 ? "Completed" : "Error"},
+                        {"startedAt", c.started_at},
+                        {"finishedAt", c.finished_at}}}};
+        s["ready"] = false;
+        s["started"] = false;
+      }
+      all_ready = all_ready && s["ready"].get<bool>();
+      statuses.push_back(std::move(s));
+    }
+    const std::string now = NowText();
+    auto cond = [&](const char* type, bool v) {
+      return json{{"type", type}, {"status", v ? "True" : "False"}, {"lastTransitionTime", now}};
+    };
+    json st = {{"containerStatuses", statuses},
+               {"conditions",
+                {cond("PodScheduled", true), cond("Initialized", true),
+                 cond("ContainersReady", all_ready), cond("Ready", all_ready)}}};
+    if (!phase.empty()) st["phase"] = phase;
+    return {{"status", st}};
+  }
+};
+
+bool Sim::IsProcessPod(const kube::Pod& p) {
+  auto it = p.meta.annotations.find(std::string(kRuntimeAnnotation));
+  return it != p.meta.annotations.end() && it->second == "process";
+}
+
+void Sim::OnProcessPod(const kube::Pod& p, const std::string& id) {
+  std::shared_ptr<PodProcesses> pp;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = procs_.find(p.meta.uid);
+    if (it != procs_.end()) pp = it->second;
+  }
+  if (p.meta.deleting) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!pp || pp->deleting || !handled_.insert("delete/" + id).second) return;
+    // SIGTERM now; SIGKILL at the end of the grace period (capped), as the kubelet does.
+    const int64_t grace = p.meta.deletion_grace_seconds >= 0 ? p.meta.deletion_grace_seconds : 30;
+    pp->deleting = true;
+    pp->kill_at = Clock::now() + std::min<std::chrono::milliseconds>(std::chrono::seconds(grace),
+                                                                     opts_.max_termination);
+    for (auto& c : pp->containers)
+      if (c.proc && c.exit < 0) c.proc->Signal(SIGTERM);
+    return;
+  }
+  if (p.phase == "Succeeded" || p.phase == "Failed") return;
+  if (!pp) {
+    bool first;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      first = handled_.insert("start/" + id).second;
+    }
+    if (first) {
+      At(Clock::now(), [this, ns = p.meta.namespace_, name = p.meta.name, node = p.node_name] {
+        StartProcessPod(ns, name, node);
+      });
+    }
+    return;
+  }
+  // The downward API's annotations file, current with the pod.
+  const std::string text = DownwardAnnotations(p.meta.annotations);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (text == pp->annotations) return;
+  pp->annotations = text;
+  const std::string file = pp->sandbox + "/podinfo/annotations";
+  std::ofstream(file + ".tmp", std::ios::trunc) << text;
+  std::rename((file + ".tmp").c_str(), file.c_str());
+}
+
+void Sim::StartProcessPod(const std::string& ns, const std::string& name, const std::string& node) {
+  auto got = client_->Get(kube::PodPath(ns, name));
+  if (!got || !got->ok()) return;
+  const json pod = json::parse(got->body, nullptr, false);
+  if (!pod.is_object() || pod["metadata"].contains("deletionTimestamp")) return;
+  auto pp = std::make_shared<PodProcesses>();
+  pp->ns = ns;
+  pp->name = name;
+  pp->node = node;
+  pp->uid = pod["metadata"].value("uid", "");
+  std::string host_ip;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = node_ip_.find(node);
+    if (it == node_ip_.end()) return;
+    host_ip = it->second;
+    ++stats_.pods_started;
+    const uint64_t k = process_ips_++;
+    pp->ip = fmt::format("198.{}.{}.{}", 18 + (k / 250 / 256) % 2, (k / 250) % 256, k % 250 + 1);
+  }
+  auto fail = [&](const std::string& why) {
+    Log("warn", "sim: process runtime: cannot start the pod",
+        {{"pod", ns + "/" + name}, {"error", why}});
+    json st = {
+        {"status",
+         {{"phase", "Failed"}, {"reason", "StartError"}, {"message", "gpuheal sim: " + why}}}};
+    (void)Ok(
+        client_->Patch(kube::PodPath(ns, name) + "/status", kube::PatchType::kStrategicMerge, st));
+  };
+  if (auto s = AddLoopbackAddress(pp->ip); !s) return fail(s.error().message);
+  pp->sandbox = opts_.state_dir + "/pods/" + ns + "_" + name;
+  std::error_code ec;
+  std::filesystem::create_directories(pp->sandbox + "/podinfo", ec);
+  if (ec) return fail(fmt::format("{}: {}", pp->sandbox, ec.message()));
+  std::map<std::string, std::string> annotations;
+  const json pod_annotations = pod["metadata"].value("annotations", json::object());
+  for (const auto& [k, v] : pod_annotations.items())
+    if (v.is_string()) annotations[k] = v.get<std::string>();
+  pp->annotations = DownwardAnnotations(annotations);
+  std::ofstream(pp->sandbox + "/podinfo/annotations") << pp->annotations;
+  const json spec = pod.value("spec", json::object());
+  pp->restart_policy = spec.value("restartPolicy", "Always");
+  auto field = [&](const std::string& path) -> std::string {
+    if (path == "metadata.name") return name;
+    if (path == "metadata.namespace") return ns;
+    if (path == "metadata.uid") return pp->uid;
+    if (path == "spec.nodeName") return node;
+    if (path == "status.podIP") return pp->ip;
+    if (path == "status.hostIP") return host_ip;
+    for (const char* map : {"annotations", "labels"}) {
+      const std::string pre = fmt::format("metadata.{}['", map);
+      if (path.starts_with(pre) && path.ends_with("']")) {
+        const json m = pod["metadata"].value(map, json::object());
+        return m.value(path.substr(pre.size(), path.size() - pre.size() - 2), "");
+      }
+    }
+    return "";
+  };
+  struct ProbeSpec {
+    int port = 0;
+    std::string path;
+  };
+  std::vector<std::optional<ProbeSpec>> probes;
+  for (const auto& c : spec.value("containers", json::array())) {
+    PodProcesses::Container pc;
+    pc.name = c.value("name", "");
+    pc.log = pp->sandbox + "/" + pc.name + ".log";
+    std::map<std::string, std::string> vars = {{"SIM_SANDBOX", pp->sandbox}};
+    pc.env.push_back({"SIM_SANDBOX", pp->sandbox});
+    for (const auto& e : c.value("env", json::array())) {
+      const std::string k = e.value("name", "");
+      std::string v = Expand(e.value("value", ""), vars);
+      if (e.contains("valueFrom") && e["valueFrom"].contains("fieldRef"))
+        v = field(e["valueFrom"]["fieldRef"].value("fieldPath", ""));
+      vars[k] = v;
+      pc.env.push_back({k, v});
+    }
+    for (const char* part : {"command", "args"})
+      for (const auto& a : c.value(part, json::array()))
+        if (a.is_string()) pc.argv.push_back(Expand(a.get<std::string>(), vars));
+    if (pc.argv.empty() || !pc.argv[0].starts_with("/"))
+      return fail(
+          fmt::format("container {}: the process runtime runs no image: its command must "
+                      "start with the absolute path of a program on this host",
+                      pc.name));
+    std::optional<ProbeSpec> probe;
+    if (c.contains("readinessProbe") && c["readinessProbe"].is_object()) {
+      const json& r = c["readinessProbe"];
+      const json& how = r.contains("httpGet") ? r["httpGet"] : r.value("tcpSocket", json());
+      if (how.is_object() && how.contains("port")) {
+        ProbeSpec ps;
+        ps.path = r.contains("httpGet") ? how.value("path", "/") : "";
+        if (how["port"].is_number_integer()) ps.port = how["port"].get<int>();
+        for (const auto& port : c.value("ports", json::array()))
+          if (how["port"].is_string() && port.value("name", "") == how["port"].get<std::string>())
+            ps.port = port.value("containerPort", 0);
+        if (ps.port > 0) probe = ps;
+      }
+    }
+    probes.push_back(probe);
+    pp->containers.push_back(std::move(pc));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& c : pp->containers) {
+      auto child = Child::Spawn(c.argv, c.log, c.log, c.env, pp->sandbox);
+      c.started_at = NowText();
+      if (!child) {
+        c.exit = 128;
+        c.finished_at = c.started_at;
+        Log("warn", "sim: process runtime: cannot start a container",
+            {{"pod", ns + "/" + name}, {"container", c.name}, {"error", child.error().message}});
+        continue;
+      }
+      c.proc = std::move(*child);
+      ++stats_.processes_started;
+    }
+  }
+  // Ready once each container's first readiness probe passes (10 s at most); one without a probe
+  // is ready once started.
+  for (size_t i = 0; i < pp->containers.size(); ++i) {
+    bool ready = true;
+    if (probes[i]) {
+      const auto until = Clock::now() + 10s;
+      while (!(ready = Probe(pp->ip, probes[i]->port, probes[i]->path)) && Clock::now() < until)
+        std::this_thread::sleep_for(20ms);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    pp->containers[i].ready = ready && pp->containers[i].exit < 0;
+  }
+  json status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status = pp->Status("Running");
+  }
+  status["status"]["startTime"] = NowText();
+  status["status"]["podIP"] = pp->ip;
+  status["status"]["podIPs"] = json::array({{{"ip", pp->ip}}});
+  status["status"]["hostIP"] = host_ip;
+  status["status"]["hostIPs"] = json::array({{{"ip", host_ip}}});
+  (void)Ok(client_->Patch(kube::PodPath(ns, name) + "/status", kube::PatchType::kStrategicMerge,
+                          status));
+  // From now on the runtime loop reaps, restarts and stops its processes (a container that has
+  // ended already is reported by its first pass, after the Running above).
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    procs_[pp->uid] = pp;
+  }
+  // Deleted while it started: the runtime loop stops it at once.
+  auto again = client_->Get(kube::PodPath(ns, name));
+  if (again && (again->status == 404 ||
+                (again->ok() && json::parse(again->body, nullptr, false)["metadata"].contains(
+                                    "deletionTimestamp")))) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!pp->deleting) {
+      pp->deleting = true;
+      pp->kill_at = Clock::now();
+    }
+  }
+}
+
+void Sim::RuntimeLoop() {
+  for (;;) {
+    std::vector<std::function<void()>> work;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      runtime_cv_.wait_for(lock, 20ms, [this] { return stop_; });
+      if (stop_) return;
+      const auto now = Clock::now();
+      for (auto& [uid, pp] : procs_) {
+        if (pp->finalizing) continue;
+        bool ended = false;
+        for (auto& c : pp->containers) {
+          if (!c.proc || c.exit >= 0) continue;
+          if (const int w = c.proc->Wait(0ms); w >= 0) {
+            c.exit = w;
+            c.finished_at = NowText();
+            ended = true;
+          }
+        }
+        // The workload's answer to gpuheal's checkpoint request, as the pod's annotation (what a
+        // workload with the right to patch its own pod writes).
+        if (const std::string a = ReadSmallFile(pp->sandbox + "/checkpoint-done");
+            !a.empty() && a != pp->answered && !pp->deleting) {
+          pp->answered = a;
+          work.push_back([this, ns = pp->ns, name = pp->name] {
+            auto r = client_->Patch(
+                kube::PodPath(ns, name), kube::PatchType::kMerge,
+                {{"metadata",
+                  {{"annotations", {{std::string(keys::kCheckpointDone), NowText()}}}}}});
+            if (Ok(r)) {
+              std::lock_guard<std::mutex> l(mu_);
+              ++stats_.checkpoints;
+            }
+          });
+        }
+        if (pp->deleting) {
+          const bool all_ended = std::all_of(pp->containers.begin(), pp->containers.end(),
+                                             [](const auto& c) { return !c.proc || c.exit >= 0; });
+          if (!all_ended && now < pp->kill_at) continue;
+          for (auto& c : pp->containers) {
+            if (!c.proc || c.exit >= 0) continue;
+            c.proc->Signal(SIGKILL);
+            c.exit = c.proc->Wait(1s);
+            c.finished_at = NowText();
+          }
+          pp->finalizing = true;
+          // The containers' ends in the pod's status, then the pod object goes (its uid as a
+          // precondition), as the kubelet does; then the pod's address.
+          work.push_back([this, pp, status = pp->Status("")] {
+            (void)client_->Patch(kube::PodPath(pp->ns, pp->name) + "/status",
+                                 kube::PatchType::kStrategicMerge, status);
+            auto r = client_->Delete(kube::PodPath(pp->ns, pp->name), pp->uid, "", 0);
+            (void)RemoveLoopbackAddress(pp->ip);
+            std::lock_guard<std::mutex> l(mu_);
+            if (r && (r->ok() || r->status == 404 || r->status == 409)) ++stats_.pods_deleted;
+            const std::string id = pp->ns + "/" + pp->name + "/" + pp->uid;
+            for (const char* k : {"start/", "delete/", "checkpoint/"}) handled_.erase(k + id);
+            procs_.erase(pp->uid);
+          });
+          continue;
+        }
+        // A container that ended on its own: restarted by the pod's restartPolicy (after 1 s),
+        // or the pod ends.
+        bool restart_due = false;
+        for (auto& c : pp->containers) {
+          if (c.exit < 0 || !c.proc) continue;
+          const bool again =
+              pp->restart_policy == "Always" || (pp->restart_policy == "OnFailure" && c.exit != 0);
+          if (again && !c.waiting_restart) {
+            c.waiting_restart = true;
+            c.restart_at = now + 1s;
+          } else if (again && now >= c.restart_at) {
+            auto child = Child::Spawn(c.argv, c.log, c.log, c.env, pp->sandbox);
+            c.waiting_restart = false;
+            if (child) {
+              c.proc = std::move(*child);
+              c.exit = -1;
+              c.ready = true;
+              c.started_at = NowText();
+              ++c.restarts;
+              ++stats_.processes_started;
+              restart_due = true;
+            }
+          }
+        }
+        if (ended || restart_due) {
+          const bool all_ended = std::all_of(pp->containers.begin(), pp->containers.end(),
+                                             [](const auto& c) { return c.exit >= 0; });
+          const bool none_restart = std::none_of(pp->containers.begin(), pp->containers.end(),
+                                                 [](const auto& c) { return c.waiting_restart; });
+          std::string phase;
+          if (all_ended && none_restart) {
+            phase = std::all_of(pp->containers.begin(), pp->containers.end(),
+                                [](const auto& c) { return c.exit == 0; })
+                        ? "Succeeded"
+                        : "Failed";
+          }
+          work.push_back([this, ns = pp->ns, name = pp->name, status = pp->Status(phase)] {
+            (void)Ok(client_->Patch(kube::PodPath(ns, name) + "/status",
+                                    kube::PatchType::kStrategicMerge, status));
+          });
+        }
+      }
+    }
+    for (auto& w : work) At(Clock::now(), std::move(w));
+  }
+}
+
+int Sim::GpuLost(const std::string& node, const std::set<std::string>& pods) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (auto& [uid, pp] : procs_) {
+    if (pp->node != node || (!pods.empty() && !pods.count(pp->ns + "/" + pp->name))) continue;
+    for (auto& c : pp->containers) {
+      if (c.proc && c.exit < 0) {
+        c.proc->Signal(SIGUSR1);
+        ++n;
+      }
+    }
+  }
+  return n;
+}
+
+void Sim::StopProcesses() {
+  std::map<std::string, std::shared_ptr<PodProcesses>> procs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    procs.swap(procs_);
+  }
+  for (auto& [uid, pp] : procs) KillPodProcesses(*pp);
+}
+
+void Sim::KillNodeProcesses(const std::string& node) {
+  for (auto it = procs_.begin(); it != procs_.end();) {
+    if (it->second->node != node) {
+      ++it;
+      continue;
+    }
+    KillPodProcesses(*it->second);
+    it = procs_.erase(it);
+  }
+}
+
+void Sim::KillPodProcesses(PodProcesses& pp) {
+  pp.finalizing = true;
+  for (auto& c : pp.containers) {
+    if (!c.proc || c.exit >= 0) continue;
+    c.proc->Signal(SIGKILL);
+    c.exit = c.proc->Wait(2s);
+  }
+  (void)RemoveLoopbackAddress(pp.ip);
+}
+
+}  // namespace gpuheal::sim
