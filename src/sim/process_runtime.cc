@@ -498,11 +498,11 @@ void Sim::RuntimeLoop() {
   }
 }
 
-int Sim::GpuLost(const std::string& node, const std::set<std::string>& pods) {
+int Sim::GpuLost(const std::string& node) {
   std::lock_guard<std::mutex> lock(mu_);
   int n = 0;
   for (auto& [uid, pp] : procs_) {
-    if (pp->node != node || (!pods.empty() && !pods.count(pp->ns + "/" + pp->name))) continue;
+    if (pp->node != node) continue;
     for (auto& c : pp->containers) {
       if (c.proc && c.exit < 0) {
         c.proc->Signal(SIGUSR1);

@@ -1,10 +1,11 @@
 #pragma once
 // `gpuheal sim`: simulated GPU nodes for tests, drills and scale runs — the kubelet's side of the
-// API, nothing more. It registers Nodes (pool label, GPU capacity, addresses, nodeInfo, Ready),
-// keeps them alive as a kubelet does (a Lease in kube-node-lease renewed every lease period, the
-// Ready condition's heartbeat), reports the pods bound to them Running (conditions, container
-// statuses, pod IP), completes their deletion after the grace period (capped: the simulated
-// containers stop at once when asked), and answers the checkpoint protocol
+// API, nothing more (and, for pods that opt in, containers run as local processes: the process
+// runtime, process_runtime.cc). It registers Nodes (pool label, GPU capacity, addresses, nodeInfo,
+// Ready), keeps them alive as a kubelet does (a Lease in kube-node-lease renewed every lease
+// period, the Ready condition's heartbeat), reports the pods bound to them Running (conditions,
+// container statuses, pod IP), completes their deletion after the grace period (capped: the
+// simulated containers stop at once when asked), and answers the checkpoint protocol
 // (gpuheal.io/checkpoint-requested -> gpuheal.io/checkpoint-done after a delay). Standby nodes
 // carry the gpuheal.io/standby taint. All API writes go through a small pool of threads fed by
 // one timer queue, so thousands of nodes cost one core.
@@ -112,10 +113,9 @@ class Sim {
   // The nodes adopted so far (adopt_selector), in the order they appeared.
   std::vector<std::string> adopted() const;
   // A fault took `node`'s GPUs from the processes on them (the process runtime): each container
-  // process of a pod on `node` gets SIGUSR1, after which a CUDA program's every call fails. With
-  // `pods` not empty, only the pods named there (namespace/name: those holding the faulty GPU).
+  // process of a pod on `node` gets SIGUSR1, after which a CUDA program's every call fails.
   // Returns the number of processes signalled.
-  int GpuLost(const std::string& node, const std::set<std::string>& pods = {});
+  int GpuLost(const std::string& node);
   struct Stats {
     uint64_t pods_started = 0, pods_deleted = 0, checkpoints = 0, lease_renewals = 0,
              api_errors = 0, processes_started = 0;
