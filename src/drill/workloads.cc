@@ -1,14 +1,12 @@
 #include "drill/workloads.h"
 
-#include <arpa/inet.h>
 #include <fmt/format.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+
+#include "core/http_get.h"
 
 namespace gpuheal::drill {
 namespace {
@@ -158,31 +156,8 @@ static Result<kube::List<LoadGenerator::Slice>> DecodeSliceList(std::string_view
 }
 
 int HttpGetStatus(const std::string& endpoint) {
-  const size_t colon = endpoint.rfind(':');
-  if (colon == std::string::npos) return 0;
-  const std::string ip = endpoint.substr(0, colon);
-  const int port = std::atoi(endpoint.c_str() + colon + 1);
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  timeval tv{2, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  int status = 0;
-  if (inet_pton(AF_INET, ip.c_str(), &a.sin_addr) == 1 &&
-      connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    const std::string req =
-        fmt::format("GET / HTTP/1.0\r\nHost: {}\r\nUser-Agent: gpuheal-drill\r\n\r\n", endpoint);
-    char buf[64] = {};
-    if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size()) &&
-        recv(fd, buf, sizeof buf - 1, 0) > 12) {
-      if (std::sscanf(buf, "HTTP/%*d.%*d %d", &status) != 1) status = 0;
-    }
-  }
-  close(fd);
-  return status;
+  return gpuheal::HttpGetStatus("http://" + endpoint + "/", std::chrono::seconds(2),
+                                "gpuheal-drill");
 }
 
 Result<std::unique_ptr<LoadGenerator>> LoadGenerator::Start(const kube::Config& cfg,

@@ -11,11 +11,8 @@
 // pod ends Succeeded or Failed. No image is pulled and no namespace, cgroup or mount isolates the
 // process: the command's first word is a path on this host.
 
-#include <arpa/inet.h>
 #include <fmt/format.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -23,6 +20,7 @@
 #include <sstream>
 
 #include "core/child.h"
+#include "core/http_get.h"
 #include "core/keys.h"
 #include "core/log.h"
 #include "core/time.h"
@@ -85,32 +83,13 @@ std::string Expand(const std::string& s, const std::map<std::string, std::string
   return out;
 }
 
-// One readiness probe: a TCP connection to ip:port and, with a path, an HTTP GET answered with a
-// status from 200 to 399, within 1 s.
+// One readiness probe, within 1 s: the TCP connection (tcpSocket) or an HTTP GET answered with a
+// status from 200 to 399 (httpGet).
 bool Probe(const std::string& ip, int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  timeval tv{1, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, ip.c_str(), &a.sin_addr);
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  if (ok && !path.empty()) {
-    const std::string req =
-        fmt::format("GET {} HTTP/1.0\r\nHost: {}:{}\r\nUser-Agent: kube-probe/gpuheal-sim\r\n\r\n",
-                    path, ip, port);
-    ok = send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
-    char buf[64] = {};
-    const ssize_t n = ok ? recv(fd, buf, sizeof buf - 1, 0) : -1;
-    int status = 0;
-    ok = n > 12 && std::sscanf(buf, "HTTP/%*d.%*d %d", &status) == 1 && status >= 200 &&
-         status < 400;
-  }
-  close(fd);
-  return ok;
+  const int status =
+      HttpGetStatus(fmt::format("http://{}:{}{}", ip, port, path.empty() ? "/" : path),
+                    std::chrono::seconds(1), "kube-probe/gpuheal-sim", path.empty());
+  return status >= 200 && status < 400;
 }
 
 std::string ReadSmallFile(const std::string& path) {

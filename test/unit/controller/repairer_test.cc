@@ -1097,32 +1097,15 @@ TEST_F(RepairerTest, TheGpuLevelRungQuarantinesWhenTheAgentIsSilent) {
 
 class RemediatorTest : public RepairerTest {};
 
+// MTTR too: once per repair, when the pool has its capacity back. With a standby that is the
+// promotion (rung standby); the node's own recovery afterwards is not counted again.
 TEST_F(RemediatorTest, StandbyIsPromotedAtQuarantineAndTheNodeBecomesTheStandby) {
   policy.provider = Provider::kStandby;
   AddNode("n1");
   AddNode("s1", "a", true);
   Fault("n1");
   auto r = Make();
-  r->Reconcile("n1");
-  EXPECT_FALSE(HasTaint(NodeObj("s1"), keys::kStandbyTaint, "", "")) << "promoted at once";
-  Settle(*r, "n1", 15min);
-  EXPECT_EQ(Last("n1").phase, "Remediating");
-  Heal("n1");
-  clock.Advance(3min);
-  r->Reconcile("n1");
-  EXPECT_TRUE(HasTaint(NodeObj("n1"), keys::kStandbyTaint, "true", "NoSchedule"));
-  EXPECT_EQ(Last("n1").phase, "Recovered");
-}
-
-// MTTR: once per repair, when the pool has its capacity back. With a standby that is the
-// promotion (rung standby); the node's own recovery afterwards is not counted again.
-TEST_F(RemediatorTest, MttrCountsTheStandbysPromotionOnceNotTheNodesLaterRecovery) {
-  policy.provider = Provider::kStandby;
-  AddNode("n1");
-  AddNode("s1", "a", true);
-  Fault("n1");
-  auto r = Make();
-  auto count = [&](const std::string& rung) {
+  auto mttr = [&](const std::string& rung) {
     const std::string m = metrics.Render();
     const std::string key =
         "gpuheal_controller_mttr_seconds_count{domain=\"AcceleratedHardwareReady\",rung=\"" + rung +
@@ -1130,16 +1113,19 @@ TEST_F(RemediatorTest, MttrCountsTheStandbysPromotionOnceNotTheNodesLaterRecover
     const size_t at = m.find(key);
     return at == std::string::npos ? -1 : std::stoi(m.substr(at + key.size()));
   };
-  EXPECT_EQ(count("standby"), 0) << "every domain's series exists from the start";
+  EXPECT_EQ(mttr("standby"), 0) << "every domain's series exists from the start";
   r->Reconcile("n1");
-  EXPECT_EQ(count("standby"), 1) << metrics.Render();
+  EXPECT_FALSE(HasTaint(NodeObj("s1"), keys::kStandbyTaint, "", "")) << "promoted at once";
+  EXPECT_EQ(mttr("standby"), 1) << metrics.Render();
   Settle(*r, "n1", 15min);
+  EXPECT_EQ(Last("n1").phase, "Remediating");
   Heal("n1");
   clock.Advance(3min);
   r->Reconcile("n1");
-  ASSERT_EQ(Last("n1").phase, "Recovered");
-  EXPECT_EQ(count("standby"), 1);
-  EXPECT_EQ(count("none"), 0) << "the capacity came back with the standby, not now";
+  EXPECT_TRUE(HasTaint(NodeObj("n1"), keys::kStandbyTaint, "true", "NoSchedule"));
+  EXPECT_EQ(Last("n1").phase, "Recovered");
+  EXPECT_EQ(mttr("standby"), 1);
+  EXPECT_EQ(mttr("none"), 0) << "the capacity came back with the standby, not now";
 }
 
 // Without a standby, MTTR ends when the node's replacement joins (Replaced), by that rung.
