@@ -45,8 +45,8 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 900 "${args[@]}"
 # Nothing a test started may outlive it: every control plane is stopped by its test binary.
-if pgrep -f '/tmp/gpuheal-it-[A-Za-z0-9]+/' >/dev/null; then
+if pgrep -f '/tmp/gpuheal-it-[A-Za-z0-9]+/|tools/s3-server/s3_server[.]py' >/dev/null; then
   echo "run-tests: processes left running by the integration tests:" >&2
-  pgrep -af '/tmp/gpuheal-it-' >&2
+  pgrep -af '/tmp/gpuheal-it-|tools/s3-server/s3_server[.]py' >&2
   exit 1
 fi

@@ -943,14 +943,17 @@ std::string LogText(AgentProcess& p) {
   return out;
 }
 
+// One S3 server for the binary, stopped when it exits (a static's destructor: a server that was
+// never stopped outlived every run of this binary).
 gpuheal::testing::S3Server& S3() {
-  static gpuheal::testing::S3Server* s3 = [] {
-    auto* s = new gpuheal::testing::S3Server();
-    s->Start();
-    s->CreateBucket("bundles");
-    return s;
+  static gpuheal::testing::S3Server s3;
+  static const bool started = [] {
+    s3.Start();
+    s3.CreateBucket("bundles");
+    return true;
   }();
-  return *s3;
+  (void)started;
+  return s3;
 }
 
 void InstallDiagnosticsCrd(kube::Client& client) {
