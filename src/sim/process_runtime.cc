@@ -165,7 +165,7 @@ bool Sim::IsProcessPod(const kube::Pod& p) {
   return it != p.meta.annotations.end() && it->second == "process";
 }
 
-void Sim::OnProcessPod(const kube::Pod& p, const std::string& id) {
+bool Sim::OnProcessPod(const kube::Pod& p, const std::string& id) {
   std::shared_ptr<PodProcesses> pp;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -173,8 +173,9 @@ void Sim::OnProcessPod(const kube::Pod& p, const std::string& id) {
     if (it != procs_.end()) pp = it->second;
   }
   if (p.meta.deleting) {
+    if (!pp) return false;
     std::lock_guard<std::mutex> lock(mu_);
-    if (!pp || pp->deleting || !handled_.insert("delete/" + id).second) return;
+    if (pp->deleting || !handled_.insert("delete/" + id).second) return true;
     // SIGTERM now; SIGKILL at the end of the grace period (capped), as the kubelet does.
     const int64_t grace = p.meta.deletion_grace_seconds >= 0 ? p.meta.deletion_grace_seconds : 30;
     pp->deleting = true;
@@ -182,9 +183,9 @@ void Sim::OnProcessPod(const kube::Pod& p, const std::string& id) {
                                                                      opts_.max_termination);
     for (auto& c : pp->containers)
       if (c.proc && c.exit < 0) c.proc->Signal(SIGTERM);
-    return;
+    return true;
   }
-  if (p.phase == "Succeeded" || p.phase == "Failed") return;
+  if (p.phase == "Succeeded" || p.phase == "Failed") return true;
   if (!pp) {
     bool first;
     {
@@ -196,16 +197,17 @@ void Sim::OnProcessPod(const kube::Pod& p, const std::string& id) {
         StartProcessPod(ns, name, node);
       });
     }
-    return;
+    return true;
   }
   // The downward API's annotations file, current with the pod.
   const std::string text = DownwardAnnotations(p.meta.annotations);
   std::lock_guard<std::mutex> lock(mu_);
-  if (text == pp->annotations) return;
+  if (text == pp->annotations) return true;
   pp->annotations = text;
   const std::string file = pp->sandbox + "/podinfo/annotations";
   std::ofstream(file + ".tmp", std::ios::trunc) << text;
   std::rename((file + ".tmp").c_str(), file.c_str());
+  return true;
 }
 
 void Sim::StartProcessPod(const std::string& ns, const std::string& name, const std::string& node) {

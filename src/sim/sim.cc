@@ -550,15 +550,7 @@ void Sim::OnPod(const kube::Pod& p) {
     std::lock_guard<std::mutex> lock(mu_);
     return handled_.insert(what + "/" + id).second;
   };
-  if (opts_.process_runtime && IsProcessPod(p)) {
-    bool known;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      known = procs_.count(p.meta.uid) > 0;
-    }
-    // (A pod deleted before its processes started goes as any other.)
-    if (known || !p.meta.deleting) return OnProcessPod(p, id);
-  }
+  if (opts_.process_runtime && IsProcessPod(p) && OnProcessPod(p, id)) return;
   if (p.meta.deleting) {
     if (!once("delete")) return;
     // The containers get the grace period to stop (capped), then the pod object goes.

@@ -161,7 +161,8 @@ class Sim {
   // The process runtime (process_runtime.cc).
   struct PodProcesses;
   static bool IsProcessPod(const kube::Pod& p);
-  void OnProcessPod(const kube::Pod& p, const std::string& id);
+  // False for a pod deleted before its processes started: it goes as any other pod.
+  bool OnProcessPod(const kube::Pod& p, const std::string& id);
   void StartProcessPod(const std::string& ns, const std::string& name, const std::string& node);
   void RuntimeLoop();    // reaps, kills at the grace period's end, relays answers
   void StopProcesses();  // the sim's end: every process killed, every address removed

@@ -6,9 +6,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +15,7 @@
 #include <thread>
 
 #include "core/child.h"
+#include "integration/bmc_emulator.h"  // FreeLoopbackPort
 
 namespace gpuheal::drill {
 namespace {
@@ -43,18 +42,6 @@ std::string TempDir(const std::string& name) {
 std::string Slurp(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
 }
 
 TEST(ServiceFiguresTest, ErrorsLatencyAndBaselineAreSplitAtTheKernelLineAndTheReplacement) {
@@ -168,7 +155,7 @@ TEST(TrainingFiguresTest, JsonNamesTheContractsFields) {
 // exits 0 on SIGTERM.
 TEST(WorkloadToolTest, ServeFailsOnceItsGpuIsLostAndStopsOnSigterm) {
   const std::string dir = TempDir("serve");
-  const std::string ep = fmt::format("127.0.0.1:{}", FreePort());
+  const std::string ep = fmt::format("127.0.0.1:{}", gpuheal::testing::FreeLoopbackPort());
   auto c = Child::Spawn({GPUHEAL_WORKLOAD_BIN, "serve", "--listen", ep, "--cost", "1ms"},
                         dir + "/out", dir + "/err");
   ASSERT_TRUE(c) << c.error().message;
