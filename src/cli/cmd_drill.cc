@@ -108,6 +108,10 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
   cmd->add_option("--nvml-double-ctl", o->nvml_double_ctl,
                   "critical: the double's reset tool, run as the node's GPU reset command "
                   "(default: the build's test/nvml_double_ctl)");
+  cmd->add_option("--workload", o->workload,
+                  "single, correlated, critical, gpu-scoped: run the scenario under a service's "
+                  "load or a training job (real processes) and measure what its users saw")
+      ->check(CLI::IsMember({"service", "training"}));
   cmd->add_option("--workload-bin", o->workload_bin,
                   "service, training: the test workloads' program, run on the simulated nodes by "
                   "the sim's process runtime (default: gpuheal-workload beside this binary)");
@@ -233,7 +237,16 @@ void RegisterDrill(CLI::App& app, int& exit_code) {
       exit_code = kExitUsage;
       return;
     }
-    if (o->scenario == "service" || o->scenario == "training") {
+    if (!o->workload.empty() && o->scenario != "single" && o->scenario != "correlated" &&
+        o->scenario != "critical" && o->scenario != "gpu-scoped") {
+      std::cerr << "gpuheal drill: --workload runs under --scenario single, correlated, critical "
+                   "or gpu-scoped, not "
+                << o->scenario
+                << " (the service and training scenarios are single's fault with a workload)\n";
+      exit_code = kExitUsage;
+      return;
+    }
+    if (o->scenario == "service" || o->scenario == "training" || !o->workload.empty()) {
       if (access(o->workload_bin.c_str(), X_OK) != 0) {
         std::cerr << "gpuheal drill: the " << o->scenario
                   << " scenario runs its workload as real processes: build them (cmake --build "

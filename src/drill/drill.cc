@@ -32,6 +32,7 @@
 #include "core/log.h"
 #include "core/severity.h"
 #include "core/time.h"
+#include "core/xid_catalog.h"
 #include "drill/decoy.h"
 #include "drill/inject.h"
 #include "drill/workloads.h"
@@ -266,6 +267,17 @@ Plan PlanFor(const DrillOptions& o) {
     // answering CRI Status: ContainerRuntimeReady=False, then the same repair as a fatal Xid, the
     // domain's 30-minute toleration shortened like every other.
     p.external_agent = true;
+  }
+  if (!o.workload.empty() && p.workload.empty()) {
+    // The scenario under a service's load or a training job (docs/drill.md): its own fault and
+    // checks, and what the workload's users saw.
+    // The checkpoint window is cut to 3 s, as in training: trainer-periodic and the HTTP
+    // servers never answer a checkpoint request, and every pod waits the window out.
+    p.workload = o.workload;
+    if (o.workload == "training" && !p.dra) p.pods_per_node = 2;  // a trainer of each kind
+    const std::string from = "checkpoint: {window: 30s";
+    if (auto at = p.policy.find(from); at != std::string::npos)
+      p.policy.replace(at, from.size(), "checkpoint: {window: 3s");
   }
   if (o.xid > 0) p.xid = o.xid;
   if (o.real_kmsg) p.external_agent = true;
@@ -779,6 +791,7 @@ class Drill {
       runs.push_back(std::move(*r));
     }
     Report report = Summarise(o_.scenario, runs, interrupted_.load());
+    report.workload = o_.workload;
     report.peers = peers_;
     return report;
   }
@@ -1425,7 +1438,8 @@ class Drill {
     }
     const std::string checkpoints = state + "/checkpoints";
     if (!plan.workload.empty()) {
-      WorkloadSpec w{ns, o_.workload_bin, {}, o_.nodes, o_.gpus, checkpoints};
+      WorkloadSpec w{ns,          o_.workload_bin,          {}, o_.nodes, o_.gpus,
+                     checkpoints, plan.dra ? kDraClass : ""};
       for (int p = 0; p < o_.pools; ++p) w.pools.push_back(fmt::format("{}-pool-{}", prefix, p));
       if (auto s = kube::CreateObjects(
               *client_, plan.workload == "service" ? ServiceObjects(w) : TrainingObjects(w));
@@ -1436,6 +1450,11 @@ class Drill {
                             "GPUs, each an HTTP server ({} serve) run by the sim's process "
                             "runtime\n",
                             ns, replicas, gpus_per_pod, o_.workload_bin)
+          : plan.dra
+              ? fmt::format("workload: Deployment {}/trainer, {} pods of one GPU each (a DRA "
+                            "claim), each a rank of a training loop ({} train: {} ms steps, a "
+                            "checkpoint every {} s and when gpuheal asks)\n",
+                            ns, replicas, o_.workload_bin, kTrainStepMs, kTrainEverySeconds)
               : fmt::format(
                     "workload: Deployments {0}/trainer and {0}/trainer-periodic, one pod of "
                     "each per node x {1} GPUs, each a training loop ({2} train: {3} ms "
@@ -1591,6 +1610,7 @@ class Drill {
       }
     }
     const int64_t t0 = NowUs();
+    std::vector<std::string> lost_ips;  // the pods whose GPU the fault took
     obs.Arm(targets, files, standby, replicas, t0);
     if (containerd) {
       Say(fmt::format("\n  T+{:>9.1f} ms  {:<30} {}: SIGSTOP containerd (pid {}), CRI on {}\n", 0.0,
@@ -1606,9 +1626,11 @@ class Drill {
         if (!s) return Error{"injecting the fault: " + s.error().message};
       }
       // The processes on the faulty GPUs lose them with the fault: a CUDA program's next call
-      // fails.
+      // fails (gpu-scoped: the pod holding the faulty GPU alone).
       if (!plan.workload.empty())
-        for (const auto& t : targets) sim_->GpuLost(t);
+        for (const auto& t : targets)
+          for (auto& ip : sim_->GpuLost(t, plan.dra ? dra_.victim : ""))
+            lost_ips.push_back(std::move(ip));
     }
 
     const auto deadline = std::chrono::steady_clock::now() + o_.run_timeout;
@@ -1621,7 +1643,8 @@ class Drill {
     std::string pre_kill_transition;
     size_t lines_before_kill = 0;
     if (o_.scenario == "single" || o_.scenario == "pdb" || o_.scenario == "controller-crash" ||
-        o_.scenario == "agent-restart" || o_.scenario == "runtime" || !plan.workload.empty()) {
+        o_.scenario == "agent-restart" || o_.scenario == "runtime" || o_.scenario == "service" ||
+        o_.scenario == "training") {
       if (o_.scenario == "controller-crash") {
         if (wait([&] { return obs.Has("repair_checkpointrequested"); },
                  "the repair's CheckpointRequested phase")) {
@@ -1666,6 +1689,7 @@ class Drill {
       std::thread taints([&] { WatchDraTaint(ns, targets[0], done); });
       wait([&] { return obs.Has("repair_recovered") || obs.Has("repair_failed"); },
            "the GPU-level repair's end");
+      if (!plan.workload.empty()) sim_->GpuReset(targets[0]);
       // The victim's replacement: allocated once the device is back (or elsewhere).
       wait(
           [&] {
@@ -1679,6 +1703,8 @@ class Drill {
     } else if (o_.scenario == "critical") {
       wait([&] { return obs.Has("repair_recovered") || obs.Has("repair_failed"); },
            "the GPU-level repair's end");
+      // A container started from now on has its GPU (one running keeps its error).
+      if (!plan.workload.empty()) sim_->GpuReset(targets[0]);
     } else if (plan.bmc) {
       // The machine behind the BMC: off, its agent stops with it; on again, a new boot, its agent
       // starts with nothing of the last boot's faults (a new state directory).
@@ -1735,7 +1761,7 @@ class Drill {
            "the replacement node's join, the repair's Replaced and capacity back to 100%");
     }
     if (!interrupted_ && !plan.workload.empty())
-      UserFigures(plan, targets, checkpoints, load, obs, res);
+      UserFigures(plan, targets, checkpoints, lost_ips, replicas, load, obs, res);
     if (!interrupted_) {
       if (o_.scenario == "agent-restart")
         std::this_thread::sleep_for(1s);  // the restarted agent has spoken
@@ -2733,15 +2759,18 @@ class Drill {
         "the rack's repairs to go on after the release");
   }
 
-  // Under the observer's lock.
-  // service, training: what the workload's users saw, measured through the failover; its steps
-  // join the timeline and its checks the run's.
+  // service, training (and --workload): what the workload's users saw, measured through the
+  // failover; its steps join the timeline and its checks the run's. `lost_ips`: the pods whose
+  // GPU the fault took.
   void UserFigures(const Plan& plan, const std::vector<std::string>& targets,
-                   const std::string& checkpoints, std::unique_ptr<LoadGenerator>& load,
-                   Observer& obs, RunResult& res) {
+                   const std::string& checkpoints, const std::vector<std::string>& lost_ips,
+                   int replicas, std::unique_ptr<LoadGenerator>& load, Observer& obs,
+                   RunResult& res) {
     auto check = [&](const std::string& name, bool ok, const std::string& detail) {
       res.checks.push_back({name, ok, detail});
     };
+    // correlated: the gates may hold repairs, and a held node's pods stay where they are.
+    const bool may_hold = o_.scenario == "correlated";
     int64_t t0 = 0, restored = 0;
     {
       std::lock_guard<std::mutex> l(obs.mu());
@@ -2749,10 +2778,29 @@ class Drill {
       restored = obs.At("replacement_running");
     }
     if (plan.workload == "service" && load) {
-      // The load goes on for a while after the replacement serves: errors then are a failure.
+      // Until the faulty pods' endpoints are out of the Service: their pods evicted, or their
+      // readiness probes failing (a repair that evicts nothing, or one a gate holds).
+      obs.WaitFor(
+          [&] {
+            return std::none_of(lost_ips.begin(), lost_ips.end(),
+                                [&](const std::string& ip) { return load->ListsReady(ip); });
+          },
+          std::chrono::steady_clock::now() + 30s, interrupted_);
+      // No replacement (critical: the GPU reset under its pod): until every endpoint is ready
+      // again, the pod's container restarted by its liveness probe on the reset GPU.
+      if (restored == 0 && !may_hold &&
+          obs.WaitFor([&] { return load->ReadyEndpoints() >= replicas; },
+                      std::chrono::steady_clock::now() + 30s, interrupted_)) {
+        restored = NowUs();
+        obs.MarkAt("service_restored", restored,
+                   fmt::format("{} of {} endpoints ready", load->ReadyEndpoints(), replicas));
+      }
+      // The load goes on for a while: errors then are a failure.
       std::this_thread::sleep_for(kServiceAfter);
+      const int64_t end = NowUs();
       load->Stop();
       const ServiceFigures f = SummariseService(load->Samples(), t0, restored);
+      const int ready_at_end = load->ReadyEndpoints();
       load.reset();
       if (f.first_error_us)
         obs.MarkAt(
@@ -2760,14 +2808,28 @@ class Drill {
             fmt::format("{} of {} requests failed from the kernel line on", f.errors, f.requests));
       if (f.last_error_us)
         obs.MarkAt("service_last_error", f.last_error_us,
-                   "the faulty node's endpoint was out of the Service by then");
+                   "the faulty pods' endpoints were out of the Service by then");
       res.service = f;
-      check("service answered after the failover", restored > 0 && f.errors_after_restored == 0,
-            restored == 0 ? "the replacement pod never ran"
-                          : fmt::format("{} of the requests due after the replacement was Running "
-                                        "failed; {} failed in all, the last {:.1f} ms after the "
-                                        "kernel line",
-                                        f.errors_after_restored, f.errors, f.error_window_ms));
+      const int64_t quiet_from = end - std::chrono::microseconds(kServiceAfter).count();
+      check("service errors ended", f.last_error_us < quiet_from,
+            fmt::format("{} requests failed, the last {:.1f} ms after the kernel line; none in the "
+                        "load's last {} s: {}",
+                        f.errors, f.error_window_ms, kServiceAfter.count(),
+                        f.last_error_us < quiet_from ? "yes" : "no"));
+      if (restored > 0 || !may_hold)
+        check("service answered after the failover", restored > 0 && f.errors_after_restored == 0,
+              restored == 0
+                  ? fmt::format("the service never had its {} endpoints back ({} ready)", replicas,
+                                ready_at_end)
+                  : fmt::format("{} of the requests due after the service's capacity was back "
+                                "failed; {} failed in all, the last {:.1f} ms after the kernel "
+                                "line",
+                                f.errors_after_restored, f.errors, f.error_window_ms));
+      else
+        check("service without the held nodes", ready_at_end == replicas - (int)lost_ips.size(),
+              fmt::format("{} of {} endpoints ready at the end: the held nodes' {} pods out of the "
+                          "Service by their readiness probes",
+                          ready_at_end, replicas, lost_ips.size()));
       check("service measured", f.baseline_requests > 0 && f.requests > 0,
             fmt::format("{} requests before the fault (p99 {:.1f} ms), {} from the kernel line "
                         "(p99 {:.1f} ms through the failover)",
@@ -2775,21 +2837,34 @@ class Drill {
       return;
     }
     if (plan.workload != "training") return;
-    // The pods the faulty nodes ran, by Deployment.
-    std::map<std::string, std::string> faulty;
+    // The pods on the faulty GPUs, by Deployment, and whether gpuheal evicted a trainer after
+    // asking it to checkpoint and waiting for the answer (not Kubernetes' NoExecute taint
+    // manager, not a held repair). A catastrophic fault has no window: the trainer's answer
+    // races its SIGTERM, and its checkpoint counts only when it answered.
+    const XidInfo* info = FindXid(plan.xid);
+    const bool windowed = !info || info->severity != Severity::kCatastrophic;
+    std::multimap<std::string, std::string> faulty;
+    bool asked_and_evicted = false;
     {
       std::lock_guard<std::mutex> l(obs.mu());
       for (const auto& [uid, p] : obs.pods()) {
         if (!p.initial || !std::count(targets.begin(), targets.end(), p.node)) continue;
-        faulty[p.name.starts_with("trainer-periodic-") ? "trainer-periodic" : "trainer"] = p.name;
+        if (plan.dra && p.name != dra_.victim) continue;
+        const bool periodic = p.name.starts_with("trainer-periodic-");
+        faulty.insert({periodic ? "trainer-periodic" : "trainer", p.name});
+        if (!periodic && p.checkpoint_requested && p.disruption == "EvictionByEvictionAPI" &&
+            (windowed || p.checkpoint_done))
+          asked_and_evicted = true;
       }
     }
-    // Until both replacements have taken their slots (they start once their predecessors let go).
+    // Until every rank is taken over (a replacement, or the container restarted in its pod once
+    // the GPU is reset); a held node's ranks stall.
     TrainingFigures f;
-    const auto until = std::chrono::steady_clock::now() + 20s;
+    const auto until = std::chrono::steady_clock::now() +
+                       (may_hold ? std::chrono::seconds(kTrainLostExitSeconds + 3) : 25s);
     do {
       f = SummariseTraining(checkpoints, faulty);
-      if (f.work_lost_s >= 0 && f.periodic_only_work_lost_s >= 0) break;
+      if (f.work_lost_s >= 0 && (plan.dra || f.periodic_only_work_lost_s >= 0)) break;
       std::this_thread::sleep_for(100ms);
     } while (std::chrono::steady_clock::now() < until && !interrupted_);
     if (f.checkpoint_us)
@@ -2799,20 +2874,32 @@ class Drill {
     if (f.resumed_us)
       obs.MarkAt("training_resumed", f.resumed_us,
                  f.resumed ? "its replacement resumed from that checkpoint"
-                           : "its replacement started, not from that checkpoint");
+                           : "the rank resumed from its last periodic checkpoint");
     res.training = f;
     const double bound_s = (kTrainStepMs + kTrainCheckpointMs) / 1000.0;
-    check("checkpoint on gpuheal's request",
-          f.resumed && f.work_lost_s >= 0 && f.work_lost_s <= bound_s,
-          f.work_lost_s < 0
-              ? f.detail
-              : fmt::format("{:.2f} s of work lost (at most a step and a checkpoint: {:.2f} s); {}",
-                            f.work_lost_s, bound_s, f.detail));
-    check("periodic-only trainer measured", f.periodic_only_work_lost_s >= 0,
-          f.periodic_only_work_lost_s < 0
-              ? f.detail
-              : fmt::format("{:.2f} s of work lost with checkpoints every {} s only",
-                            f.periodic_only_work_lost_s, kTrainEverySeconds));
+    if (asked_and_evicted) {
+      check("checkpoint on gpuheal's request",
+            f.resumed && f.work_lost_s >= 0 && f.work_lost_s <= bound_s,
+            f.work_lost_s < 0 ? f.detail
+                              : fmt::format("{:.2f} s of work lost (at most a step and a "
+                                            "checkpoint: {:.2f} s); {}",
+                                            f.work_lost_s, bound_s, f.detail));
+    } else {
+      // Not asked, or taken away at once (a catastrophic fault's NoExecute): measured as it is.
+      check("training measured", f.work_lost_s >= 0 || (may_hold && f.stalled_ranks > 0),
+            f.work_lost_s >= 0
+                ? fmt::format("{:.2f} s of work lost over {} rank(s) on a faulty GPU; {}",
+                              f.work_lost_s, f.ranks, f.detail)
+                : fmt::format("{} of {} rank(s) stalled (their repair held); {}", f.stalled_ranks,
+                              f.ranks, f.detail));
+    }
+    if (!plan.dra)
+      check("periodic-only trainer measured",
+            f.periodic_only_work_lost_s >= 0 || (may_hold && f.stalled_ranks > 0),
+            f.periodic_only_work_lost_s < 0
+                ? f.detail
+                : fmt::format("{:.2f} s of work lost with checkpoints every {} s only",
+                              f.periodic_only_work_lost_s, kTrainEverySeconds));
   }
 
   void Checks(const Plan& plan, const std::vector<std::string>& targets,

@@ -50,6 +50,9 @@ struct DrillOptions {
   // service, training: tools/workload's program, which the sim's process runtime runs as the
   // workload's containers (a real HTTP server, a real training loop).
   std::string workload_bin;
+  // --workload: service or training run under single, correlated, critical or gpu-scoped (the
+  // service and training scenarios are single's and pdb's fault with their own).
+  std::string workload;
   // The timeline as it happens, and progress. The drill sends its processes' and its hosted
   // agents' logs (stderr) to <work-dir>/drill.log meanwhile.
   std::function<void(const std::string&)> live;

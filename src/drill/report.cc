@@ -36,7 +36,8 @@ const std::vector<StepInfo>& Steps() {
       {"service_first_error", "service: first failed request"},
       {"service_last_error", "service: last failed request"},
       {"training_checkpoint", "training: checkpoint written"},
-      {"training_resumed", "training: resumed elsewhere"},
+      {"training_resumed", "training: rank resumed"},
+      {"service_restored", "service: capacity back"},
       {"power_off", "BMC: power Off"},
       {"node_down", "node down"},
       {"power_on", "BMC: power On"},
@@ -181,6 +182,7 @@ std::string Escape(const std::string& s) {
 nlohmann::ordered_json ToJson(const Report& r) {
   nlohmann::ordered_json j;
   j["scenario"] = r.scenario;
+  if (!r.workload.empty()) j["workload"] = r.workload;
   j["runs"] = r.runs;
   j["ok"] = r.ok();
   if (r.interrupted) j["interrupted"] = true;
@@ -268,6 +270,9 @@ nlohmann::ordered_json TrainingJson(const std::vector<TrainingFigures>& runs) {
   j["periodic_only_work_lost_s"] =
       periodic_n ? nlohmann::ordered_json(std::round(periodic / periodic_n * 100) / 100)
                  : nlohmann::ordered_json();
+  int stalled = 0;
+  for (const auto& s : runs) stalled += s.stalled_ranks;
+  j["stalled_ranks"] = stalled;
   j["runs"] = nlohmann::ordered_json::array();
   for (const auto& s : runs) {
     nlohmann::ordered_json r = {
@@ -276,6 +281,8 @@ nlohmann::ordered_json TrainingJson(const std::vector<TrainingFigures>& runs) {
          s.work_lost_s < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(s.work_lost_s)},
         {"checkpoint_ms", Round(s.checkpoint_ms)},
         {"resumed", s.resumed},
+        {"ranks", s.ranks},
+        {"stalled_ranks", s.stalled_ranks},
         {"periodic_only_work_lost_s", s.periodic_only_work_lost_s < 0
                                           ? nlohmann::ordered_json()
                                           : nlohmann::ordered_json(s.periodic_only_work_lost_s)}};
@@ -286,8 +293,9 @@ nlohmann::ordered_json TrainingJson(const std::vector<TrainingFigures>& runs) {
 }
 
 std::string ToText(const Report& r) {
-  std::string out =
-      fmt::format("\nscenario {}: {} run{}\n", r.scenario, r.runs, r.runs == 1 ? "" : "s");
+  std::string out = fmt::format("\nscenario {}{}: {} run{}\n", r.scenario,
+                                r.workload.empty() ? "" : " under the " + r.workload + " workload",
+                                r.runs, r.runs == 1 ? "" : "s");
   for (const auto& [name, p] : r.peers)
     out += fmt::format("  beside {}: {} {}\n", name, p.module, p.version);
   if (!r.timeline.empty()) {
@@ -311,7 +319,7 @@ std::string ToText(const Report& r) {
   if (!r.service.empty()) {
     const auto j = ServiceJson(r.service);
     out += fmt::format(
-        "  service: {} requests from the kernel line, {} failed ({} after the replacement ran); "
+        "  service: {} requests from the kernel line, {} failed ({} after capacity was back); "
         "the last failed answer T+{:.1f} ms; latency p50 {:.1f} ms, p99 {:.1f} ms through the "
         "failover (same load before the fault: p99 {:.1f} ms)\n",
         j["requests"].get<int>(), j["errors"].get<int>(), j["errors_after_restored"].get<int>(),
@@ -323,12 +331,18 @@ std::string ToText(const Report& r) {
     auto num = [](const nlohmann::ordered_json& v) {
       return v.is_number() ? fmt::format("{:.2f} s", v.get<double>()) : std::string("unmeasured");
     };
+    const double ckpt = j["checkpoint_ms"].get<double>();
+    const int stalled = j["stalled_ranks"].get<int>();
     out += fmt::format(
-        "  training: work lost {} (checkpoint on gpuheal's request: {:.0f} ms to write, {}); "
-        "without the request, periodic checkpoints every {} s only: {} lost\n",
-        num(j["work_lost_s"]), j["checkpoint_ms"].get<double>(),
-        j["resumed"].get<bool>() ? "the replacement resumed from it" : "not resumed from it",
-        kTrainEverySeconds, num(j["periodic_only_work_lost_s"]));
+        "  training: work lost {} ({}); without the request, periodic checkpoints every {} s "
+        "only: {} lost{}\n",
+        num(j["work_lost_s"]),
+        ckpt > 0 ? fmt::format("checkpoint on gpuheal's request: {:.0f} ms to write, {}", ckpt,
+                               j["resumed"].get<bool>() ? "the replacement resumed from it"
+                                                        : "not resumed from it")
+                 : std::string("no checkpoint on request: from the last periodic one"),
+        kTrainEverySeconds, num(j["periodic_only_work_lost_s"]),
+        stalled ? fmt::format("; {} rank(s) stalled, their repair held", stalled) : "");
   }
   out += "checks:\n";
   for (const auto& c : r.checks)

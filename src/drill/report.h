@@ -39,6 +39,8 @@ struct TrainingFigures {
   bool resumed = false;      // its replacement resumed from that checkpoint
   double periodic_only_work_lost_s = -1;
   int64_t checkpoint_us = 0, resumed_us = 0;  // when: the requested checkpoint, the resumption
+  int ranks = 0;                              // ranks of the job on a faulty GPU
+  int stalled_ranks = 0;  // of those, ranks no process took over (their repair held)
   std::string detail;
 };
 
@@ -60,6 +62,7 @@ struct StepStats {
 
 struct Report {
   std::string scenario;
+  std::string workload;  // --workload under the scenario ("" without one)
   int runs = 0;
   bool interrupted = false;
   std::vector<Check> checks;  // merged over runs: ok only when ok in every run

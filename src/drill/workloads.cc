@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <set>
 
 #include "core/http_get.h"
 
@@ -34,10 +35,15 @@ json Budget(const std::string& ns, const std::string& app) {
   return pdb;
 }
 
-// A Deployment of process-runtime pods running `container`, in the drill's pools, at most one
-// pod of it per node.
+// A Deployment of process-runtime pods running `container`, in the drill's pools: at most one
+// pod of it per node, or with DRA each pod holding one GPU through a claim of the template `gpu`.
 json ProcessDeployment(const WorkloadSpec& w, const std::string& app, int replicas,
                        json container) {
+  const bool dra = !w.dra_class.empty();
+  if (dra) {
+    container["resources"].erase("limits");
+    container["resources"]["claims"] = json::array({{{"name", "gpu"}}});
+  }
   json env = container.value("env", json::array());
   env.push_back(
       {{"name", "POD_NAME"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}});
@@ -51,10 +57,14 @@ json ProcessDeployment(const WorkloadSpec& w, const std::string& app, int replic
   json spec = {{"terminationGracePeriodSeconds", 30}, {"containers", json::array({container})}};
   spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
       ["nodeSelectorTerms"] = json::array({term});
-  json anti = {{"topologyKey", "kubernetes.io/hostname"}};
-  anti["labelSelector"]["matchLabels"] = {{"app", app}};
-  spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
-      json::array({anti});
+  if (dra) {
+    spec["resourceClaims"] = json::array({{{"name", "gpu"}, {"resourceClaimTemplateName", "gpu"}}});
+  } else {
+    json anti = {{"topologyKey", "kubernetes.io/hostname"}};
+    anti["labelSelector"]["matchLabels"] = {{"app", app}};
+    spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
+        json::array({anti});
+  }
   json d = {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}};
   d["metadata"] = {{"name", app}, {"namespace", w.ns}};
   d["spec"]["replicas"] = replicas;
@@ -65,6 +75,15 @@ json ProcessDeployment(const WorkloadSpec& w, const std::string& app, int replic
   return d;
 }
 
+// One GPU of the DeviceClass, for each pod's claim.
+json ClaimTemplate(const WorkloadSpec& w) {
+  json request = {{"name", "gpu"}, {"exactly", {{"deviceClassName", w.dra_class}}}};
+  json t = {{"apiVersion", "resource.k8s.io/v1"}, {"kind", "ResourceClaimTemplate"}};
+  t["metadata"] = {{"name", "gpu"}, {"namespace", w.ns}};
+  t["spec"]["spec"]["devices"]["requests"] = json::array({request});
+  return t;
+}
+
 }  // namespace
 
 std::vector<json> ServiceObjects(const WorkloadSpec& w) {
@@ -73,22 +92,31 @@ std::vector<json> ServiceObjects(const WorkloadSpec& w) {
             {"ports", {{{"name", "http"}, {"containerPort", 8080}}}}};
   c["resources"]["limits"]["nvidia.com/gpu"] = w.gpus;
   c["readinessProbe"] = {{"httpGet", {{"path", "/"}, {"port", "http"}}}, {"periodSeconds", 1}};
+  c["livenessProbe"] = {{"httpGet", {{"path", "/"}, {"port", "http"}}}, {"periodSeconds", 1}};
   json svc = {{"apiVersion", "v1"}, {"kind", "Service"}};
   svc["metadata"] = {{"name", "serve"}, {"namespace", w.ns}};
   svc["spec"]["selector"] = {{"app", "serve"}};
   svc["spec"]["ports"] = json::array({{{"name", "http"}, {"port", 8080}, {"targetPort", "http"}}});
-  return {Namespace(w.ns), Budget(w.ns, "serve"), svc, ProcessDeployment(w, "serve", w.nodes, c)};
+  std::vector<json> objs = {Namespace(w.ns), Budget(w.ns, "serve"), svc};
+  if (!w.dra_class.empty()) objs.push_back(ClaimTemplate(w));
+  objs.push_back(
+      ProcessDeployment(w, "serve", w.dra_class.empty() ? w.nodes : w.nodes * w.gpus, c));
+  return objs;
 }
 
 std::vector<json> TrainingObjects(const WorkloadSpec& w) {
+  const bool dra = !w.dra_class.empty();
+  const int replicas = dra ? w.nodes * w.gpus : w.nodes;
   std::vector<json> objs = {Namespace(w.ns)};
+  if (dra) objs.push_back(ClaimTemplate(w));
   for (const std::string app : {"trainer", "trainer-periodic"}) {
+    if (dra && app == "trainer-periodic") continue;
     json cmd = {w.workload_bin,
                 "train",
                 "--dir",
                 w.checkpoint_dir + "/" + app,
                 "--slots",
-                std::to_string(w.nodes),
+                std::to_string(replicas),
                 "--step",
                 fmt::format("{}ms", kTrainStepMs),
                 "--every",
@@ -98,12 +126,14 @@ std::vector<json> TrainingObjects(const WorkloadSpec& w) {
                 "--podinfo",
                 "$(SIM_SANDBOX)/podinfo/annotations",
                 "--answer",
-                "$(SIM_SANDBOX)/checkpoint-done"};
+                "$(SIM_SANDBOX)/checkpoint-done",
+                "--lost-exit",
+                fmt::format("{}s", kTrainLostExitSeconds)};
     if (app == "trainer-periodic") cmd.push_back("--ignore-requests");
     json c = {{"name", "train"}, {"command", cmd}};
     c["resources"]["limits"]["nvidia.com/gpu"] = std::max(1, w.gpus / 2);
     objs.push_back(Budget(w.ns, app));
-    objs.push_back(ProcessDeployment(w, app, w.nodes, c));
+    objs.push_back(ProcessDeployment(w, app, replicas, c));
   }
   return objs;
 }
@@ -186,6 +216,14 @@ int LoadGenerator::ReadyEndpoints() const {
   int n = 0;
   for (const auto& s : slices_->Items()) n += static_cast<int>(s.ready.size());
   return n;
+}
+
+bool LoadGenerator::ListsReady(const std::string& ip) const {
+  const std::string prefix = ip + ":";
+  for (const auto& s : slices_->Items())
+    for (const auto& e : s.ready)
+      if (e.starts_with(prefix)) return true;
+  return false;
 }
 
 void LoadGenerator::Go() {
@@ -287,11 +325,15 @@ ServiceFigures SummariseService(const std::vector<LoadSample>& samples, int64_t 
 }
 
 TrainingFigures SummariseTraining(const std::string& checkpoint_dir,
-                                  const std::map<std::string, std::string>& faulty_pods) {
+                                  const std::multimap<std::string, std::string>& faulty_pods) {
   TrainingFigures f;
   std::string missing;
+  double worst = -1, worst_periodic = -1;
+  bool all_resumed = true;
+  std::set<std::string> unmeasured;  // Deployments with a rank not measured
   for (const auto& [app, pod] : faulty_pods) {
-    // The slot the faulty node's pod held, what it reached, and the process after it.
+    ++f.ranks;
+    // The slot the faulty GPU's pod held, what it reached, and the process after it.
     bool found = false;
     for (int k = 0; k < 4096 && !found; ++k) {
       std::ifstream in(fmt::format("{}/{}/slot-{}.jsonl", checkpoint_dir, app, k));
@@ -321,7 +363,7 @@ TrainingFigures SummariseTraining(const std::string& checkpoint_dir,
           } else if (what == "exit") {
             exit_step = e.value("step", int64_t{0});
           }
-        } else if (what == "start" && resumed_step < 0) {
+        } else if (what == "start" && resumed_step < 0 && e.value("gpu", true)) {
           resumed_step = e.value("step", int64_t{0});
           resumed = e.value("resumed", false);
           resumed_at = e.value("t_ms", int64_t{0});
@@ -331,9 +373,12 @@ TrainingFigures SummariseTraining(const std::string& checkpoint_dir,
       found = true;
       const int64_t reached = lost_step >= 0 ? lost_step : exit_step;
       if (reached < 0 || resumed_step < 0) {
+        if (reached >= 0) ++f.stalled_ranks;
+        unmeasured.insert(app);
         missing += fmt::format(
             "{}{}: {}", missing.empty() ? "" : "; ", pod,
-            reached < 0 ? "no record of the step it reached" : "no process took its slot");
+            reached < 0 ? "no record of the step it reached"
+                        : fmt::format("step {} reached, no process took its slot", reached));
         continue;
       }
       const double lost =
@@ -341,26 +386,34 @@ TrainingFigures SummariseTraining(const std::string& checkpoint_dir,
            static_cast<double>(lost_partial)) /
           1000.0;
       if (app == "trainer") {
-        f.steps_done = reached;
-        f.work_lost_s = lost;
-        f.checkpoint_ms = static_cast<double>(requested_ms);
-        f.resumed = resumed && requested_step >= 0 && resumed_step == requested_step;
-        f.checkpoint_us = requested_at * 1000;
-        f.resumed_us = resumed_at * 1000;
+        const bool from_request = resumed && requested_step >= 0 && resumed_step == requested_step;
+        all_resumed = all_resumed && from_request;
         f.detail += fmt::format("{}{}: step {} reached, checkpoint {}, resumed at step {}",
                                 f.detail.empty() ? "" : "; ", pod, reached,
                                 requested_step >= 0 ? "at step " + std::to_string(requested_step)
                                                     : std::string("never requested"),
                                 resumed_step);
+        if (lost <= worst) continue;
+        worst = lost;
+        f.steps_done = reached;
+        f.checkpoint_ms = static_cast<double>(requested_ms);
+        f.checkpoint_us = requested_at * 1000;
+        f.resumed_us = resumed_at * 1000;
       } else {
-        f.periodic_only_work_lost_s = lost;
+        worst_periodic = std::max(worst_periodic, lost);
         f.detail += fmt::format("{}{}: step {} reached, resumed at step {} (periodic only)",
                                 f.detail.empty() ? "" : "; ", pod, reached, resumed_step);
       }
     }
-    if (!found)
+    if (!found) {
+      unmeasured.insert(app);
       missing += fmt::format("{}{}: no slot log names it", missing.empty() ? "" : "; ", pod);
+    }
   }
+  // A rank not measured leaves its job's figure unmeasured: the worst rank is not known.
+  f.work_lost_s = unmeasured.count("trainer") ? -1 : worst;
+  f.resumed = f.work_lost_s >= 0 && all_resumed;
+  f.periodic_only_work_lost_s = unmeasured.count("trainer-periodic") ? -1 : worst_periodic;
   if (!missing.empty()) f.detail += (f.detail.empty() ? "" : "; ") + missing;
   return f;
 }

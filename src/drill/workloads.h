@@ -33,17 +33,24 @@ struct WorkloadSpec {
   std::vector<std::string> pools;  // values of gpuheal.io/pool the pods may run in
   int nodes = 0, gpus = 8;
   std::string checkpoint_dir;  // training: shared by the trainers (hostPath semantics)
+  // Non-empty: each pod holds one GPU through a claim of this DeviceClass (a ResourceClaimTemplate
+  // `gpu` in the namespace, allocated by kube-scheduler), every GPU of the nodes taken.
+  std::string dra_class;
 };
-// `serve`: one 8-GPU pod per node behind the Service `serve` (port 8080), readiness-probed.
+// `serve`: one 8-GPU pod per node (with DRA: one pod per GPU) behind the Service `serve` (port
+// 8080), readiness-probed every second (three failures: not ready) and liveness-probed (three
+// failures: restarted).
 std::vector<nlohmann::json> ServiceObjects(const WorkloadSpec& w);
 // `trainer` and `trainer-periodic`: one pod of each per node (GPUs halved, anti-affinity), each
 // Deployment behind its own budget of one. `trainer` checkpoints when gpuheal asks and on its
 // periodic schedule; `trainer-periodic` only on the schedule (the same fault without gpuheal's
-// request, in the same run).
+// request, in the same run). With DRA: `trainer` alone, one pod per GPU. A rank whose GPU has been
+// lost kTrainLostExitSeconds exits (a collective's watchdog), and is restarted in its pod.
 std::vector<nlohmann::json> TrainingObjects(const WorkloadSpec& w);
 // The training loop's cadence in the drill.
 inline constexpr int kTrainStepMs = 100;
 inline constexpr int kTrainCheckpointMs = 50;
+inline constexpr int kTrainLostExitSeconds = 10;
 
 // One request of the load: when it was due (µs since the epoch; latency counts from then, so a
 // stalled sender is not hidden), how long its answer took, the HTTP status (0: no answer).
@@ -64,6 +71,8 @@ class LoadGenerator {
                                                       const std::string& service, int rate);
   ~LoadGenerator();
   int ReadyEndpoints() const;
+  // Whether an endpoint at `ip` is listed ready.
+  bool ListsReady(const std::string& ip) const;
   // Begins sending (endpoints are watched from Start on).
   void Go();
   void Stop();
@@ -98,9 +107,11 @@ ServiceFigures SummariseService(const std::vector<LoadSample>& samples, int64_t 
                                 int64_t restored_us);
 
 // The training run's figures from the trainers' slot logs (dir/<deployment>/slot-<k>.jsonl): the
-// slot of each pod that ran on the faulty node and the process that took its place.
-// `faulty_pods`: those pods' names, by Deployment.
+// slot of each pod that ran on a faulty GPU and the process that took its place (its
+// replacement, or the same pod's container restarted). `faulty_pods`: those pods' names, by
+// Deployment. A synchronous job resumes from the checkpoint every rank has, so the figures are
+// its worst rank's; a rank no process has taken over yet is counted in `stalled_ranks`.
 TrainingFigures SummariseTraining(const std::string& checkpoint_dir,
-                                  const std::map<std::string, std::string>& faulty_pods);
+                                  const std::multimap<std::string, std::string>& faulty_pods);
 
 }  // namespace gpuheal::drill

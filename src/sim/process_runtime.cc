@@ -4,8 +4,10 @@
 // What the kubelet does for a container, on the scale a drill needs: the container's command
 // and args ($(VAR) expanded from its env) run from its pod's sandbox directory with its env
 // (values and the fieldRefs below); the pod gets an IP of its own, added to the loopback
-// interface; a downwardAPI annotations file is kept current; the first readiness probe
-// (httpGet or tcpSocket) gates Ready; a deleted pod's processes get SIGTERM, then SIGKILL at the
+// interface; a downwardAPI annotations file is kept current; readiness probes (httpGet or
+// tcpSocket: the first gates Ready, then every periodSeconds with the failure and success
+// thresholds) and liveness probes (a container failing failureThreshold in a row is stopped
+// and restarted); a deleted pod's processes get SIGTERM, then SIGKILL at the
 // end of the grace period, and their exit codes are written to the pod's status before the pod
 // object goes; a container that ends on its own is restarted by the pod's restartPolicy, or its
 // pod ends Succeeded or Failed. No image is pulled and no namespace, cgroup or mount isolates the
@@ -100,12 +102,48 @@ std::string ReadSmallFile(const std::string& path) {
   return s.size() > 256 ? s.substr(0, 256) : s;
 }
 
+// A readiness or liveness probe as a pod spec gives it (the kubelet's defaults).
+struct ProbeSpec {
+  int port = 0;
+  std::string path;  // httpGet's; empty: tcpSocket
+  std::chrono::seconds period{10}, initial_delay{0};
+  int failure = 3, success = 1;
+};
+
+// A container's readinessProbe or livenessProbe (httpGet or tcpSocket; a named port looked up in
+// its ports), with the kubelet's defaults for what is not given; none for an exec probe.
+std::optional<ProbeSpec> ParseProbe(const json& c, const char* key) {
+  if (!c.contains(key) || !c[key].is_object()) return std::nullopt;
+  const json& r = c[key];
+  const json& how = r.contains("httpGet") ? r["httpGet"] : r.value("tcpSocket", json());
+  if (!how.is_object() || !how.contains("port")) return std::nullopt;
+  ProbeSpec ps;
+  ps.path = r.contains("httpGet") ? how.value("path", "/") : "";
+  if (how["port"].is_number_integer()) ps.port = how["port"].get<int>();
+  for (const auto& port : c.value("ports", json::array()))
+    if (how["port"].is_string() && port.value("name", "") == how["port"].get<std::string>())
+      ps.port = port.value("containerPort", 0);
+  auto positive = [&](const char* f, int def) {
+    const json v = r.value(f, json());
+    return v.is_number_integer() && v.get<int>() > 0 ? v.get<int>() : def;
+  };
+  ps.period = std::chrono::seconds(positive("periodSeconds", 10));
+  ps.initial_delay = std::chrono::seconds(positive("initialDelaySeconds", 0));
+  ps.failure = positive("failureThreshold", 3);
+  ps.success = positive("successThreshold", 1);
+  if (ps.port <= 0) return std::nullopt;
+  return ps;
+}
+
 }  // namespace
 
 struct Sim::PodProcesses {
   std::string ns, name, uid, node, ip, sandbox, restart_policy = "Always";
   struct Container {
     std::string name, log;
+    std::optional<ProbeSpec> readiness, liveness;
+    int readiness_fails = 0, readiness_oks = 0, liveness_fails = 0;
+    Clock::time_point next_readiness{}, next_liveness{};
     std::vector<std::string> argv;
     std::vector<std::pair<std::string, std::string>> env;
     std::unique_ptr<Child> proc;
@@ -115,6 +153,12 @@ struct Sim::PodProcesses {
     std::string started_at, finished_at;
     Clock::time_point restart_at{};  // a restart that is due (restartPolicy), or never
     bool waiting_restart = false;
+    // Its environment, with SIM_GPU_LOST=1 when it starts on a lost GPU.
+    std::vector<std::pair<std::string, std::string>> Env(bool gpu_lost) const {
+      auto e = env;
+      if (gpu_lost) e.push_back({"SIM_GPU_LOST", "1"});
+      return e;
+    }
   };
   std::vector<Container> containers;
   std::string annotations;  // the downward API file's content as last written
@@ -268,11 +312,6 @@ void Sim::StartProcessPod(const std::string& ns, const std::string& name, const 
     }
     return "";
   };
-  struct ProbeSpec {
-    int port = 0;
-    std::string path;
-  };
-  std::vector<std::optional<ProbeSpec>> probes;
   for (const auto& c : spec.value("containers", json::array())) {
     PodProcesses::Container pc;
     pc.name = c.value("name", "");
@@ -295,27 +334,14 @@ void Sim::StartProcessPod(const std::string& ns, const std::string& name, const 
           fmt::format("container {}: the process runtime runs no image: its command must "
                       "start with the absolute path of a program on this host",
                       pc.name));
-    std::optional<ProbeSpec> probe;
-    if (c.contains("readinessProbe") && c["readinessProbe"].is_object()) {
-      const json& r = c["readinessProbe"];
-      const json& how = r.contains("httpGet") ? r["httpGet"] : r.value("tcpSocket", json());
-      if (how.is_object() && how.contains("port")) {
-        ProbeSpec ps;
-        ps.path = r.contains("httpGet") ? how.value("path", "/") : "";
-        if (how["port"].is_number_integer()) ps.port = how["port"].get<int>();
-        for (const auto& port : c.value("ports", json::array()))
-          if (how["port"].is_string() && port.value("name", "") == how["port"].get<std::string>())
-            ps.port = port.value("containerPort", 0);
-        if (ps.port > 0) probe = ps;
-      }
-    }
-    probes.push_back(probe);
+    pc.readiness = ParseProbe(c, "readinessProbe");
+    pc.liveness = ParseProbe(c, "livenessProbe");
     pp->containers.push_back(std::move(pc));
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& c : pp->containers) {
-      auto child = Child::Spawn(c.argv, c.log, c.log, c.env, pp->sandbox);
+      auto child = Child::Spawn(c.argv, c.log, c.log, c.Env(LostGpu(*pp)), pp->sandbox);
       c.started_at = NowText();
       if (!child) {
         c.exit = 128;
@@ -330,15 +356,18 @@ void Sim::StartProcessPod(const std::string& ns, const std::string& name, const 
   }
   // Ready once each container's first readiness probe passes (10 s at most); one without a probe
   // is ready once started.
-  for (size_t i = 0; i < pp->containers.size(); ++i) {
+  for (auto& c : pp->containers) {
     bool ready = true;
-    if (probes[i]) {
+    if (c.readiness) {
       const auto until = Clock::now() + 10s;
-      while (!(ready = Probe(pp->ip, probes[i]->port, probes[i]->path)) && Clock::now() < until)
+      while (!(ready = Probe(pp->ip, c.readiness->port, c.readiness->path)) && Clock::now() < until)
         std::this_thread::sleep_for(20ms);
     }
     std::lock_guard<std::mutex> lock(mu_);
-    pp->containers[i].ready = ready && pp->containers[i].exit < 0;
+    c.ready = ready && c.exit < 0;
+    const auto now = Clock::now();
+    if (c.readiness) c.next_readiness = now + c.readiness->period;
+    if (c.liveness) c.next_liveness = now + std::max(c.liveness->initial_delay, c.liveness->period);
   }
   json status;
   {
@@ -443,12 +472,18 @@ void Sim::RuntimeLoop() {
             c.waiting_restart = true;
             c.restart_at = now + 1s;
           } else if (again && now >= c.restart_at) {
-            auto child = Child::Spawn(c.argv, c.log, c.log, c.env, pp->sandbox);
+            auto child = Child::Spawn(c.argv, c.log, c.log, c.Env(LostGpu(*pp)), pp->sandbox);
             c.waiting_restart = false;
             if (child) {
               c.proc = std::move(*child);
               c.exit = -1;
-              c.ready = true;
+              // Ready again once its readiness probe passes (the prober); probed for liveness
+              // after the initial delay.
+              c.ready = !c.readiness;
+              c.readiness_fails = c.readiness_oks = c.liveness_fails = 0;
+              c.next_readiness = now;
+              if (c.liveness)
+                c.next_liveness = now + std::max(c.liveness->initial_delay, c.liveness->period);
               c.started_at = NowText();
               ++c.restarts;
               ++stats_.processes_started;
@@ -479,19 +514,99 @@ void Sim::RuntimeLoop() {
   }
 }
 
-int Sim::GpuLost(const std::string& node) {
+bool Sim::LostGpu(const PodProcesses& pp) const {
+  return gpu_lost_.count(pp.node) || gpu_lost_.count(pp.node + "/" + pp.ns + "/" + pp.name);
+}
+
+std::vector<std::string> Sim::GpuLost(const std::string& node, const std::string& pod) {
   std::lock_guard<std::mutex> lock(mu_);
-  int n = 0;
+  std::vector<std::string> ips;
   for (auto& [uid, pp] : procs_) {
-    if (pp->node != node) continue;
+    if (pp->node != node || (!pod.empty() && pp->name != pod)) continue;
+    gpu_lost_.insert(pod.empty() ? node : node + "/" + pp->ns + "/" + pp->name);
+    bool signalled = false;
     for (auto& c : pp->containers) {
       if (c.proc && c.exit < 0) {
         c.proc->Signal(SIGUSR1);
-        ++n;
+        signalled = true;
       }
     }
+    if (signalled) ips.push_back(pp->ip);
   }
-  return n;
+  if (pod.empty()) gpu_lost_.insert(node);
+  return ips;
+}
+
+void Sim::GpuReset(const std::string& node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = gpu_lost_.begin(); it != gpu_lost_.end();)
+    it = *it == node || it->starts_with(node + "/") ? gpu_lost_.erase(it) : std::next(it);
+}
+
+// The kubelet's prober: each running container's readiness and liveness probes when due. A
+// readiness change is written to the pod's status; a liveness failure stops the container
+// (SIGTERM), which the runtime loop restarts by the pod's restartPolicy.
+void Sim::ProberLoop() {
+  struct Due {
+    std::shared_ptr<PodProcesses> pp;
+    size_t index;
+    bool liveness;
+    std::string ip;
+    ProbeSpec spec;
+  };
+  for (;;) {
+    std::vector<Due> due;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      runtime_cv_.wait_for(lock, 50ms, [this] { return stop_; });
+      if (stop_) return;
+      const auto now = Clock::now();
+      for (auto& [uid, pp] : procs_) {
+        if (pp->deleting || pp->finalizing) continue;
+        for (size_t i = 0; i < pp->containers.size(); ++i) {
+          auto& c = pp->containers[i];
+          if (!c.proc || c.exit >= 0) continue;
+          if (c.readiness && now >= c.next_readiness) {
+            c.next_readiness = now + c.readiness->period;
+            due.push_back({pp, i, false, pp->ip, *c.readiness});
+          }
+          if (c.liveness && now >= c.next_liveness) {
+            c.next_liveness = now + c.liveness->period;
+            due.push_back({pp, i, true, pp->ip, *c.liveness});
+          }
+        }
+      }
+    }
+    std::vector<std::function<void()>> work;
+    for (auto& d : due) {
+      const bool ok = Probe(d.ip, d.spec.port, d.spec.path);
+      std::lock_guard<std::mutex> lock(mu_);
+      auto& c = d.pp->containers[d.index];
+      if (d.pp->deleting || d.pp->finalizing || !c.proc || c.exit >= 0) continue;
+      if (d.liveness) {
+        c.liveness_fails = ok ? 0 : c.liveness_fails + 1;
+        if (c.liveness_fails >= d.spec.failure) {
+          Log("info", "sim: process runtime: liveness probe failed, restarting the container",
+              {{"pod", d.pp->ns + "/" + d.pp->name}, {"container", c.name}});
+          c.liveness_fails = 0;
+          c.next_liveness = Clock::time_point::max();  // until it is restarted
+          c.proc->Signal(SIGTERM);
+        }
+        continue;
+      }
+      c.readiness_oks = ok ? c.readiness_oks + 1 : 0;
+      c.readiness_fails = ok ? 0 : c.readiness_fails + 1;
+      const bool was = c.ready;
+      if (!c.ready && c.readiness_oks >= d.spec.success) c.ready = true;
+      if (c.ready && c.readiness_fails >= d.spec.failure) c.ready = false;
+      if (c.ready == was) continue;
+      work.push_back([this, ns = d.pp->ns, name = d.pp->name, status = d.pp->Status("Running")] {
+        (void)Ok(client_->Patch(kube::PodPath(ns, name) + "/status",
+                                kube::PatchType::kStrategicMerge, status));
+      });
+    }
+    for (auto& w : work) At(Clock::now(), std::move(w));
+  }
 }
 
 void Sim::StopProcesses() {

@@ -195,6 +195,7 @@ Result<std::unique_ptr<Sim>> Sim::Start(std::unique_ptr<kube::Client> client,
     // Pod addresses from a random place in the range: two sims on one host rarely meet.
     s->process_ips_ = rng() % 50000;
     s->runtime_thread_ = std::thread([p = s.get()] { p->RuntimeLoop(); });
+    s->prober_thread_ = std::thread([p = s.get()] { p->ProberLoop(); });
   }
   s->pods_ = std::make_unique<kube::Informer<kube::Pod>>(*s->watch_client_, "/api/v1/pods",
                                                          kube::DecodePodList, kube::DecodePod);
@@ -345,6 +346,7 @@ Sim::~Sim() {
   runtime_cv_.notify_all();
   for (auto& t : threads_) t.join();
   if (runtime_thread_.joinable()) runtime_thread_.join();
+  if (prober_thread_.joinable()) prober_thread_.join();
   StopProcesses();
   if (!opts_.keep_nodes && client_) {
     // From as many threads as the API calls had: one by one, 1,500 nodes take a minute on a busy

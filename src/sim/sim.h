@@ -112,10 +112,15 @@ class Sim {
   void PowerOff(const std::string& name);
   // The nodes adopted so far (adopt_selector), in the order they appeared.
   std::vector<std::string> adopted() const;
-  // A fault took `node`'s GPUs from the processes on them (the process runtime): each container
-  // process of a pod on `node` gets SIGUSR1, after which a CUDA program's every call fails.
-  // Returns the number of processes signalled.
-  int GpuLost(const std::string& node);
+  // A fault took `node`'s GPUs (or, with `pod`, that pod's GPU alone) from the processes on them
+  // (the process runtime): each container process of those pods gets SIGUSR1, after which a
+  // CUDA program's every call fails, and a container started there until GpuReset gets
+  // SIM_GPU_LOST=1 (a new CUDA context on a lost GPU fails too). Returns the IPs of the pods
+  // whose processes were signalled.
+  std::vector<std::string> GpuLost(const std::string& node, const std::string& pod = "");
+  // `node`'s GPUs were reset: containers started from now on have their GPU (those running keep
+  // the error: a CUDA context does not survive a reset).
+  void GpuReset(const std::string& node);
   struct Stats {
     uint64_t pods_started = 0, pods_deleted = 0, checkpoints = 0, lease_renewals = 0,
              api_errors = 0, processes_started = 0;
@@ -164,13 +169,17 @@ class Sim {
   // False for a pod deleted before its processes started: it goes as any other pod.
   bool OnProcessPod(const kube::Pod& p, const std::string& id);
   void StartProcessPod(const std::string& ns, const std::string& name, const std::string& node);
-  void RuntimeLoop();    // reaps, kills at the grace period's end, relays answers
+  void RuntimeLoop();  // reaps, kills at the grace period's end, relays answers
+  void ProberLoop();   // readiness and liveness probes
+  // Whether the pod's GPU is lost (GpuLost, not GpuReset since); under mu_.
+  bool LostGpu(const PodProcesses& pp) const;
   void StopProcesses();  // the sim's end: every process killed, every address removed
   static void KillPodProcesses(PodProcesses& pp);   // SIGKILL, reaped, its address removed
   void KillNodeProcesses(const std::string& node);  // under mu_: each pod's, forgotten
   std::map<std::string, std::shared_ptr<PodProcesses>> procs_;  // by pod uid, under mu_
   uint64_t process_ips_ = 0;                                    // under mu_
-  std::thread runtime_thread_;
+  std::set<std::string> gpu_lost_;  // "<node>" or "<node>/<ns>/<pod>", under mu_
+  std::thread runtime_thread_, prober_thread_;
   std::condition_variable runtime_cv_;
 
   mutable std::mutex mu_;

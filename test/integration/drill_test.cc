@@ -439,6 +439,44 @@ TEST_F(DrillTest, CriticalRecoversTheGpuAndTheNodeStaysSchedulable) {
   EXPECT_FALSE(r["timeline_ms"].contains("taint"));
 }
 
+// --workload: the scenarios under what users run. critical resets the GPU under a server that
+// nobody evicted (no holders known): its readiness probe takes it out of the Service, its
+// liveness probe restarts it, and the restart on the reset GPU serves again.
+TEST_F(DrillTest, CriticalUnderAServiceEndsItsErrorsAndGetsItsCapacityBack) {
+  const json r = Run("critical", {"--nvml-double", NVML_DOUBLE, "--nvml-double-ctl",
+                                  NVML_DOUBLE_CTL, "--workload", "service", "--nodes", "2"});
+  for (const char* c : {"service errors ended", "service answered after the failover",
+                        "service measured", "GPU-level repair", "node stayed schedulable"})
+    EXPECT_TRUE(CheckOk(r, c)) << c << ": " << r.dump(2);
+  EXPECT_EQ(r.value("workload", ""), "service");
+  ASSERT_TRUE(r.contains("service")) << r.dump(2);
+  EXPECT_GT(r["service"]["errors"].get<int>(), 0) << "the server failed once its GPU was lost";
+  ExpectInOrder(r,
+                {"service_first_error", "gpu_recovered", "service_last_error", "service_restored"});
+}
+
+// correlated with the breaker open: the held nodes keep their trainers, which stall.
+TEST_F(DrillTest, CorrelatedUnderTrainingStallsTheRanksOfTheHeldNodes) {
+  const json r = Run("correlated", {"--workload", "training"});
+  for (const char* c : {"gates held", "training measured", "periodic-only trainer measured"})
+    EXPECT_TRUE(CheckOk(r, c)) << c << ": " << r.dump(2);
+  ASSERT_TRUE(r.contains("training")) << r.dump(2);
+  EXPECT_EQ(r["training"]["stalled_ranks"], 4) << "two of each Deployment, on the two held nodes";
+  EXPECT_TRUE(r["training"]["work_lost_s"].is_null()) << r["training"];
+}
+
+// gpu-scoped: the trainer holding the faulty GPU checkpoints on request and is evicted alone.
+TEST_F(DrillTest, GpuScopedUnderTrainingCheckpointsThePodOfTheGpu) {
+  const json r = Run("gpu-scoped", {"--nvml-double", NVML_DOUBLE, "--nvml-double-ctl",
+                                    NVML_DOUBLE_CTL, "--workload", "training", "--nodes", "2"});
+  for (const char* c : {"checkpoint on gpuheal's request", "one GPU's pod evicted",
+                        "other GPUs' pods untouched", "GPU reset"})
+    EXPECT_TRUE(CheckOk(r, c)) << c << ": " << r.dump(2);
+  ASSERT_TRUE(r.contains("training")) << r.dump(2);
+  EXPECT_EQ(r["training"]["runs"][0]["ranks"], 1);
+  EXPECT_LE(r["training"]["work_lost_s"].get<double>(), 0.15) << r["training"];
+}
+
 // runtime: a real containerd plays the node's runtime and is frozen (SIGSTOP); CRI Status misses
 // its deadline, ContainerRuntimeReady turns False and the node is repaired like a hardware fault.
 TEST_F(DrillTest, RuntimeFreezeQuarantinesAndRepairsTheNode) {
@@ -527,7 +565,12 @@ TEST_F(DrillTest, BadOptionsAreUsageErrors) {
            {"--real-node", "--scenario", "pdb"},
            {"--real-node", "--repeat", "2"},
            {"--scenario", "service", "--workload-bin", "/nonexistent"},
-           {"--scenario", "training", "--real-kmsg"}}) {
+           {"--scenario", "training", "--real-kmsg"},
+           {"--scenario", "pdb", "--workload", "service"},
+           {"--scenario", "training", "--workload", "training"},
+           {"--workload", "batch"},
+           {"--scenario", "critical", "--workload", "training", "--workload-bin",
+            "/nonexistent"}}) {
     DrillProcess d(args);
     EXPECT_EQ(d.Wait(60s), 2) << args[0] << " " << args[1] << "\n" << d.Explain();
     EXPECT_FALSE(d.err().empty());

@@ -232,7 +232,7 @@ TEST_F(SimTest, ProcessRuntimeRunsThePodsContainersAsProcesses) {
   auto started = sim.WaitEvent([](const json& j) { return j.value("sim", "") == "started"; }, 60s);
   ASSERT_TRUE(started);
   const std::string node = (*started)["nodes"][0]["name"];
-  auto pod = [&](const std::string& name, json container) {
+  auto pod = [&](const std::string& name, json container, const std::string& restart = "Never") {
     json p = {{"apiVersion", "v1"}, {"kind", "Pod"}};
     p["metadata"] = {{"name", name},
                      {"namespace", "work"},
@@ -241,7 +241,7 @@ TEST_F(SimTest, ProcessRuntimeRunsThePodsContainersAsProcesses) {
         {{{"name", "POD_IP"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "status.podIP"}}}}}},
          {{"name", "POD_NAME"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}}});
     p["spec"] = {{"nodeName", node},
-                 {"restartPolicy", "Never"},
+                 {"restartPolicy", restart},
                  {"terminationGracePeriodSeconds", 30},
                  {"containers", json::array({container})}};
     // (403 until the namespace's default ServiceAccount exists.)
@@ -293,6 +293,38 @@ TEST_F(SimTest, ProcessRuntimeRunsThePodsContainersAsProcesses) {
   ASSERT_TRUE(answer) << "nothing answered at " << ip << ":8080";
   EXPECT_EQ(answer->status, 200);
 
+  // Probed on: a server whose GPU is lost (SIGUSR1) fails its probes, is not Ready after three
+  // (the Service's endpoint goes), and its liveness probe has it restarted: the new process
+  // (its GPU not lost) passes them and the pod is Ready again.
+  const std::string live = "live-" + id_;
+  json lc = sc;
+  lc["readinessProbe"]["periodSeconds"] = 1;
+  lc["livenessProbe"] = {{"httpGet", {{"path", "/"}, {"port", "http"}}},
+                         {"periodSeconds", 1},
+                         {"failureThreshold", 4}};
+  ASSERT_EQ(pod(live, lc, "Always"), 201);
+  auto ready = [&](const std::string& name) {
+    for (const auto& c : status(name).value("conditions", json::array()))
+      if (c["type"] == "Ready") return c["status"] == "True";
+    return false;
+  };
+  ASSERT_TRUE(Eventually([&] { return ready(live); }, 20s)) << status(live).dump();
+  const std::string first = status(live)["containerStatuses"][0]["containerID"];
+  ASSERT_EQ(kill(std::stoi(first.substr(std::string("process://").size())), SIGUSR1), 0);
+  const auto lost = std::chrono::steady_clock::now();
+  EXPECT_TRUE(Eventually([&] { return !ready(live); }, 10s)) << status(live).dump();
+  const auto unready_after = std::chrono::steady_clock::now() - lost;
+  EXPECT_GE(unready_after, 2s) << "three failures a second apart";
+  EXPECT_LE(unready_after, 5s);
+  EXPECT_TRUE(Eventually(
+      [&] {
+        const json st = status(live);
+        return st["containerStatuses"][0].value("restartCount", 0) == 1 && ready(live);
+      },
+      20s))
+      << status(live).dump();
+  EXPECT_NE(status(live)["containerStatuses"][0]["containerID"], first);
+
   // The checkpoint protocol, through the downward API's file and the workload's answer.
   ASSERT_TRUE(Eventually([&] { return status(train).value("phase", "") == "Running"; }, 20s));
   json ann = {{"metadata", {{"annotations", {{"gpuheal.io/checkpoint-requested", "now"}}}}}};
@@ -330,7 +362,8 @@ TEST_F(SimTest, ProcessRuntimeRunsThePodsContainersAsProcesses) {
     return found;
   };
   EXPECT_TRUE(Eventually([&] { return !local(); }, 5s)) << "its address is gone with it";
-  for (const auto& n : {train, fails}) (void)client_->Delete(kube::PodPath("work", n), "", "", 0);
+  for (const auto& n : {train, fails, live})
+    (void)client_->Delete(kube::PodPath("work", n), "", "", 0);
   EXPECT_EQ(sim.Kill(SIGTERM), 0);
   std::filesystem::remove_all(dir);
 }

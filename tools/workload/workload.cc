@@ -7,9 +7,12 @@
 //     CUDA process gets an error from every call after the fault. SIGTERM: answers what is in
 //     flight, then exits 0 (within 0.1 s).
 //
+//   Both start with their GPU lost when $SIM_GPU_LOST is 1 (the sim starts a container that
+//   way while its GPU has not been reset: a new CUDA context on it fails too).
+//
 //   gpuheal-workload train --dir DIR [--slots N] [--step 100ms] [--every 10s]
 //                          [--checkpoint-cost 50ms] [--podinfo FILE] [--answer FILE]
-//                          [--ignore-requests]
+//                          [--ignore-requests] [--lost-exit DURATION]
 //     A training loop of fixed-length steps, one rank of a job of N. It holds one slot of DIR (an
 //     flock on DIR/slot-<k>.lock, k < N: a replacement takes, or waits for, the slot its
 //     predecessor leaves) and resumes from
@@ -19,9 +22,12 @@
 //     last completed step and then FILE `--answer` (the sim turns that into the pod's
 //     gpuheal.io/checkpoint-done). SIGUSR1 (its GPU is lost): the step in progress is lost and no
 //     more steps complete; a checkpoint can still be written from the last completed step, which
-//     a training framework keeps in host memory. Every event goes to DIR/slot-<k>.jsonl, one JSON
+//     a training framework keeps in host memory. With --lost-exit, a rank whose GPU has been lost
+//     that long exits 1, as a collective's watchdog aborts a rank that stopped answering (the
+//     kubelet restarts it by the pod's restartPolicy). Every event goes to DIR/slot-<k>.jsonl, one JSON
 //     object a line: {"t_ms", "pid", "slot", "pod" ($POD_NAME), "event":
-//     start|checkpoint|gpu_lost|exit, "step", ...}.
+//     start|checkpoint|gpu_lost|exit, "step", ...}; a start says "gpu": false when its GPU is
+//     lost from the start.
 
 #include <civetweb.h>
 #include <fcntl.h>
@@ -168,6 +174,7 @@ struct TrainOptions {
   std::string dir, podinfo, answer;
   std::chrono::milliseconds step{100}, every{10000}, checkpoint_cost{50};
   bool ignore_requests = false;
+  std::chrono::milliseconds lost_exit{0};  // 0: a rank whose GPU is lost waits to be stopped
   int slots = 1;  // the job's ranks: processes beyond them wait for a slot
 };
 
@@ -179,18 +186,25 @@ class Trainer {
     if (!TakeSlot()) return 1;
     const int64_t resumed = ReadCheckpoint();
     step_ = resumed < 0 ? 0 : resumed;
-    Log({{"event", "start"}, {"step", step_}, {"resumed", resumed >= 0}});
+    // "gpu": false when it starts on a lost GPU: it cannot go on from there.
+    Log({{"event", "start"}, {"step", step_}, {"resumed", resumed >= 0}, {"gpu", !g_gpu_lost}});
     auto step_began = Clock::now();
     auto next_periodic = Clock::now() + o_.every;
     bool lost_said = false;
+    Clock::time_point lost_at{};
     while (!g_stop) {
       const auto now = Clock::now();
       if (g_gpu_lost && !lost_said) {
         lost_said = true;
+        lost_at = now;
         Log({{"event", "gpu_lost"},
              {"step", step_},
              {"partial_ms",
               std::chrono::duration_cast<std::chrono::milliseconds>(now - step_began).count()}});
+      }
+      if (lost_said && o_.lost_exit.count() > 0 && now - lost_at >= o_.lost_exit) {
+        Log({{"event", "exit"}, {"step", step_}, {"why", "gpu_lost"}});
+        return 1;
       }
       if (!g_gpu_lost && now - step_began >= o_.step) {
         ++step_;
@@ -340,6 +354,9 @@ int main(int argc, char** argv) {
   train->add_option("--slots", t.slots, "the job's ranks (default 1)")->check(CLI::Range(1, 4096));
   train->add_flag("--ignore-requests", t.ignore_requests,
                   "checkpoint on the periodic schedule only");
+  std::string lost_exit = "0s";
+  train->add_option("--lost-exit", lost_exit,
+                    "exit 1 once the GPU has been lost this long (default 0s: never)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -347,10 +364,13 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   InstallSignals();
+  if (const char* lost = std::getenv("SIM_GPU_LOST"); lost && std::string(lost) == "1")
+    g_gpu_lost = true;
   if (serve->parsed()) return Serve(listen, DurationFlag("--cost", cost));
   t.step = DurationFlag("--step", step);
   t.every = DurationFlag("--every", every);
   t.checkpoint_cost = DurationFlag("--checkpoint-cost", ckpt);
+  t.lost_exit = DurationFlag("--lost-exit", lost_exit);
   if (t.step.count() <= 0 || t.every.count() <= 0) {
     std::fprintf(stderr, "gpuheal-workload train: --step and --every must be more than 0\n");
     return 2;

@@ -123,6 +123,50 @@ TEST(TrainingFiguresTest, WorkLostIsWhatTheReplacementDidNotResume) {
   EXPECT_NE(g.detail.find("nobody: no slot log names it"), std::string::npos) << g.detail;
 }
 
+// Three ranks on faulty GPUs (correlated): the job's loss is its worst rank's. A container
+// restarted on a GPU still lost ("gpu": false) is no resumption: a rank with nothing else after
+// it is stalled, and leaves the job's figure unmeasured.
+TEST(TrainingFiguresTest, TheJobLosesItsWorstRanksWorkAndAStalledRankIsCounted) {
+  const std::string dir = TempDir("training-ranks");
+  auto write = [&](int slot, const std::vector<json>& ev) {
+    std::filesystem::create_directories(dir + "/trainer");
+    std::ofstream out(fmt::format("{}/trainer/slot-{}.jsonl", dir, slot));
+    for (const auto& e : ev) out << e.dump() << "\n";
+  };
+  // Rank 0: reached 20, resumed at 20 (requested). Rank 1: reached 25 (+40 ms), restarted in
+  // its pod from its periodic checkpoint at 5.
+  write(0, {{{"event", "start"}, {"pid", 1}, {"pod", "a"}, {"step", 0}},
+            {{"event", "gpu_lost"}, {"pid", 1}, {"step", 20}, {"partial_ms", 10}},
+            {{"event", "checkpoint"}, {"pid", 1}, {"why", "requested"}, {"step", 20}},
+            {{"event", "start"}, {"pid", 2}, {"step", 20}, {"resumed", true}, {"t_ms", 3}}});
+  write(1, {{{"event", "start"}, {"pid", 5}, {"pod", "b"}, {"step", 0}},
+            {{"event", "gpu_lost"}, {"pid", 5}, {"step", 25}, {"partial_ms", 40}},
+            {{"event", "exit"}, {"pid", 5}, {"step", 25}},
+            {{"event", "start"}, {"pid", 6}, {"step", 5}, {"resumed", true}, {"t_ms", 8}}});
+  const TrainingFigures f = SummariseTraining(dir, {{"trainer", "a"}, {"trainer", "b"}});
+  EXPECT_EQ(f.ranks, 2);
+  EXPECT_EQ(f.stalled_ranks, 0);
+  EXPECT_DOUBLE_EQ(f.work_lost_s, (20 * kTrainStepMs + 40) / 1000.0) << "rank 1's, the worst";
+  EXPECT_EQ(f.steps_done, 25);
+  EXPECT_FALSE(f.resumed) << "rank 1 did not resume from a requested checkpoint";
+  EXPECT_EQ(f.resumed_us, 8000);
+
+  // Rank 2: its node's repair held; its container restarted on the lost GPU, twice.
+  write(2, {{{"event", "start"}, {"pid", 9}, {"pod", "c"}, {"step", 0}},
+            {{"event", "gpu_lost"}, {"pid", 9}, {"step", 30}, {"partial_ms", 0}},
+            {{"event", "exit"}, {"pid", 9}, {"step", 30}},
+            {{"event", "start"}, {"pid", 10}, {"step", 30}, {"resumed", true}, {"gpu", false}},
+            {{"event", "exit"}, {"pid", 10}, {"step", 30}},
+            {{"event", "start"}, {"pid", 11}, {"step", 30}, {"resumed", true}, {"gpu", false}}});
+  const TrainingFigures g =
+      SummariseTraining(dir, {{"trainer", "a"}, {"trainer", "b"}, {"trainer", "c"}});
+  EXPECT_EQ(g.ranks, 3);
+  EXPECT_EQ(g.stalled_ranks, 1);
+  EXPECT_LT(g.work_lost_s, 0) << "the job's loss is not known while a rank stalls";
+  EXPECT_NE(g.detail.find("c: step 30 reached, no process took its slot"), std::string::npos)
+      << g.detail;
+}
+
 // The JSON contract of docs/drill.md.
 TEST(TrainingFiguresTest, JsonNamesTheContractsFields) {
   TrainingFigures a;
