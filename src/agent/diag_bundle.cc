@@ -58,13 +58,9 @@ struct CryptoLib {
 };
 
 Result<void*> Open(const char* file, const char* package) {
-  void* h = dlopen(file, RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char* e = dlerror();
-    return Error{fmt::format("cannot load {} (Debian package {}): {}", file, package,
-                             e ? e : "unknown error")};
-  }
-  return h;
+  return OpenLibrary(
+      file, RTLD_NOW | RTLD_LOCAL,
+      fmt::format("the diagnostic bundle needs it; install {} (Debian/Ubuntu)", package));
 }
 
 Result<const ArchiveLib*> LoadArchive() {
@@ -104,7 +100,7 @@ Result<const ArchiveLib*> LoadArchive() {
         ResolveSymbol(d, "archive_read_next_header", lib.read_next_header, missing) &&
         ResolveSymbol(d, "archive_read_data", lib.read_data, missing) &&
         ResolveSymbol(d, "archive_read_free", lib.read_free, missing);
-    if (!ok) error = "libarchive.so.13 has no " + missing;
+    if (!ok) error = "libarchive.so.13 has no " + missing + ": libarchive 3.0 or newer is needed";
   });
   if (!error.empty()) return Error{error};
   return &lib;
@@ -128,7 +124,7 @@ Result<const CryptoLib*> LoadCrypto() {
                     ResolveSymbol(d, "EVP_DigestUpdate", lib.update, missing) &&
                     ResolveSymbol(d, "EVP_DigestFinal_ex", lib.final, missing) &&
                     ResolveSymbol(d, "EVP_sha256", lib.sha256, missing);
-    if (!ok) error = "libcrypto.so.3 has no " + missing;
+    if (!ok) error = "libcrypto.so.3 has no " + missing + ": OpenSSL 3 is needed";
   });
   if (!error.empty()) return Error{error};
   return &lib;

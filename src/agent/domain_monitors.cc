@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/dl_symbol.h"
 #include "core/file.h"
 #include "core/reasons.h"
 #include "parse/kernel_parser.h"
@@ -531,28 +532,22 @@ struct JournalApi {
 
   static Result<JournalApi> Load() {
     JournalApi a;
-    a.handle = dlopen("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL);
-    if (!a.handle) {
-      const char* e = dlerror();
-      return Error{fmt::format("cannot load libsystemd.so.0 to read the journal: {}",
-                               e ? e : "unknown error")};
-    }
-    bool ok = true;
-    auto sym = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(a.handle, name));
-      ok = ok && fn != nullptr;
-    };
-    sym(a.open_directory, "sd_journal_open_directory");
-    sym(a.close, "sd_journal_close");
-    sym(a.add_match, "sd_journal_add_match");
-    sym(a.seek_tail, "sd_journal_seek_tail");
-    sym(a.previous, "sd_journal_previous");
-    sym(a.get_monotonic_usec, "sd_journal_get_monotonic_usec");
-    sym(a.get_data, "sd_journal_get_data");
-    sym(a.id128_to_string, "sd_id128_to_string");
-    if (!ok) {
+    auto opened = OpenLibrary("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL,
+                              "the agent reads the previous boot's journal through it; install "
+                              "libsystemd0");
+    if (!opened) return opened.error();
+    a.handle = *opened;
+    std::string missing;
+    if (!ResolveSymbol(a.handle, "sd_journal_open_directory", a.open_directory, missing) ||
+        !ResolveSymbol(a.handle, "sd_journal_close", a.close, missing) ||
+        !ResolveSymbol(a.handle, "sd_journal_add_match", a.add_match, missing) ||
+        !ResolveSymbol(a.handle, "sd_journal_seek_tail", a.seek_tail, missing) ||
+        !ResolveSymbol(a.handle, "sd_journal_previous", a.previous, missing) ||
+        !ResolveSymbol(a.handle, "sd_journal_get_monotonic_usec", a.get_monotonic_usec, missing) ||
+        !ResolveSymbol(a.handle, "sd_journal_get_data", a.get_data, missing) ||
+        !ResolveSymbol(a.handle, "sd_id128_to_string", a.id128_to_string, missing)) {
       dlclose(a.handle);
-      return Error{"libsystemd.so.0 lacks the sd-journal functions"};
+      return Error{"libsystemd.so.0 has no " + missing + ": systemd 229 or newer is needed"};
     }
     return a;
   }

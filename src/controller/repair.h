@@ -242,8 +242,8 @@ class Repairer final : private RepairContext {
   std::unique_ptr<kube::EventRecorder> events_;
   BudgetBackoff budgets_;  // 429s from PodDisruptionBudgets, retried per budget
   DeviceTaints device_taints_;
-  std::mutex mu_;  // the breaker, created_, known_rv_ and deferred_: workers reconcile different
-                   // nodes at once
+  std::mutex mu_;  // the breaker, created_, known_rv_, deferred_ and quarantine_rv_: workers
+                   // reconcile different nodes at once
   std::mutex ev_mu_;
   std::condition_variable ev_cv_;
   std::deque<PendingEvent> ev_queue_;
@@ -256,6 +256,10 @@ class Repairer final : private RepairContext {
   std::map<std::string, std::string> known_rv_;
   // node -> when it was quarantined, its record left for after the other nodes in the queue
   std::map<std::string, SysTime> deferred_;
+  // node -> {the cached Node's resourceVersion a quarantine patch was made from, the version it
+  // wrote}: a second patch from the same cached Node (NoExecute once the gates allow it) goes on
+  // from the version written, not into a 409 and a read-modify-write
+  std::map<std::string, std::pair<std::string, std::string>> quarantine_rv_;
   bool breaker_open_ = false;
   SysTime breaker_last_over_{}, breaker_opened_at_{}, breaker_reset_at_{}, breaker_key_checked_{};
   std::string lease_namespace_, lease_name_;

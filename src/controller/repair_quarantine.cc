@@ -57,6 +57,18 @@ bool Repairer::Quarantine(const kube::Node& node, const NodeFault& f, bool may_d
   // would cost a second round trip. On a conflict (or any refusal: a ClusterRole from before
   // gpuheal patched Nodes has no `patch`), the read-modify-write below.
   if (!node.meta.resource_version.empty()) {
+    // The cached Node may be the one this replica patched a moment ago (NoSchedule, then
+    // NoExecute in the same reconcile): its taints still hold, the version is the one written.
+    std::string rv = node.meta.resource_version;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = quarantine_rv_.find(node.meta.name);
+      if (it != quarantine_rv_.end() && it->second.first == rv) {
+        rv = it->second.second;
+      } else if (it != quarantine_rv_.end()) {
+        quarantine_rv_.erase(it);  // the cache has moved on
+      }
+    }
     nlohmann::json taints = nlohmann::json::array();
     for (const auto& t : node.taints) {
       nlohmann::json j = {{"key", t.key}, {"effect", t.effect}};
@@ -65,7 +77,7 @@ bool Repairer::Quarantine(const kube::Node& node, const NodeFault& f, bool may_d
       taints.push_back(std::move(j));
     }
     SetFaultTaint(taints, value, effect, clock_.Now());
-    nlohmann::json patch = {{"metadata", {{"resourceVersion", node.meta.resource_version}}},
+    nlohmann::json patch = {{"metadata", {{"resourceVersion", rv}}},
                             {"spec", {{"taints", taints}}}};
     if (!node.unschedulable) {
       patch["spec"]["unschedulable"] = true;
@@ -73,7 +85,18 @@ bool Repairer::Quarantine(const kube::Node& node, const NodeFault& f, bool may_d
           {std::string(keys::kCordonedAnnotation), "true"}};  // ours to undo
     }
     auto res = api_.Patch(kube::NodePath(node.meta.name), kube::PatchType::kMerge, patch);
-    if (res && res->ok()) return true;
+    if (res && res->ok()) {
+      const nlohmann::json written = nlohmann::json::parse(res->body, nullptr, false);
+      std::string now_rv;
+      if (written.is_object() && written.contains("metadata") && written["metadata"].is_object())
+        now_rv = written["metadata"].value("resourceVersion", "");
+      std::lock_guard<std::mutex> lock(mu_);
+      if (now_rv.empty())
+        quarantine_rv_.erase(node.meta.name);
+      else
+        quarantine_rv_[node.meta.name] = {node.meta.resource_version, now_rv};
+      return true;
+    }
     if (res && res->status != 409) {
       Log("warn",
           "quarantine: the one-write patch was refused; reading and updating the Node instead",

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/clock.h"
+#include "core/dl_symbol.h"
 
 namespace gpuheal {
 
@@ -43,21 +44,12 @@ Result<std::unique_ptr<DcgmSource>> DcgmSource::Open(
   s->on_violation_ = std::move(on_violation);
   std::vector<std::string> candidates = {options.library};
   if (options.library == "libdcgm.so.4") candidates.push_back("libdcgm.so.3");
-  std::string errors;
-  for (const std::string& lib : candidates) {
-    s->handle_ = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (s->handle_) {
-      s->library_ = lib;
-      break;
-    }
-    const char* e = dlerror();
-    errors += fmt::format("{}{}", errors.empty() ? "" : "; ", e ? e : lib);
-  }
-  if (!s->handle_) {
-    return Error{fmt::format(
-        "cannot load DCGM ({}): install datacenter-gpu-manager or set nvidia.dcgm.library",
-        errors)};
-  }
+  auto opened = OpenLibrary(candidates, RTLD_NOW | RTLD_LOCAL,
+                            "the agent reads DCGM's health watches through it; install "
+                            "datacenter-gpu-manager or set nvidia.dcgm.library");
+  if (!opened) return opened.error();
+  s->handle_ = opened->handle;
+  s->library_ = opened->file;
   s->fn_ = std::make_unique<Fns>();
   Fns& f = *s->fn_;
   std::string missing;
@@ -84,9 +76,7 @@ Result<std::unique_ptr<DcgmSource>> DcgmSource::Open(
 #undef GPUHEAL_SYM
   f.errorString = reinterpret_cast<decltype(f.errorString)>(dlsym(s->handle_, "errorString"));
   if (!missing.empty()) {
-    return Error{
-        fmt::format("{} is not a usable DCGM library: it lacks {} (DCGM 3.0 or newer is needed)",
-                    s->library_, missing)};
+    return Error{fmt::format("{} has no {}: DCGM 3.0 or newer is needed", s->library_, missing)};
   }
   if (dcgmReturn_t r = f.dcgmInit(); r != DCGM_ST_OK)
     return Error{"dcgmInit failed: " + s->Describe(r)};

@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include "core/dl_symbol.h"
+
 namespace gpuheal {
 
 std::string_view NvmlReturnName(nvmlReturn_t r) {
@@ -49,15 +51,12 @@ std::string NvmlLibrary::Describe(nvmlReturn_t r) const {
 Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& path) {
   std::unique_ptr<NvmlLibrary> lib(new NvmlLibrary());
   lib->path_ = path;
-  lib->handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!lib->handle_) {
-    const char* e = dlerror();
-    return Error{
-        fmt::format("cannot load NVML from {}: {} (no NVIDIA driver on this host, or its libraries "
-                    "are not mounted into the container; set nvidia.nvml_library or --nvml-library "
-                    "to the library's path)",
-                    path, e ? e : "unknown error")};
-  }
+  auto opened = OpenLibrary(path, RTLD_NOW | RTLD_LOCAL,
+                            "the agent reads the GPUs through NVML: no NVIDIA driver on this "
+                            "host, or its libraries are not mounted into the container; set "
+                            "nvidia.nvml_library or --nvml-library to the library's path");
+  if (!opened) return opened.error();
+  lib->handle_ = *opened;
   auto& f = lib->fn;
   std::string missing;
   auto sym = [&](auto& slot, const char* name, bool required) {
@@ -100,8 +99,7 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& path) 
 #undef GPUHEAL_SYM
   if (!missing.empty()) {
     return Error{fmt::format(
-        "{} is not a usable NVML library: it lacks {} (driver too old: NVML from driver "
-        "R450 or newer is needed)",
+        "{} has no {}: NVML from driver R450 or newer is needed (an older driver, or not NVML)",
         path, missing)};
   }
   if (nvmlReturn_t r = f.nvmlInit_v2(); r != NVML_SUCCESS) {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "library_error.h"
 #include "nvml_scenario.h"
 
 namespace gpuheal {
@@ -45,15 +46,13 @@ TEST(NvmlSource, MissingLibraryNotNvmlAndDriverNotLoadedAreClearErrors) {
   sc.Write({{"devices", nlohmann::json::array()}});
   auto missing = NvmlSource::Open("/nonexistent/libnvidia-ml.so.1");
   ASSERT_FALSE(missing);
-  EXPECT_NE(missing.error().message.find("cannot load NVML from /nonexistent/libnvidia-ml.so.1"),
-            std::string::npos);
+  EXPECT_TRUE(testing::IsLoadError(missing.error().message, "/nonexistent/libnvidia-ml.so.1"));
   EXPECT_NE(missing.error().message.find("--nvml-library"), std::string::npos)
       << missing.error().message;
 
   auto not_nvml = NvmlSource::Open("libz.so.1");
   ASSERT_FALSE(not_nvml);
-  EXPECT_NE(not_nvml.error().message.find("lacks nvmlInit_v2"), std::string::npos)
-      << not_nvml.error().message;
+  EXPECT_TRUE(testing::IsMissingSymbol(not_nvml.error().message, "libz.so.1", "nvmlInit_v2"));
 
   sc.Write({{"init_error", "DRIVER_NOT_LOADED"}, {"devices", nlohmann::json::array()}});
   auto no_driver = NvmlSource::Open(NVML_DOUBLE);

@@ -284,6 +284,12 @@ TEST_F(RepairerTest, AFaultIsQuarantinedAndRecordedInOneReconcile) {
   EXPECT_TRUE(HasTaint(n, keys::kFaultTaint, "catastrophic", "NoExecute"))
       << "an isolating fault on a node the gates allow to disrupt: NoExecute";
   EXPECT_EQ(n.meta.annotations.at(std::string(keys::kCordonedAnnotation)), "true");
+  // Two patches (NoSchedule at once, NoExecute once the gates allowed it), the second from the
+  // version the first wrote: no 409, no read-modify-write.
+  EXPECT_EQ(api.CountOk("PATCH", kube::NodePath("n1")), 2u);
+  EXPECT_EQ(api.Count("PATCH", kube::NodePath("n1")), 2u);
+  EXPECT_EQ(api.Count("PUT", kube::NodePath("n1")), 0u);
+  EXPECT_EQ(api.Count("GET", kube::NodePath("n1")), 0u);
   const auto rec = Last("n1");
   EXPECT_EQ(rec.phase, "CheckpointRequested");
   EXPECT_TRUE(rec.phase_times.count("Detected") && rec.phase_times.count("Quarantined"));
