@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/table.h"
+#include "controller/policy.h"
 #include "core/gpu_at_risk.h"
 #include "core/keys.h"
 #include "core/pci.h"
@@ -31,7 +32,25 @@ struct StatusArgs {
   bool summary_only = false;
   std::string pool_label = std::string(keys::kDefaultPoolLabel);
   std::string lease_namespace = "gpuheal-system", lease_name = "gpuheal-controller";
+  // The controller's policy (its pools' standby targets): NAMESPACE/NAME of the ConfigMap the
+  // manifests and the chart mount, key policy.yaml.
+  std::string policy_configmap = "gpuheal-system/gpuheal-controller-policy";
 };
+
+// The controller's policy from its ConfigMap, or why it could not be read.
+Result<controller::Policy> ReadPolicy(kube::Client& client, const std::string& configmap) {
+  const auto slash = configmap.find('/');
+  const std::string ns = configmap.substr(0, slash), name = configmap.substr(slash + 1);
+  auto r = client.Get(fmt::format("/api/v1/namespaces/{}/configmaps/{}", ns, name));
+  if (!r) return r.error();
+  if (!r->ok()) return Error{"ConfigMap " + configmap + ": " + r->Describe()};
+  const auto cm = nlohmann::json::parse(r->body, nullptr, false);
+  if (!cm.is_object() || !cm.contains("data") || !cm["data"].is_object() ||
+      !cm["data"].contains("policy.yaml") || !cm["data"]["policy.yaml"].is_string())
+    return Error{"ConfigMap " + configmap + " has no data policy.yaml"};
+  return controller::ParsePolicy(cm["data"]["policy.yaml"].get<std::string>(),
+                                 "ConfigMap " + configmap + " policy.yaml");
+}
 
 bool Tainted(const kube::Node& n, std::string_view key) {
   return std::any_of(n.taints.begin(), n.taints.end(),
@@ -63,13 +82,20 @@ nlohmann::ordered_json Summary(kube::Client& client, const std::vector<kube::Nod
     if (standby) ++p[3];
     if (unhealthy) ++p[4];
   }
+  // Each pool's standby target (pools.standby), from the controller's policy.
+  const auto policy = ReadPolicy(client, a.policy_configmap);
+  if (!policy) out["policy_error"] = policy.error().message;
   out["pools"] = nlohmann::ordered_json::array();
   for (const auto& [name, c] : pools) {
+    nlohmann::ordered_json target;  // null: no target, or the policy is not known
+    if (policy)
+      if (const auto size = policy->StandbySizeFor(name)) target = *size;
     out["pools"].push_back({{"pool", name},
                             {"nodes", c[0]},
                             {"in_service", c[1]},
                             {"quarantined", c[2]},
                             {"standby", c[3]},
+                            {"standby_target", target},
                             {"unhealthy", c[4]}});
   }
   out["repairs_in_flight"] = nlohmann::ordered_json::array();
@@ -132,14 +158,21 @@ nlohmann::ordered_json Summary(kube::Client& client, const std::vector<kube::Nod
 }
 
 void PrintSummary(const nlohmann::ordered_json& s) {
+  // STANDBY: the pool's standbys over its target (pools.standby), "-" without one.
   std::cout << fmt::format("\n{:<20}  {:>5}  {:>10}  {:>11}  {:>7}  {:>9}\n", "POOL", "NODES",
                            "IN SERVICE", "QUARANTINED", "STANDBY", "UNHEALTHY");
   for (const auto& p : s["pools"]) {
+    const std::string standby =
+        fmt::format("{}/{}", p["standby"].get<int>(),
+                    p["standby_target"].is_number() ? std::to_string(p["standby_target"].get<int>())
+                                                    : std::string("-"));
     std::cout << fmt::format("{:<20}  {:>5}  {:>10}  {:>11}  {:>7}  {:>9}\n",
                              p["pool"].get<std::string>(), p["nodes"].get<int>(),
-                             p["in_service"].get<int>(), p["quarantined"].get<int>(),
-                             p["standby"].get<int>(), p["unhealthy"].get<int>());
+                             p["in_service"].get<int>(), p["quarantined"].get<int>(), standby,
+                             p["unhealthy"].get<int>());
   }
+  if (s.contains("policy_error"))
+    std::cout << "  (standby targets unknown: " << s["policy_error"].get<std::string>() << ")\n";
   std::cout << "\nREPAIRS IN FLIGHT: " << s["repairs_in_flight"].size() << "\n";
   if (s.contains("repairs_error")) {
     std::cout << "  (cannot list NodeRepairs: " << s["repairs_error"].get<std::string>() << ")\n";
@@ -197,7 +230,19 @@ void RegisterStatus(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--lease-name", args->lease_name, "Name of the controller's Lease")
       ->capture_default_str();
+  cmd->add_option("--policy-configmap", args->policy_configmap,
+                  "NAMESPACE/NAME of the ConfigMap holding the controller's policy.yaml (each "
+                  "pool's standby target)")
+      ->capture_default_str();
   cmd->callback([args, &exit_code] {
+    if (const auto slash = args->policy_configmap.find('/');
+        slash == std::string::npos || slash == 0 || slash + 1 == args->policy_configmap.size() ||
+        args->policy_configmap.find('/', slash + 1) != std::string::npos) {
+      std::cerr << "gpuheal status: --policy-configmap " << args->policy_configmap
+                << ": give NAMESPACE/NAME, e.g. gpuheal-system/gpuheal-controller-policy\n";
+      exit_code = kExitUsage;
+      return;
+    }
     auto cfg = kube::LoadKubeconfig(args->kubeconfig);
     if (!cfg) {
       std::cerr << "gpuheal status: " << cfg.error().message << "\n";

@@ -392,7 +392,8 @@ Next AwaitReplacement(RepairContext& ctx, RepairRecord& r, SysTime now) {
       break;
     }
     if (**linked && !(**linked)->count(n.meta.name)) continue;
-    const bool standby = size && standbys < *size && !HasTaint(n, keys::kStandbyTaint, "", "");
+    const bool standby = size && !HasTaint(n, keys::kStandbyTaint, "", "") &&
+                         ctx.ReserveStandby(w->pool, n.meta.name, *size);
     bool ours = true;
     if (!ctx.dry_run()) {
       // The claim: another repair of the pool may be taking the same node (read fresh on a
@@ -417,8 +418,13 @@ Next AwaitReplacement(RepairContext& ctx, RepairRecord& r, SysTime now) {
         }
         return true;
       });
-      if (!res || !res->ok()) return milliseconds(1000);
+      if (!res || !res->ok()) {
+        if (standby) ctx.UnreserveStandby(w->pool, n.meta.name);
+        return milliseconds(1000);
+      }
     }
+    // (Nothing written in a dry run, or the node is another repair's: no standby of ours.)
+    if (standby && (ctx.dry_run() || !ours)) ctx.UnreserveStandby(w->pool, n.meta.name);
     if (!ours) continue;
     r.cr.replacement = n.meta.name;
     r.dirty = true;

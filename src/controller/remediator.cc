@@ -163,6 +163,12 @@ class Ladder final : public Remediator, private RepairContext {
     if (&r == current_ && r.cr.phase == "Failed") Advance(r);
     return ctx_.WriteStatus(r);
   }
+  bool ReserveStandby(const std::string& pool, const std::string& node, int size) override {
+    return ctx_.ReserveStandby(pool, node, size);
+  }
+  void UnreserveStandby(const std::string& pool, const std::string& node) override {
+    ctx_.UnreserveStandby(pool, node);
+  }
 
   RepairContext& ctx_;
   std::map<Provider, std::unique_ptr<Remediator>> subs_;

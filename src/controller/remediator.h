@@ -30,6 +30,12 @@ class RepairContext {
                      const std::string& message) = 0;
   // Writes the record's status now (false: not written; retry later).
   virtual bool WriteStatus(RepairRecord& r) = 0;
+  // A place among `pool`'s `size` standbys for `node`, counted from the node cache plus the
+  // standbys this replica has made that the cache does not show yet (read-your-writes: two
+  // releases at once do not both take the last place). True reserves it until the cache shows the
+  // node as a standby or UnreserveStandby (the write failed).
+  virtual bool ReserveStandby(const std::string& pool, const std::string& node, int size) = 0;
+  virtual void UnreserveStandby(const std::string& pool, const std::string& node) = 0;
 };
 
 class Remediator {

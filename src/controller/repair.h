@@ -104,6 +104,8 @@ class Repairer final : private RepairContext {
   void Event(const kube::Node& node, const std::string& type, const std::string& reason,
              const std::string& msg) override;
   bool WriteStatus(RepairRecord& r) override;  // and an Event on the Node per new phase
+  bool ReserveStandby(const std::string& pool, const std::string& node, int size) override;
+  void UnreserveStandby(const std::string& pool, const std::string& node) override;
 
   // repair.cc: the episode.
   // The open record of `name` (read fresh), if any; `recent` counts the episodes in the window.
@@ -242,8 +244,8 @@ class Repairer final : private RepairContext {
   std::unique_ptr<kube::EventRecorder> events_;
   BudgetBackoff budgets_;  // 429s from PodDisruptionBudgets, retried per budget
   DeviceTaints device_taints_;
-  std::mutex mu_;  // the breaker, created_, known_rv_, deferred_ and quarantine_rv_: workers
-                   // reconcile different nodes at once
+  std::mutex mu_;  // the breaker, created_, known_rv_, deferred_, quarantine_rv_ and
+                   // standby_reserved_: workers reconcile different nodes at once
   std::mutex ev_mu_;
   std::condition_variable ev_cv_;
   std::deque<PendingEvent> ev_queue_;
@@ -260,6 +262,8 @@ class Repairer final : private RepairContext {
   // wrote}: a second patch from the same cached Node (NoExecute once the gates allow it) goes on
   // from the version written, not into a 409 and a read-modify-write
   std::map<std::string, std::pair<std::string, std::string>> quarantine_rv_;
+  // pool -> nodes this replica made standbys that the node cache did not show as such yet
+  std::map<std::string, std::set<std::string>> standby_reserved_;
   bool breaker_open_ = false;
   SysTime breaker_last_over_{}, breaker_opened_at_{}, breaker_reset_at_{}, breaker_key_checked_{};
   std::string lease_namespace_, lease_name_;

@@ -127,9 +127,9 @@ Next Repairer::Release(const kube::Node& node, RepairRecord* r) {
   // place.
   bool to_standby = r && r->HasAction(kPromotedStandby);
   const std::string pool = PoolOf(node, policy_);
-  if (const auto size = policy_.StandbySizeFor(pool); size && r) {
-    to_standby = StandbysOf(world_.nodes(), policy_, pool, node.meta.name) < *size;
-  }
+  const auto size = policy_.StandbySizeFor(pool);
+  if (size && r) to_standby = ReserveStandby(pool, node.meta.name, *size);
+  if (size && to_standby && dry_run_) UnreserveStandby(pool, node.meta.name);
   if (!dry_run_) {
     auto res = api_.Update(kube::NodePath(node.meta.name), [&](nlohmann::json& n) {
       bool changed = false;
@@ -158,7 +158,10 @@ Next Repairer::Release(const kube::Node& node, RepairRecord* r) {
       }
       return changed;
     });
-    if (!res || !res->ok()) return milliseconds(2000);
+    if (!res || !res->ok()) {
+      if (size && to_standby) UnreserveStandby(pool, node.meta.name);
+      return milliseconds(2000);
+    }
   }
   Event(node, "Normal", std::string(reason::kReleased),
         std::string("all domains healthy for the probation period: gpuheal's taint and cordon "
@@ -171,6 +174,30 @@ Next Repairer::Release(const kube::Node& node, RepairRecord* r) {
     if (!WriteStatus(*r)) return milliseconds(2000);
   }
   return std::nullopt;
+}
+
+bool Repairer::ReserveStandby(const std::string& pool, const std::string& node, int size) {
+  const std::vector<kube::Node> nodes = world_.nodes();
+  const int cached = StandbysOf(nodes, policy_, pool, node);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& reserved = standby_reserved_[pool];
+  // A reservation ends once the cache shows its node as a standby (counted above) or no longer
+  // has the node; `node`'s own is decided again.
+  for (auto it = reserved.begin(); it != reserved.end();) {
+    auto n = std::find_if(nodes.begin(), nodes.end(),
+                          [&](const kube::Node& x) { return x.meta.name == *it; });
+    const bool pending = n != nodes.end() && !HasTaint(*n, keys::kStandbyTaint, "", "");
+    it = (*it == node || !pending) ? reserved.erase(it) : std::next(it);
+  }
+  if (cached + static_cast<int>(reserved.size()) >= size) return false;
+  reserved.insert(node);
+  return true;
+}
+
+void Repairer::UnreserveStandby(const std::string& pool, const std::string& node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = standby_reserved_.find(pool);
+  if (it != standby_reserved_.end()) it->second.erase(node);
 }
 
 }  // namespace gpuheal::controller

@@ -1177,10 +1177,23 @@ TEST_F(ControllerTest, BreakerHoldsEvictionAndClosesByHandOrAfterAQuietPeriod) {
   EXPECT_FALSE(PodGone("br-" + id_));
   // `gpuheal status` tells an operator the same: the breaker open, the pool's quarantined node,
   // the repair in flight.
+  // Its pool's standby target comes from the controller's policy ConfigMap.
+  const std::string policy_cm = "policy-" + id_;
+  ASSERT_EQ(
+      client_
+          ->Create(
+              "/api/v1/namespaces/default/configmaps",
+              {{"apiVersion", "v1"},
+               {"kind", "ConfigMap"},
+               {"metadata", {{"name", policy_cm}, {"namespace", "default"}}},
+               {"data", {{"policy.yaml", "pools:\n  standby: {default: 1, p-" + id_ + ": 2}\n"}}}})
+          ->status,
+      201);
   const std::string status_cmd =
       "status --summary -o json --lease-namespace default -l "
       "gpuheal.io/pool=p-" +
-      id_ + " --kubeconfig " + ControlPlaneEnv::kubeconfig();
+      id_ + " --policy-configmap default/" + policy_cm + " --kubeconfig " +
+      ControlPlaneEnv::kubeconfig();
   json summary;
   ASSERT_TRUE(Eventually(
       [&] {
@@ -1194,6 +1207,9 @@ TEST_F(ControllerTest, BreakerHoldsEvictionAndClosesByHandOrAfterAQuietPeriod) {
   EXPECT_EQ(summary["pools"][0]["pool"], "p-" + id_);
   EXPECT_EQ(summary["pools"][0]["quarantined"], 1);
   EXPECT_EQ(summary["pools"][0]["unhealthy"], 1);
+  EXPECT_EQ(summary["pools"][0]["standby"], 0);
+  EXPECT_EQ(summary["pools"][0]["standby_target"], 2) << summary.dump();
+  EXPECT_FALSE(summary.contains("policy_error")) << summary.dump();
   bool in_flight = false;
   for (const auto& r : summary["repairs_in_flight"]) in_flight |= r["node"] == a;
   EXPECT_TRUE(in_flight) << summary.dump();
@@ -1212,6 +1228,12 @@ TEST_F(ControllerTest, BreakerHoldsEvictionAndClosesByHandOrAfterAQuietPeriod) {
   const auto table = gpuheal::testing::RunGpuheal("status --lease-namespace default --kubeconfig " +
                                                   ControlPlaneEnv::kubeconfig());
   EXPECT_NE(table.out.find("CIRCUIT BREAKER: closed since"), std::string::npos) << table.out;
+  // Without the policy's ConfigMap (the default name is not in this cluster): targets unknown,
+  // said so, and the rest as before.
+  EXPECT_NE(table.out.find("standby targets unknown: ConfigMap "
+                           "gpuheal-system/gpuheal-controller-policy"),
+            std::string::npos)
+      << table.out;
   EXPECT_NE(table.out.find("REPAIRS IN FLIGHT:"), std::string::npos) << table.out;
   c.Kill(SIGTERM);
   // A short window and quiet period: the breaker opens, then closes by itself.

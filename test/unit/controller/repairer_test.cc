@@ -1376,6 +1376,38 @@ TEST_F(RemediatorTest, ARepairedNodeRefillsThePoolsStandbyUpToItsSize) {
   EXPECT_FALSE(Quarantined("n2"));
 }
 
+// Two repaired nodes of a pool of one standby released at once, the node cache not showing the
+// first release yet when the second is decided: one standby, not two (read-your-writes).
+TEST_F(RemediatorTest, ReleasesAtOnceDoNotTakeThePoolsLastStandbyPlaceTwice) {
+  policy.standby_sizes["a"] = 1;
+  AddNode("n1");
+  AddNode("n2");
+  Fault("n1");
+  Fault("n2");
+  {
+    auto r = Make();
+    Settle(*r, "n1", 15min);
+    Settle(*r, "n2", 15min);
+  }
+  Heal("n1");
+  Heal("n2");
+  clock.Advance(3min);
+  // The cache as it was before either release.
+  auto w = MakeWorld();
+  const std::vector<kube::Node> before = w.nodes();
+  w.nodes = [before] { return before; };
+  Repairer r(api, clock, std::move(w), policy, false, metrics);
+  Settle(r, "n1", 1min);
+  Settle(r, "n2", 1min);
+  EXPECT_EQ(Last("n1").phase, "Recovered");
+  EXPECT_EQ(Last("n2").phase, "Recovered");
+  const int standbys = HasTaint(NodeObj("n1"), keys::kStandbyTaint, "", "") +
+                       HasTaint(NodeObj("n2"), keys::kStandbyTaint, "", "");
+  EXPECT_EQ(standbys, 1) << "the pool's one standby place, taken once";
+  EXPECT_FALSE(Quarantined("n1"));
+  EXPECT_FALSE(Quarantined("n2"));
+}
+
 TEST_F(RemediatorTest, DeleteNodeRefusesAnOwnerThatDoesNotNameTheNodeBack) {
   policy.provider = Provider::kDeleteNode;
   AddNode("n1");
