@@ -105,13 +105,34 @@ bool StopWorkloads(kube::Api& api, const CleanupArgs& a) {
   if (a.dry_run) return true;
   const auto deadline = steady_clock::now() + std::chrono::seconds(a.timeout_s);
   const std::string pods = kube::PodPath(a.stop_namespace) + sel;
+  size_t said_gone = 0;
   for (;;) {
     auto r = api.Get(pods);
     if (r && r->ok()) {
       const auto items = nlohmann::json::parse(r->body).value("items", nlohmann::json::array());
-      if (items.empty()) return true;
+      // A pod bound to a node that is gone has no kubelet to stop it: it stays Terminating until
+      // kube-controller-manager's pod garbage collector deletes it, and waiting for it would hold
+      // `helm uninstall` for that long. Such pods are not waited for.
+      size_t left = 0, on_gone = 0;
+      for (const auto& p : items) {
+        const std::string node = p.value("spec", nlohmann::json::object()).value("nodeName", "");
+        if (!node.empty()) {
+          auto n = api.Get(kube::NodePath(node));
+          if (n && n->status == 404) {
+            ++on_gone;
+            continue;
+          }
+        }
+        ++left;
+      }
+      if (on_gone > said_gone) {
+        std::cout << on_gone << " pod(s) matching " << a.stop_selector
+                  << " on nodes that are gone: not waited for\n";
+        said_gone = on_gone;
+      }
+      if (left == 0) return true;
       if (steady_clock::now() > deadline) {
-        std::cerr << "gpuheal cleanup: " << items.size() << " pod(s) matching " << a.stop_selector
+        std::cerr << "gpuheal cleanup: " << left << " pod(s) matching " << a.stop_selector
                   << " still exist in " << a.stop_namespace << " after " << a.timeout_s
                   << " s; nodes left unchanged\n";
         return false;
