@@ -136,11 +136,14 @@ std::string PoolOf(const kube::Node& n, const Policy& policy) {
   return "";
 }
 
+bool IsStandbyOf(const kube::Node& n, const Policy& policy, const std::string& pool) {
+  return HasTaint(n, keys::kStandbyTaint, "", "") && PoolOf(n, policy) == pool && !FaultOf(n);
+}
+
 int StandbysOf(const std::vector<kube::Node>& nodes, const Policy& policy, const std::string& pool,
                const std::string& except) {
   return static_cast<int>(std::count_if(nodes.begin(), nodes.end(), [&](const kube::Node& n) {
-    return n.meta.name != except && PoolOf(n, policy) == pool &&
-           HasTaint(n, keys::kStandbyTaint, "", "") && !FaultOf(n);
+    return n.meta.name != except && IsStandbyOf(n, policy, pool);
   }));
 }
 

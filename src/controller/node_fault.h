@@ -49,7 +49,9 @@ bool HasTaint(const kube::Node& n, std::string_view key, const std::string& valu
 std::string TaintEffectFor(const kube::Node& node, const NodeFault& f, bool may_disrupt);
 // The node's pool: the policy's pool label, else Karpenter's NodePool label.
 std::string PoolOf(const kube::Node& n, const Policy& policy);
-// The healthy standby nodes of `pool` (gpuheal.io/standby, no fault) among `nodes`, `except` one.
+// Whether `n` is a healthy standby of `pool` (gpuheal.io/standby, no fault).
+bool IsStandbyOf(const kube::Node& n, const Policy& policy, const std::string& pool);
+// The healthy standby nodes of `pool` among `nodes`, `except` one.
 int StandbysOf(const std::vector<kube::Node>& nodes, const Policy& policy, const std::string& pool,
                const std::string& except = "");
 // The node's GPUs at risk (the agent's gpuheal.io/gpu-at-risk; an unreadable one is logged and

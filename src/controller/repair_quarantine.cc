@@ -177,18 +177,28 @@ Next Repairer::Release(const kube::Node& node, RepairRecord* r) {
 }
 
 bool Repairer::ReserveStandby(const std::string& pool, const std::string& node, int size) {
-  const std::vector<kube::Node> nodes = world_.nodes();
-  const int cached = StandbysOf(nodes, policy_, pool, node);
+  // The cache's standbys of the pool, and which of this replica's reservations it shows as
+  // standbys already (counted there) or still as not (pending); one pass, nothing copied.
+  std::set<std::string> reserved_now;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reserved_now = standby_reserved_[pool];
+  }
+  int cached = 0;
+  std::set<std::string> pending;
+  EachNode([&](const kube::Node& n) {
+    const bool standby = HasTaint(n, keys::kStandbyTaint, "", "");
+    if (n.meta.name != node && IsStandbyOf(n, policy_, pool)) ++cached;
+    if (!standby && n.meta.name != node && reserved_now.count(n.meta.name))
+      pending.insert(n.meta.name);
+  });
   std::lock_guard<std::mutex> lock(mu_);
   auto& reserved = standby_reserved_[pool];
   // A reservation ends once the cache shows its node as a standby (counted above) or no longer
-  // has the node; `node`'s own is decided again.
-  for (auto it = reserved.begin(); it != reserved.end();) {
-    auto n = std::find_if(nodes.begin(), nodes.end(),
-                          [&](const kube::Node& x) { return x.meta.name == *it; });
-    const bool pending = n != nodes.end() && !HasTaint(*n, keys::kStandbyTaint, "", "");
-    it = (*it == node || !pending) ? reserved.erase(it) : std::next(it);
-  }
+  // has the node; `node`'s own is decided again. (One made meanwhile by another worker stays.)
+  for (auto it = reserved.begin(); it != reserved.end();)
+    it = (*it == node || (reserved_now.count(*it) && !pending.count(*it))) ? reserved.erase(it)
+                                                                           : std::next(it);
   if (cached + static_cast<int>(reserved.size()) >= size) return false;
   reserved.insert(node);
   return true;
