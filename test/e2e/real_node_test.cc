@@ -30,6 +30,7 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -686,14 +687,32 @@ TEST_F(RealNode, HelmUninstallLeavesNoTaintAnnotationOrCondition) {
           {{{"key", "gpuheal.io/standby"}, {"value", "true"}, {"effect", "NoSchedule"}}}}}}});
   ASSERT_TRUE(sim_node.ok() && sim_node->status == 201) << (sim_node ? sim_node->Describe() : "");
   // The pre-delete hook's cleanup waits for gpuheal's pods to go, but not for those bound to
-  // nodes that are gone (the simulated nodes of test 3, with their agent pods): 10 s at most.
+  // nodes that are gone (a simulated node deleted with an agent pod on it). Measured alone: the
+  // cleanup Job 8 s (the pods' termination most of it), then helm's wait for the namespace,
+  // which kube-controller-manager empties and deletes, 6 s. The bound is a regression guard; the
+  // pods seen meanwhile are printed for a run that exceeds it.
   const auto began = std::chrono::steady_clock::now();
-  auto r = Helm("uninstall gpuheal --wait --timeout 5m");
+  std::atomic<bool> watching{true};
+  std::thread watch([&] {  // (diagnostics: gpuheal's pods while the uninstall runs)
+    while (watching) {
+      std::string line;
+      for (const auto& p : Get(kube::PodPath(kNs)).value("items", json::array()))
+        line += p["metadata"].value("name", "") + "@" + p["spec"].value("nodeName", "") +
+                (p["metadata"].contains("deletionTimestamp") ? "(deleting) " : " ");
+      std::cout << "T+"
+                << std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count()
+                << " " << line << "\n";
+      std::this_thread::sleep_for(2s);
+    }
+  });
+  auto r = Helm("uninstall gpuheal --wait --timeout 5m --debug");
+  watching = false;
+  watch.join();
   ASSERT_EQ(r.code, 0) << r.out;
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   std::cout << "helm uninstall --wait took " << took << " s\n";
-  EXPECT_LE(took, 10.0) << r.out;
+  EXPECT_LE(took, 30.0) << r.out;
   json nodes = Get(kube::NodePath()).value("items", json::array());
   ASSERT_FALSE(nodes.empty());
   for (const auto& n : nodes) {
