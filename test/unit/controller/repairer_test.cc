@@ -1101,7 +1101,22 @@ TEST_F(RepairerTest, TheGpuLevelRungQuarantinesWhenTheAgentIsSilent) {
   EXPECT_TRUE(Quarantined("n1"));
 }
 
-class RemediatorTest : public RepairerTest {};
+class RemediatorTest : public RepairerTest {
+ protected:
+  // n1 and n2 of pool "a" (pools.standby 1) faulty and past their drain; the Repairer that
+  // took them there.
+  std::unique_ptr<Repairer> TwoRepairedInAPoolOfOneStandby() {
+    policy.standby_sizes["a"] = 1;
+    AddNode("n1");
+    AddNode("n2");
+    Fault("n1");
+    Fault("n2");
+    auto r = Make();
+    Settle(*r, "n1", 15min);
+    Settle(*r, "n2", 15min);
+    return r;
+  }
+};
 
 // MTTR too: once per repair, when the pool has its capacity back. With a standby that is the
 // promotion (rung standby); the node's own recovery afterwards is not counted again.
@@ -1354,14 +1369,7 @@ TEST_F(RemediatorTest, DeleteNodeFailsWhenNoReplacementJoinsInTime) {
 // pools.standby: a repaired node returns as the pool's standby while the pool has fewer; once
 // the pool has its size, the next one goes back into service.
 TEST_F(RemediatorTest, ARepairedNodeRefillsThePoolsStandbyUpToItsSize) {
-  policy.standby_sizes["a"] = 1;
-  AddNode("n1");
-  AddNode("n2");
-  Fault("n1");
-  Fault("n2");
-  auto r = Make();
-  Settle(*r, "n1", 15min);
-  Settle(*r, "n2", 15min);
+  auto r = TwoRepairedInAPoolOfOneStandby();
   Heal("n1");
   clock.Advance(3min);
   Settle(*r, "n1", 1min);
@@ -1379,16 +1387,7 @@ TEST_F(RemediatorTest, ARepairedNodeRefillsThePoolsStandbyUpToItsSize) {
 // Two repaired nodes of a pool of one standby released at once, the node cache not showing the
 // first release yet when the second is decided: one standby, not two (read-your-writes).
 TEST_F(RemediatorTest, ReleasesAtOnceDoNotTakeThePoolsLastStandbyPlaceTwice) {
-  policy.standby_sizes["a"] = 1;
-  AddNode("n1");
-  AddNode("n2");
-  Fault("n1");
-  Fault("n2");
-  {
-    auto r = Make();
-    Settle(*r, "n1", 15min);
-    Settle(*r, "n2", 15min);
-  }
+  TwoRepairedInAPoolOfOneStandby();
   Heal("n1");
   Heal("n2");
   clock.Advance(3min);
