@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "cli/commands.h"
@@ -105,30 +106,31 @@ bool StopWorkloads(kube::Api& api, const CleanupArgs& a) {
   if (a.dry_run) return true;
   const auto deadline = steady_clock::now() + std::chrono::seconds(a.timeout_s);
   const std::string pods = kube::PodPath(a.stop_namespace) + sel;
-  size_t said_gone = 0;
+  std::set<std::string> gone_said;
   for (;;) {
     auto r = api.Get(pods);
     if (r && r->ok()) {
       const auto items = nlohmann::json::parse(r->body).value("items", nlohmann::json::array());
       // A pod bound to a node that is gone has no kubelet to stop it: it stays Terminating until
-      // kube-controller-manager's pod garbage collector deletes it, and waiting for it would hold
-      // `helm uninstall` for that long. Such pods are not waited for.
-      size_t left = 0, on_gone = 0;
+      // kube-controller-manager's pod garbage collector force-deletes it (40 s and more), and the
+      // namespace's deletion after `helm uninstall` waits for it. Such a pod is deleted at once
+      // (no grace period: nothing runs it), as the garbage collector would.
+      size_t left = 0;
       for (const auto& p : items) {
+        const nlohmann::json meta = p.value("metadata", nlohmann::json::object());
         const std::string node = p.value("spec", nlohmann::json::object()).value("nodeName", "");
         if (!node.empty()) {
           auto n = api.Get(kube::NodePath(node));
           if (n && n->status == 404) {
-            ++on_gone;
+            const std::string name = meta.value("name", "");
+            auto d =
+                api.Delete(kube::PodPath(a.stop_namespace, name), meta.value("uid", ""), "", 0);
+            if (d && (d->ok() || d->status == 404) && gone_said.insert(name).second)
+              std::cout << "deleted pod/" << name << " (its node " << node << " is gone)\n";
             continue;
           }
         }
         ++left;
-      }
-      if (on_gone > said_gone) {
-        std::cout << on_gone << " pod(s) matching " << a.stop_selector
-                  << " on nodes that are gone: not waited for\n";
-        said_gone = on_gone;
       }
       if (left == 0) return true;
       if (steady_clock::now() > deadline) {

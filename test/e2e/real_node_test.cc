@@ -686,8 +686,8 @@ TEST_F(RealNode, HelmUninstallLeavesNoTaintAnnotationOrCondition) {
         {{"taints",
           {{{"key", "gpuheal.io/standby"}, {"value", "true"}, {"effect", "NoSchedule"}}}}}}});
   ASSERT_TRUE(sim_node.ok() && sim_node->status == 201) << (sim_node ? sim_node->Describe() : "");
-  // The pre-delete hook's cleanup waits for gpuheal's pods to go, but not for those bound to
-  // nodes that are gone (a simulated node deleted with an agent pod on it). Measured alone: the
+  // The pre-delete hook's cleanup waits for gpuheal's pods to go, and deletes at once those bound
+  // to nodes that are gone (test 3's simulated nodes, with their agent pods). Measured alone: the
   // cleanup Job 8 s (the pods' termination most of it), then helm's wait for the namespace,
   // which kube-controller-manager empties and deletes, 6 s. The bound is a regression guard; the
   // pods seen meanwhile are printed for a run that exceeds it.

@@ -1584,7 +1584,7 @@ TEST_F(ControllerTest, CleanupTakesGpuhealOffEveryNodeAndNothingElse) {
   deployment("gpuheal-controller", "gpuheal-controller");
   deployment("bystander", "bystander");
   // A matching pod bound to a node that is gone (a simulated node deleted with its agent's pod
-  // on it): no kubelet will stop it, so it is not waited for.
+  // on it): no kubelet will stop it, so it is deleted at once, not waited for.
   json orphan = gpuheal::testing::PodJson("clean-" + id_, "orphan", "gone-" + id_,
                                           {{"app", "gpuheal-controller"}});
   long created = 0;  // (403 until the namespace's default ServiceAccount exists)
@@ -1602,11 +1602,10 @@ TEST_F(ControllerTest, CleanupTakesGpuhealOffEveryNodeAndNothingElse) {
                                    " --stop-selector app=gpuheal-controller");
   ASSERT_EQ(run.code, 0) << run.out;
   EXPECT_LT(std::chrono::steady_clock::now() - began, 10s);
-  EXPECT_NE(run.out.find("1 pod(s) matching app=gpuheal-controller on nodes that are gone: not "
-                         "waited for"),
+  EXPECT_NE(run.out.find("deleted pod/orphan (its node gone-" + id_ + " is gone)"),
             std::string::npos)
       << run.out;
-  (void)client_->Delete(kube::PodPath("clean-" + id_, "orphan"), "", "", 0);
+  EXPECT_EQ(client_->Get(kube::PodPath("clean-" + id_, "orphan"))->status, 404);
   EXPECT_NE(run.out.find("deleted deployments/gpuheal-controller"), std::string::npos) << run.out;
   EXPECT_EQ(
       client_->Get("/apis/apps/v1/namespaces/clean-" + id_ + "/deployments/gpuheal-controller")
