@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -116,12 +117,17 @@ bool StopWorkloads(kube::Api& api, const CleanupArgs& a) {
       // namespace's deletion after `helm uninstall` waits for it. Such a pod is deleted at once
       // (no grace period: nothing runs it), as the garbage collector would.
       size_t left = 0;
+      std::map<std::string, bool> gone;  // node -> its Node object is gone (one GET a node a pass)
       for (const auto& p : items) {
         const nlohmann::json meta = p.value("metadata", nlohmann::json::object());
         const std::string node = p.value("spec", nlohmann::json::object()).value("nodeName", "");
         if (!node.empty()) {
-          auto n = api.Get(kube::NodePath(node));
-          if (n && n->status == 404) {
+          auto [it, fresh] = gone.try_emplace(node, false);
+          if (fresh) {
+            auto n = api.Get(kube::NodePath(node));
+            it->second = n && n->status == 404;
+          }
+          if (it->second) {
             const std::string name = meta.value("name", "");
             auto d =
                 api.Delete(kube::PodPath(a.stop_namespace, name), meta.value("uid", ""), "", 0);
