@@ -40,10 +40,7 @@ json Budget(const std::string& ns, const std::string& app) {
 json ProcessDeployment(const WorkloadSpec& w, const std::string& app, int replicas,
                        json container) {
   const bool dra = !w.dra_class.empty();
-  if (dra) {
-    container["resources"].erase("limits");
-    container["resources"]["claims"] = json::array({{{"name", "gpu"}}});
-  }
+  if (dra) container["resources"]["claims"] = json::array({{{"name", "gpu"}}});
   json env = container.value("env", json::array());
   env.push_back(
       {{"name", "POD_NAME"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}});
@@ -90,7 +87,7 @@ std::vector<json> ServiceObjects(const WorkloadSpec& w) {
   json c = {{"name", "serve"},
             {"command", {w.workload_bin, "serve", "--listen", "$(POD_IP):8080", "--cost", "2ms"}},
             {"ports", {{{"name", "http"}, {"containerPort", 8080}}}}};
-  c["resources"]["limits"]["nvidia.com/gpu"] = w.gpus;
+  if (w.dra_class.empty()) c["resources"]["limits"]["nvidia.com/gpu"] = w.gpus;
   c["readinessProbe"] = {{"httpGet", {{"path", "/"}, {"port", "http"}}}, {"periodSeconds", 1}};
   c["livenessProbe"] = {{"httpGet", {{"path", "/"}, {"port", "http"}}}, {"periodSeconds", 1}};
   json svc = {{"apiVersion", "v1"}, {"kind", "Service"}};
@@ -131,7 +128,7 @@ std::vector<json> TrainingObjects(const WorkloadSpec& w) {
                 fmt::format("{}s", kTrainLostExitSeconds)};
     if (app == "trainer-periodic") cmd.push_back("--ignore-requests");
     json c = {{"name", "train"}, {"command", cmd}};
-    c["resources"]["limits"]["nvidia.com/gpu"] = std::max(1, w.gpus / 2);
+    if (!dra) c["resources"]["limits"]["nvidia.com/gpu"] = std::max(1, w.gpus / 2);
     objs.push_back(Budget(w.ns, app));
     objs.push_back(ProcessDeployment(w, app, replicas, c));
   }
