@@ -12,6 +12,7 @@ else
 fi
 "$build/bench/bench_footprint"
 "$build/bench/bench_kube_decode"
+"$build/bench/bench_reconcile"
 bash scripts/build-control-plane.sh >/dev/null
 "$build/bench/bench_kube_roundtrip"
 "$build/bench/bench_nvml"

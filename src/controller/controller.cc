@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "controller/node_fault.h"
 #include "core/keys.h"
 #include "core/log.h"
 #include "core/time.h"
@@ -23,6 +25,11 @@ std::vector<std::string> RepairNodeIndex(const kube::NodeRepair& r) { return {r.
 // The work queue's key for the record sweep: a space is never part of a node's name.
 const std::string kSweepKey = " sweep-records";
 
+// The node cache's indexes and their values.
+const std::string kPoolIndex = "pool";
+const std::string kFaultIndex = "fault", kFaulty = "faulty";
+const std::string kGpuIndex = "gpus", kHasGpus = "yes";
+
 }  // namespace
 
 Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Api> client,
@@ -30,6 +37,8 @@ Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Api
                                                        ControllerOptions opts) {
   std::unique_ptr<Controller> c(new Controller());
   c->opts_ = std::move(opts);
+  c->stop_fd_ = eventfd(0, EFD_CLOEXEC);
+  if (c->stop_fd_ < 0) return Error{std::string("cannot create an eventfd: ") + strerror(errno)};
   c->client_ = std::move(client);
   c->watch_client_ = std::move(watch_client);
   kube::LeaderElectionConfig le;
@@ -66,6 +75,14 @@ Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Api
   w.each_node = [self](const std::function<void(const kube::Node&)>& fn) {
     self->nodes_->ForEach(fn);
   };
+  w.each_pool_node = [self](const std::string& pool,
+                            const std::function<void(const kube::Node&)>& fn) {
+    self->nodes_->ForEachIn(kPoolIndex, pool, fn);
+  };
+  w.each_faulty_node = [self](const std::function<void(const kube::Node&)>& fn) {
+    self->nodes_->ForEachIn(kFaultIndex, kFaulty, fn);
+  };
+  w.gpu_nodes = [self] { return self->nodes_->CountIn(kGpuIndex, kHasGpus); };
   w.pods = [self](const std::string& n) { return self->pods_->ByIndex("node", n); };
   w.repairs = [self](const std::string& n) { return self->repairs_->ByIndex("node", n); };
   w.budgets = [self](const std::string& ns) { return self->budgets_->ByIndex("namespace", ns); };
@@ -87,6 +104,16 @@ Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Api
       wc, kube::PdbPath(""), kube::DecodePdbList, kube::DecodePdb);
   c->budgets_->AddIndex("namespace", [](const kube::PodDisruptionBudget& b) {
     return std::vector<std::string>{b.meta.namespace_};
+  });
+  // The gates' and remediators' passes visit a pool or the faulty nodes through these (World).
+  c->nodes_->AddIndex(kPoolIndex, [policy = c->opts_.policy](const kube::Node& n) {
+    return std::vector<std::string>{PoolOf(n, policy)};
+  });
+  c->nodes_->AddIndex(kFaultIndex, [](const kube::Node& n) {
+    return FaultOf(n) ? std::vector<std::string>{kFaulty} : std::vector<std::string>{};
+  });
+  c->nodes_->AddIndex(kGpuIndex, [](const kube::Node& n) {
+    return n.gpu_capacity > 0 ? std::vector<std::string>{kHasGpus} : std::vector<std::string>{};
   });
   c->pods_->AddIndex("node", kube::PodNodeIndex);
   c->repairs_->AddIndex("node", RepairNodeIndex);
@@ -140,6 +167,12 @@ Controller::~Controller() {
   if (pods_) pods_->Stop();
   if (nodes_) nodes_->Stop();
   if (signal_fd_ >= 0) close(signal_fd_);
+  if (stop_fd_ >= 0) close(stop_fd_);
+}
+
+void Controller::Stop() {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(stop_fd_, &one, sizeof one);
 }
 
 void Controller::StartWorkers() {
@@ -242,8 +275,10 @@ int Controller::Run() {
   if (http_) f["listen"] = fmt::format("{}:{}", http_->host(), http_->port());
   Log("info", "controller started", f);
   elector_->Start();
-  signalfd_siginfo si;
-  [[maybe_unused]] ssize_t n = read(signal_fd_, &si, sizeof si);
+  // Until SIGINT/SIGTERM or Stop().
+  pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+  while (poll(fds, 2, -1) < 0 && errno == EINTR) {
+  }
   shutting_down_ = true;
   StopWorkers(true);  // the current reconciles finish first...
   elector_->Stop();   // ...then the Lease is released: a successor takes over at once

@@ -45,6 +45,9 @@ class Controller {
   // an API server outage) stops acting and campaigns again; the process and its informer caches
   // stay, so it is ready at once when it wins again.
   int Run();
+  // Makes Run() return as a SIGTERM would (the current reconciles finish, the Lease is released):
+  // for a controller that runs inside another program or a test. Safe from any thread.
+  void Stop();
 
  private:
   Controller() = default;
@@ -73,6 +76,7 @@ class Controller {
   std::atomic<bool> leading_{false};
   std::atomic<bool> shutting_down_{false};  // a signal asked us to stop
   int signal_fd_ = -1;
+  int stop_fd_ = -1;  // an eventfd: Stop() writes to it
 };
 
 }  // namespace gpuheal::controller

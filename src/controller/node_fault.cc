@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "controller/record.h"
 #include "core/condition_decision.h"
 #include "core/gpu_faults.h"
 #include "core/keys.h"
@@ -168,5 +169,46 @@ AtRiskGpus AtRiskOf(const kube::Node& node) {
 }
 
 bool IsPrediction(const kube::NodeRepair& r) { return r.reason == reason::kNvidiaGPUAtRisk; }
+
+void World::EachNode(const NodeFn& fn) const {
+  if (each_node) {
+    each_node(fn);
+    return;
+  }
+  for (const auto& n : nodes()) fn(n);
+}
+
+void World::EachPoolNode(const Policy& policy, const std::string& pool, const NodeFn& fn) const {
+  if (each_pool_node) {
+    each_pool_node(pool, fn);
+    return;
+  }
+  EachNode([&](const kube::Node& n) {
+    if (PoolOf(n, policy) == pool) fn(n);
+  });
+}
+
+void World::EachFaultyNode(const NodeFn& fn) const {
+  if (each_faulty_node) {
+    each_faulty_node(fn);
+    return;
+  }
+  EachNode([&](const kube::Node& n) {
+    if (FaultOf(n)) fn(n);
+  });
+}
+
+size_t World::GpuNodes() const {
+  if (gpu_nodes) return gpu_nodes();
+  size_t count = 0;
+  EachNode([&](const kube::Node& n) { count += n.gpu_capacity > 0 ? 1 : 0; });
+  return count;
+}
+
+std::vector<kube::Node> World::PoolNodes(const Policy& policy, const std::string& pool) const {
+  std::vector<kube::Node> out;
+  EachPoolNode(policy, pool, [&](const kube::Node& n) { out.push_back(n); });
+  return out;
+}
 
 }  // namespace gpuheal::controller

@@ -16,6 +16,8 @@
 
 namespace gpuheal::controller {
 
+struct Policy;
+
 // The cluster as the controller's informers show it (tests: a fake API's objects).
 struct World {
   std::function<std::optional<kube::Node>(const std::string&)> node;
@@ -24,6 +26,14 @@ struct World {
   // cluster at every reconcile of a faulty node; copying 1,500 nodes each time was most of the
   // controller's CPU during a drain.
   std::function<void(const std::function<void(const kube::Node&)>&)> each_node;
+  // The cache's indexes (each null: the nodes are filtered one by one, as a test's world does):
+  // the nodes of one pool (PoolOf under the Repairer's policy), the nodes with a fault (FaultOf,
+  // GPU-level faults included), and how many nodes have GPUs. With them a reconcile visits its
+  // pool and the faulty nodes, not every node of a 5,000-node cluster.
+  std::function<void(const std::string& pool, const std::function<void(const kube::Node&)>&)>
+      each_pool_node;
+  std::function<void(const std::function<void(const kube::Node&)>&)> each_faulty_node;
+  std::function<size_t()> gpu_nodes;
   std::function<std::vector<kube::Pod>(const std::string& node)> pods;
   std::function<std::vector<kube::NodeRepair>(const std::string& node)> repairs;
   // The PodDisruptionBudgets of a namespace (null: none known; every pod is its own budget).
@@ -34,6 +44,15 @@ struct World {
   // Reconciles `node` soon (the work queue's Add; null: nothing does). With it, evictions run
   // beside the workers and wake the node when they end; without it, a drain waits for them.
   std::function<void(const std::string& node)> wake;
+
+  // The passes the gates and remediators make, through the indexes where the world has them
+  // (node_fault.cc). `fn` must not call back into the world.
+  using NodeFn = std::function<void(const kube::Node&)>;
+  void EachNode(const NodeFn& fn) const;
+  void EachPoolNode(const Policy& policy, const std::string& pool, const NodeFn& fn) const;
+  void EachFaultyNode(const NodeFn& fn) const;
+  size_t GpuNodes() const;
+  std::vector<kube::Node> PoolNodes(const Policy& policy, const std::string& pool) const;
 };
 
 // When to look at the node again: nullopt only when something changes.

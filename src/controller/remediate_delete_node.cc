@@ -361,7 +361,7 @@ Next AwaitReplacement(RepairContext& ctx, RepairRecord& r, SysTime now) {
   // standby, say) does not.
   const SysTime joined_after =
       std::chrono::floor<std::chrono::seconds>(std::min(w->since, r.Began().value_or(w->since)));
-  std::vector<kube::Node> nodes = ctx.world().nodes();
+  std::vector<kube::Node> nodes = ctx.world().PoolNodes(policy, w->pool);
   const int standbys = StandbysOf(nodes, policy, w->pool);
   const auto size = policy.StandbySizeFor(w->pool);
   // The oldest candidate first: the first node the provisioner brought up for this pool.

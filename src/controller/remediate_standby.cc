@@ -42,9 +42,8 @@ class Standby final : public Remediator {
   Next Promote(const kube::Node& node, RepairRecord& r) {
     if (ctx_.dry_run() || r.HasAction(kPromotedStandby)) return std::nullopt;
     const std::string pool = PoolOf(node, ctx_.policy());
-    for (const auto& n : ctx_.world().nodes()) {
-      if (n.meta.name == node.meta.name || PoolOf(n, ctx_.policy()) != pool || FaultOf(n) ||
-          !HasTaint(n, keys::kStandbyTaint, "", ""))
+    for (const auto& n : ctx_.world().PoolNodes(ctx_.policy(), pool)) {
+      if (n.meta.name == node.meta.name || FaultOf(n) || !HasTaint(n, keys::kStandbyTaint, "", ""))
         continue;
       bool released = false;
       auto res = ctx_.api().Update(kube::NodePath(n.meta.name), [&](nlohmann::json& j) {

@@ -132,7 +132,6 @@ class Repairer final : private RepairContext {
   // gate counts nodes out of service, so it does not hold a GPU-level repair.
   GateResult Gate(const kube::Node& node, int attempts, bool pool_gate);
   // Each node of the cache (World::each_node, else a copy of World::nodes).
-  void EachNode(const std::function<void(const kube::Node&)>& fn) const;
   // Held-gate bookkeeping shared by both rungs: the message, a metric and an Event when it changes.
   void Held(const kube::Node& node, RepairRecord& r, const GateResult& held);
   // gpuheal_controller_time_to_repair_seconds, once `phase` (Recovered or Replaced) is written.

@@ -98,16 +98,11 @@ GateResult Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate) 
   std::unique_lock<std::mutex> lock(mu_);
   const SysTime acknowledged = breaker_reset_at_;
   lock.unlock();
-  // One pass over the cluster for the breaker and the pool gate.
-  const std::string pool = PoolOf(node, policy_);
-  size_t gpu_nodes = 0, recent = 0, pool_size = 0, pool_unhealthy = 0;
-  EachNode([&](const kube::Node& n) {
-    if (pool_gate && PoolOf(n, policy_) == pool) {
-      ++pool_size;
-      if (FaultOf(n, false)) ++pool_unhealthy;
-    }
+  // The breaker counts the cluster's GPU nodes (an index's size) and visits the faulty ones.
+  const size_t gpu_nodes = world_.GpuNodes();
+  size_t recent = 0;
+  world_.EachFaultyNode([&](const kube::Node& n) {
     if (n.gpu_capacity <= 0) return;
-    ++gpu_nodes;
     auto nf = FaultOf(n);
     if (nf && now - nf->since <= policy_.breaker_window && nf->since > acknowledged) ++recent;
   });
@@ -150,6 +145,12 @@ GateResult Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate) 
   if (!pool_gate) return {};
   // Pool gate: count as Karpenter does, every unhealthy node of the pool (out of service: a
   // node-level fault; a GPU-level one leaves the node in service).
+  const std::string pool = PoolOf(node, policy_);
+  size_t pool_size = 0, pool_unhealthy = 0;
+  world_.EachPoolNode(policy_, pool, [&](const kube::Node& n) {
+    ++pool_size;
+    if (FaultOf(n, false)) ++pool_unhealthy;
+  });
   const size_t allowed = policy_.PoolAllowance(pool_size);
   if (pool_unhealthy > allowed) {
     return held(K::kPool,
@@ -159,17 +160,12 @@ GateResult Repairer::Gate(const kube::Node& node, int attempts, bool pool_gate) 
   return {};
 }
 
-void Repairer::EachNode(const std::function<void(const kube::Node&)>& fn) const {
-  if (world_.each_node) {
-    world_.each_node(fn);
-    return;
-  }
-  for (const auto& n : world_.nodes()) fn(n);
-}
-
 GateResult Repairer::IncidentGate(const kube::Node& node) {
   if (policy_.failure_domains.labels.empty()) return {};
-  const std::vector<Incident> now_open = FindIncidents(world_.nodes(), policy_.failure_domains);
+  // Only nodes with a fault can make an incident: the faulty nodes, not the cluster, are copied.
+  std::vector<kube::Node> faulty;
+  world_.EachFaultyNode([&](const kube::Node& n) { faulty.push_back(n); });
+  const std::vector<Incident> now_open = FindIncidents(faulty, policy_.failure_domains);
   std::vector<Incident> began, ended;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -74,13 +74,12 @@ Next Repairer::Predict(const kube::Node& node, const AtRiskGpus& gpus,
   if (!isolated && !node.unschedulable && !r.HasAction("cordoned")) {
     const std::string pool = PoolOf(node, policy_);
     size_t size = 0, out = 0;
-    for (const auto& n : world_.nodes()) {
-      if (PoolOf(n, policy_) != pool) continue;
+    world_.EachPoolNode(policy_, pool, [&](const kube::Node& n) {
       ++size;
       if (n.meta.name != node.meta.name &&
           (FaultOf(n, false) || n.meta.annotations.count(std::string(keys::kCordonedAnnotation))))
         ++out;
-    }
+    });
     const size_t allowed = policy_.PoolAllowance(size);
     if (out + 1 > allowed) {
       Held(node, r,

@@ -186,7 +186,7 @@ bool Repairer::ReserveStandby(const std::string& pool, const std::string& node, 
   }
   int cached = 0;
   std::set<std::string> pending;
-  EachNode([&](const kube::Node& n) {
+  world_.EachPoolNode(policy_, pool, [&](const kube::Node& n) {
     const bool standby = HasTaint(n, keys::kStandbyTaint, "", "");
     if (n.meta.name != node && IsStandbyOf(n, policy_, pool)) ++cached;
     if (!standby && n.meta.name != node && reserved_now.count(n.meta.name))

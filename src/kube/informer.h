@@ -142,6 +142,25 @@ class Informer {
     for (const auto& k : keys->second) out.push_back(store_.at(k));
     return out;
   }
+  // Calls `fn` on each cached object that `index` files under `value`, under the cache's lock,
+  // copying none (the same rules as ForEach): a pass over one pool's nodes, not the cluster's.
+  void ForEachIn(const std::string& index, const std::string& value,
+                 const std::function<void(const T&)>& fn) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto idx = indexes_.find(index);
+    if (idx == indexes_.end()) return;
+    auto keys = idx->second.find(value);
+    if (keys == idx->second.end()) return;
+    for (const auto& k : keys->second) fn(store_.at(k));
+  }
+  // How many cached objects `index` files under `value`.
+  size_t CountIn(const std::string& index, const std::string& value) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto idx = indexes_.find(index);
+    if (idx == indexes_.end()) return 0;
+    auto keys = idx->second.find(value);
+    return keys == idx->second.end() ? 0 : keys->second.size();
+  }
   size_t Size() const {
     std::lock_guard<std::mutex> lock(mu_);
     return store_.size();

@@ -227,6 +227,8 @@ void FakeApi::Put(const std::string& path, json obj) {
   obj["metadata"].erase("resourceVersion");
   Stamp(path, obj, objects_.count(path) ? "MODIFIED" : "ADDED");
   objects_[path] = std::move(obj);
+  ++generation_;
+  changed_.notify_all();
 }
 
 std::optional<json> FakeApi::Object(const std::string& path) const {
@@ -338,6 +340,8 @@ Result<kube::Response> FakeApi::Request(const std::string& method, const std::st
   }
   kube::Response r = Serve(method, path, body, content_type);
   calls_.push_back({method, path, body, r.status});
+  ++generation_;
+  changed_.notify_all();
   if (IsWrite(method) && r.ok()) {
     ++writes_;
     if (cut_after_) --*cut_after_;
@@ -485,27 +489,68 @@ kube::Response FakeApi::Serve(const std::string& method, const std::string& full
 
 Result<kube::Response> FakeApi::Watch(
     const std::string& collection_path, const std::string& resource_version,
-    const std::function<bool(const kube::WatchEventRaw&)>& on_event,
-    std::chrono::seconds /*timeout*/, const std::atomic<bool>* /*cancel*/) {
-  std::vector<kube::WatchEventRaw> events;
+    const std::function<bool(const kube::WatchEventRaw&)>& on_event, std::chrono::seconds timeout,
+    const std::atomic<bool>* cancel) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const std::string coll = collection_path.substr(0, collection_path.find('?'));
+  uint64_t from = 0;
+  bool blocking = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     calls_.push_back({"WATCH", collection_path, "", 200});
-    const uint64_t from = resource_version.empty() ? 0 : std::stoull(resource_version);
+    ++generation_;
+    changed_.notify_all();
+    from = resource_version.empty() ? 0 : std::stoull(resource_version);
     if (from && !history_.empty() && from + 1 < history_.front().rv)
       return StatusResponse(410, "Expired", "too old resource version");
-    const std::string coll = collection_path.substr(0, collection_path.find('?'));
-    for (const auto& c : history_) {
-      if (c.rv <= from) continue;
-      const bool in =
-          c.path.rfind(coll + "/", 0) == 0 || ClusterForm(c.path).rfind(coll + "/", 0) == 0;
-      if (in) events.push_back({c.type, c.object.dump(), std::to_string(c.rv)});
+    blocking = blocking_watches_;
+  }
+  while (true) {
+    std::vector<kube::WatchEventRaw> events;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // A blocking watch waits for a change; the cancel flag has no notification of its own, so
+      // it is looked at every 20 ms.
+      while (blocking && rv_ <= from) {
+        if ((cancel && cancel->load()) || std::chrono::steady_clock::now() >= deadline)
+          return kube::Response{200, ""};
+        changed_.wait_for(lock, std::chrono::milliseconds(20));
+      }
+      for (const auto& c : history_) {
+        if (c.rv <= from) continue;
+        const bool in =
+            c.path.rfind(coll + "/", 0) == 0 || ClusterForm(c.path).rfind(coll + "/", 0) == 0;
+        if (in) events.push_back({c.type, c.object.dump(), std::to_string(c.rv)});
+      }
+      from = rv_;
+    }
+    for (const auto& e : events) {
+      if (!on_event(e)) return kube::Response{200, ""};
+    }
+    if (!blocking) return kube::Response{200, ""};
+  }
+}
+
+void FakeApi::SetBlockingWatches(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  blocking_watches_ = on;
+}
+
+bool FakeApi::WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    uint64_t seen = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      seen = generation_;
+    }
+    if (done()) return true;
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!changed_.wait_until(lock, deadline, [&] { return generation_ != seen; })) {
+      lock.unlock();
+      return done();
     }
   }
-  for (const auto& e : events) {
-    if (!on_event(e)) break;
-  }
-  return kube::Response{200, ""};
 }
 
 }  // namespace gpuheal::testing

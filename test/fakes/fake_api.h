@@ -12,9 +12,15 @@
 // Cut() makes every request after the next N writes a transport error, which is how a test
 // stops a component at any step ("crash") and then starts a fresh one on the saved state.
 // A watch replays the changes after its resourceVersion and ends (410 when that version is older
-// than the history kept).
+// than the history kept); with SetBlockingWatches(true) it stays open as the API server's does,
+// delivering each change as it is made until its timeout, its cancel flag or its handler ends
+// it, so that informers run on the fake. WaitFor() waits for the fake's objects to reach a state
+// without sleeping a fixed time: it wakes at each change.
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -56,6 +62,12 @@ class FakeApi final : public kube::Api {
 
   void Reset();  // forgets every object, rule and call
 
+  // Watches stay open and deliver each change as it is made (default: replay and end).
+  void SetBlockingWatches(bool on);
+  // Calls `done` (without the fake's lock) at once and after each change until it returns true
+  // or `timeout` passes; returns its last answer.
+  bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout);
+
   std::vector<Call> Calls() const;
   // How many requests with `method` ("" any) had a path containing `path_part`.
   size_t Count(const std::string& method, const std::string& path_part) const;
@@ -90,6 +102,9 @@ class FakeApi final : public kube::Api {
                                                                  const std::string& query) const;
 
   mutable std::mutex mu_;
+  std::condition_variable changed_;  // notified after each request, watch and change
+  uint64_t generation_ = 0;          // counts those
+  bool blocking_watches_ = false;
   std::map<std::string, nlohmann::json> objects_;
   std::vector<Rule> rules_;
   std::vector<std::pair<std::string, std::string>> refuse_evictions_;  // path part, budget
