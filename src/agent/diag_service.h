@@ -44,6 +44,10 @@ class DiagnosticService {
   ~DiagnosticService();
   Status Start();  // creates the bundle directory, starts the watch and the worker
   void Stop();
+  // Asks its watch to end without waiting (Stop() then joins it).
+  void RequestStop() {
+    if (informer_) informer_->RequestStop();
+  }
 
   // Deletes bundles older than the retention (the worker does it every sweep_period).
   void Sweep();

@@ -52,6 +52,9 @@ StandaloneAgent::StandaloneAgent(AgentConfig config, int out_fd)
 
 StandaloneAgent::~StandaloneAgent() {
   StopSaver();
+  // Both watches are asked to end together (each notices within about a second), then joined.
+  if (node_watch_) node_watch_->RequestStop();
+  if (diagnostics_) diagnostics_->RequestStop();
   node_watch_.reset();
   diagnostics_.reset();  // its worker posts to the loop for the agent's state
   dcgm_.reset();         // their threads post to the loop: stop them first

@@ -162,6 +162,12 @@ Controller::~Controller() {
   repairer_.reset();  // its evictions in flight end; they wake nodes through queue_
   if (elector_) elector_->Stop();
   http_.reset();
+  // The four watches are asked to end together (each notices within about a second), then each
+  // is joined: a second at exit, not four (the pod's termination in `helm uninstall`).
+  if (repairs_) repairs_->RequestStop();
+  if (budgets_) budgets_->RequestStop();
+  if (pods_) pods_->RequestStop();
+  if (nodes_) nodes_->RequestStop();
   if (repairs_) repairs_->Stop();
   if (budgets_) budgets_->Stop();
   if (pods_) pods_->Stop();

@@ -93,12 +93,18 @@ class Informer {
     thread_ = std::thread([this] { Run(); });
   }
   void Stop() {
+    RequestStop();
+    if (thread_.joinable()) thread_.join();
+  }
+  // Asks the informer to stop without waiting: a watch in flight notices within about a second
+  // (libcurl's progress callback), so a program with several informers asks each first and then
+  // Stop()s them, waiting that second once rather than once per informer.
+  void RequestStop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
     }
     cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
   }
 
   // True once the first list has been stored and delivered to the handlers (and stays true
