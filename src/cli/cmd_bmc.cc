@@ -43,20 +43,16 @@ struct BmcArgs {
 
 // The flags' part of the provider's policy.
 Result<controller::Policy::Redfish> RedfishPolicy(const BmcArgs& a) {
-  using Source = controller::Policy::Redfish::EndpointSource;
   controller::Policy::Redfish p;
   p.credentials_secret = a.credentials_secret;
   p.endpoints_configmap = a.endpoints_configmap;
   p.endpoint_sources.clear();
   for (const auto& s : a.endpoint_sources) {
-    if (s == "configmap") {
-      p.endpoint_sources.push_back(Source::kConfigMap);
-    } else if (s == "node-annotation") {
-      p.endpoint_sources.push_back(Source::kNodeAnnotation);
-    } else {
+    auto source = controller::ParseEndpointSource(s);
+    if (!source)
       return Error{fmt::format("--endpoint-source {}: configmap or node-annotation", s),
                    ErrorCode::kUsage};
-    }
+    p.endpoint_sources.push_back(*source);
   }
   for (const char* ref : {"credentials", "endpoints"}) {
     const std::string& v = ref[0] == 'c' ? p.credentials_secret : p.endpoints_configmap;

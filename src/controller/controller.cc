@@ -123,11 +123,7 @@ Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Api
   // replacement a delete-node repair waits for: those repairs are looked at now, not at their
   // next scheduled look (remediate_delete_node.cc).
   auto wake_awaiting = [self](const kube::Node& n) {
-    if (n.meta.deleting ||
-        !std::any_of(n.conditions.begin(), n.conditions.end(), [](const kube::NodeCondition& cond) {
-          return cond.type == "Ready" && cond.status == "True";
-        }))
-      return;
+    if (n.meta.deleting || !ConditionIs(n, "Ready", "True")) return;
     self->repairs_->ForEach([&](const kube::NodeRepair& cr) {
       if (cr.node == n.meta.name || cr.phase != "Remediating") return;
       RepairRecord r;

@@ -129,6 +129,12 @@ std::string TaintEffectFor(const kube::Node& node, const NodeFault& f, bool may_
   return may_disrupt || have ? "NoExecute" : "NoSchedule";
 }
 
+bool ConditionIs(const kube::Node& n, const std::string& type, const std::string& status) {
+  return std::any_of(n.conditions.begin(), n.conditions.end(), [&](const kube::NodeCondition& c) {
+    return c.type == type && c.status == status;
+  });
+}
+
 std::string PoolOf(const kube::Node& n, const Policy& policy) {
   for (std::string_view key : {std::string_view(policy.pool_label), keys::kKarpenterPoolLabel}) {
     auto it = n.meta.labels.find(std::string(key));

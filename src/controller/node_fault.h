@@ -47,6 +47,8 @@ bool HasTaint(const kube::Node& n, std::string_view key, const std::string& valu
 // The effect of gpuheal's fault taint for `f` on `node`: NoSchedule, or NoExecute for an
 // isolating fault once the gates allow the disruption (`may_disrupt`) or where ours already is.
 std::string TaintEffectFor(const kube::Node& node, const NodeFault& f, bool may_disrupt);
+// Whether the node has condition `type` with `status` (Ready True, say).
+bool ConditionIs(const kube::Node& n, const std::string& type, const std::string& status);
 // The node's pool: the policy's pool label, else Karpenter's NodePool label.
 std::string PoolOf(const kube::Node& n, const Policy& policy);
 // Whether `n` is a healthy standby of `pool` (gpuheal.io/standby, no fault).

@@ -349,23 +349,20 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
                                  "a non-empty list of configmap and node-annotation"));
         r.endpoint_sources.clear();
         for (size_t i = 0; i < sources.size(); ++i) {
-          using S = Policy::Redfish::EndpointSource;
-          const S s = sources[i] == "configmap"         ? S::kConfigMap
-                      : sources[i] == "node-annotation" ? S::kNodeAnnotation
-                                                        : static_cast<S>(-1);
-          if (s != S::kConfigMap && s != S::kNodeAnnotation) {
+          const auto s = ParseEndpointSource(sources[i]);
+          if (!s) {
             return e.At(rf["endpoint_sources"][i],
                         fmt::format("unknown endpoint source \"{}\": configmap (the "
                                     "administrator's endpoints_configmap) or node-annotation (the "
                                     "Node's {} annotation)",
                                     sources[i], keys::kBmcEndpoint));
           }
-          if (std::find(r.endpoint_sources.begin(), r.endpoint_sources.end(), s) !=
+          if (std::find(r.endpoint_sources.begin(), r.endpoint_sources.end(), *s) !=
               r.endpoint_sources.end()) {
             return e.At(rf["endpoint_sources"][i],
                         fmt::format("endpoint source \"{}\" is named twice", sources[i]));
           }
-          r.endpoint_sources.push_back(s);
+          r.endpoint_sources.push_back(*s);
         }
       }
       GPUHEAL_CHECK(rf.Strings("allowed_endpoints", r.allowed_endpoints, false,
@@ -429,6 +426,13 @@ Result<Policy> Parse(const YAML::Node& root, const ConfigError& e) {
 size_t Policy::PoolAllowance(size_t size) const {
   return std::max<size_t>(1, static_cast<size_t>(std::ceil(static_cast<double>(size) *
                                                            max_unavailable_percent / 100.0)));
+}
+
+std::optional<Policy::Redfish::EndpointSource> ParseEndpointSource(std::string_view name) {
+  using S = Policy::Redfish::EndpointSource;
+  if (name == "configmap") return S::kConfigMap;
+  if (name == "node-annotation") return S::kNodeAnnotation;
+  return std::nullopt;
 }
 
 std::string_view ToString(Provider p) {

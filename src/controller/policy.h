@@ -131,6 +131,10 @@ struct Policy {
   std::vector<Provider> LadderFor(const std::string& severity) const;
 };
 
+// An endpoint source by its name in the policy and in `gpuheal bmc --endpoint-source`
+// ("configmap", "node-annotation"); nullopt for any other name.
+std::optional<Policy::Redfish::EndpointSource> ParseEndpointSource(std::string_view name);
+
 Result<Policy> ParsePolicy(std::string_view yaml, const std::string& source);
 Result<Policy> LoadPolicy(const std::string& path);
 

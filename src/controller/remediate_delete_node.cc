@@ -209,12 +209,6 @@ std::optional<Awaiting> AwaitingOf(const RepairRecord& r) {
   return std::nullopt;
 }
 
-bool ConditionIs(const kube::Node& n, const std::string& type, const std::string& status) {
-  return std::any_of(n.conditions.begin(), n.conditions.end(), [&](const kube::NodeCondition& c) {
-    return c.type == type && c.status == status;
-  });
-}
-
 // The nodes that may be the replacement by the record's kFrom action: those named (nodeRef,
 // nodeName, providerID) by the provisioner's objects created since `after`. nullopt: the record
 // names no provisioner (any node counts); an error: they could not be listed now.

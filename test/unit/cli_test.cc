@@ -131,6 +131,14 @@ TEST(Cli, ExplainUnknownXidIsAUsageError) {
   EXPECT_NE(r.out.find("not in the catalog"), std::string::npos) << r.out;
 }
 
+// The flag takes the policy's endpoint_sources names (controller::ParseEndpointSource).
+TEST(Cli, BmcAnUnknownEndpointSourceIsAUsageError) {
+  auto r = Exec("bmc status node-1 --endpoint-source dns");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--endpoint-source dns: configmap or node-annotation"), std::string::npos)
+      << r.out;
+}
+
 TEST(Cli, TheSlurmBackendsUsageErrors) {
   auto r = Exec("agent --standalone --slurm");
   EXPECT_EQ(r.code, 2);
