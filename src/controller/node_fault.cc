@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 
 #include "controller/record.h"
 #include "core/condition_decision.h"
@@ -19,15 +18,8 @@ namespace gpuheal::controller {
 Severity SeverityOfReason(const std::string& reason) {
   if (reason == reason::kNvidiaGPUFallenOffBus || reason == reason::kNvidiaGPULost)
     return Severity::kCatastrophic;
-  std::string_view r = reason;
-  if (r.starts_with("NvidiaXID") && (r.ends_with("Error") || r.ends_with("Warning"))) {
-    r.remove_prefix(9);
-    int xid = 0;
-    auto [p, ec] = std::from_chars(r.data(), r.data() + r.size(), xid);
-    const std::string_view rest(p, static_cast<size_t>(r.data() + r.size() - p));
-    if (ec == std::errc() && (rest == "Error" || rest == "Warning")) {
-      if (const XidInfo* info = FindXid(xid)) return std::max(info->severity, Severity::kFatal);
-    }
+  if (auto r = reason::ParseReason(reason); r && !r->sxid) {
+    if (const XidInfo* info = FindXid(r->number)) return std::max(info->severity, Severity::kFatal);
   }
   return Severity::kFatal;
 }

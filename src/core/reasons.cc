@@ -139,14 +139,37 @@ std::string SxidReason(int sxid, Severity s) {
   return fmt::format("NvidiaSXID{}{}", sxid, FlipsCondition(s) ? "Error" : "Warning");
 }
 
-std::string WithSeverity(std::string_view r, Severity s) {
-  const bool is_xid = r.starts_with("NvidiaXID") || r.starts_with("NvidiaSXID");
-  if (!is_xid) return std::string(r);
-  if (r.ends_with("Warning"))
-    r.remove_suffix(7);
-  else if (r.ends_with("Error"))
+std::optional<NumberedReason> ParseReason(std::string_view r) {
+  NumberedReason out;
+  if (r.starts_with("NvidiaSXID")) {
+    out.sxid = true;
+    r.remove_prefix(10);
+  } else if (r.starts_with("NvidiaXID")) {
+    r.remove_prefix(9);
+  } else {
+    return std::nullopt;
+  }
+  if (r.ends_with("Error")) {
+    out.error = true;
     r.remove_suffix(5);
-  return fmt::format("{}{}", r, FlipsCondition(s) ? "Error" : "Warning");
+  } else if (r.ends_with("Warning")) {
+    r.remove_suffix(7);
+  } else {
+    return std::nullopt;
+  }
+  // Digits only, as XidReason prints them: no sign, no leading zero.
+  if (r.empty() || r.size() > 9 || (r.size() > 1 && r.front() == '0')) return std::nullopt;
+  for (char c : r) {
+    if (c < '0' || c > '9') return std::nullopt;
+    out.number = out.number * 10 + (c - '0');
+  }
+  return out;
+}
+
+std::string WithSeverity(std::string_view r, Severity s) {
+  const auto parsed = ParseReason(r);
+  if (!parsed) return std::string(r);
+  return parsed->sxid ? SxidReason(parsed->number, s) : XidReason(parsed->number, s);
 }
 
 std::string ContractListing() {

@@ -3,6 +3,7 @@
 // One source of truth; docs/reasons.md documents each and a golden test guards the whole set.
 // Adding a reason is a feature; renaming or removing one breaks users.
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -118,6 +119,17 @@ std::string_view HealthyReason(Condition c);
 std::string XidReason(int xid, Severity s);
 // NvidiaSXID<N>Error / NvidiaSXID<N>Warning for NVSwitch SXids.
 std::string SxidReason(int sxid, Severity s);
+
+// The inverse of XidReason and SxidReason: the Xid or SXid a reason names and whether it is the
+// Error form (fatal and worse) or the Warning form; nullopt for any other reason, and for a
+// malformed one ("NvidiaXIDError", "NvidiaXID79", "NvidiaXID-1Error", "NvidiaXID079Error").
+struct NumberedReason {
+  bool sxid = false;  // NvidiaSXID<N>..., else NvidiaXID<N>...
+  int number = 0;
+  bool error = false;  // ...Error, else ...Warning
+  friend bool operator==(const NumberedReason&, const NumberedReason&) = default;
+};
+std::optional<NumberedReason> ParseReason(std::string_view reason);
 
 // A reason with the severity's suffix swapped (used when escalation raises a fault's severity).
 std::string WithSeverity(std::string_view reason, Severity s);

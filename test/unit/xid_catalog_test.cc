@@ -81,6 +81,27 @@ TEST(Reasons, XidReasonsSwitchOnFatal) {
   EXPECT_EQ(reason::WithSeverity("KernelHungTask", Severity::kFatal), "KernelHungTask");
 }
 
+// ParseReason inverts XidReason and SxidReason for every catalog Xid and severity, and refuses
+// what they never print.
+TEST(Reasons, ParseReasonInvertsTheBuilders) {
+  using reason::NumberedReason;
+  for (const auto& x : AllXids()) {
+    for (int s = 0; s <= static_cast<int>(Severity::kCatastrophic); ++s) {
+      const auto sev = static_cast<Severity>(s);
+      EXPECT_EQ(reason::ParseReason(reason::XidReason(x.xid, sev)),
+                (NumberedReason{false, x.xid, FlipsCondition(sev)}))
+          << x.xid;
+      EXPECT_EQ(reason::ParseReason(reason::SxidReason(x.xid, sev)),
+                (NumberedReason{true, x.xid, FlipsCondition(sev)}))
+          << x.xid;
+    }
+  }
+  for (const char* bad : {"NvidiaXIDError", "NvidiaXID79", "NvidiaXID-1Error", "NvidiaXID079Error",
+                          "NvidiaXID7x9Error", "NvidiaXID1234567890Error", "KernelHungTask",
+                          "NvidiaGPUFallenOffBus", "nvidiaXID79Error", ""})
+    EXPECT_FALSE(reason::ParseReason(bad)) << bad;
+}
+
 TEST(Reasons, FixedReasonsArePascalCaseAndUnique) {
   std::set<std::string_view> seen;
   for (const auto& r : reason::FixedReasons()) {
