@@ -116,7 +116,8 @@ nlohmann::ordered_json Summary(kube::Client& client, const std::vector<kube::Nod
            {"phase", r.phase},
            {"reason", r.reason},
            {"since", since == r.phase_times.end() ? "" : since->second},
-           {"incident", r.incident}});
+           {"incident", r.incident},
+           {"gate", r.gate}});
       if (!r.incident.empty()) incidents[r.incident].push_back(r.node);
     }
   }
@@ -178,9 +179,11 @@ void PrintSummary(const nlohmann::ordered_json& s) {
     std::cout << "  (cannot list NodeRepairs: " << s["repairs_error"].get<std::string>() << ")\n";
   }
   for (const auto& r : s["repairs_in_flight"]) {
-    std::cout << fmt::format("  {}  {}  {}  {}  since {}\n", r["node"].get<std::string>(),
+    const std::string gate = r["gate"].get<std::string>();
+    std::cout << fmt::format("  {}  {}  {}  {}  since {}{}\n", r["node"].get<std::string>(),
                              r["phase"].get<std::string>(), r["reason"].get<std::string>(),
-                             r["record"].get<std::string>(), r["since"].get<std::string>());
+                             r["record"].get<std::string>(), r["since"].get<std::string>(),
+                             gate.empty() ? "" : "  held by the " + gate + " gate");
   }
   std::cout << "\nINFRASTRUCTURE INCIDENTS: " << s["incidents"].size() << "\n";
   for (const auto& i : s["incidents"]) {

@@ -127,6 +127,13 @@ struct RepairRecord {
       dirty = true;
     }
   }
+  // status.gate: the gate that holds the repair now (GateName), "" once none does.
+  void Gate(std::string_view gate) {
+    if (cr.gate != gate) {
+      cr.gate = std::string(gate);
+      dirty = true;
+    }
+  }
   bool HasAction(std::string_view prefix) const {
     return std::any_of(cr.actions.begin(), cr.actions.end(),
                        [&](const std::string& a) { return a.starts_with(prefix); });

@@ -182,6 +182,9 @@ bool Repairer::WriteStatus(RepairRecord& r) {
   if (r.cr.rung_attempt > 0) status["rungAttempt"] = r.cr.rung_attempt;
   if (!r.cr.replacement.empty()) status["replacement"] = r.cr.replacement;
   status["incident"] = r.cr.incident.empty() ? nlohmann::json() : nlohmann::json(r.cr.incident);
+  // A gate holds an open repair only: a record that ended says none.
+  if (Terminal(r.cr.phase)) r.cr.gate.clear();
+  status["gate"] = r.cr.gate.empty() ? nlohmann::json() : nlohmann::json(r.cr.gate);
   auto res = api_.Patch(kNodeRepairs + "/" + r.cr.meta.name + "/status", kube::PatchType::kMerge,
                         {{"status", status}});
   if (!res || !res->ok()) {
@@ -572,6 +575,7 @@ Next Repairer::Repair(const kube::Node& node, const NodeFault& f, RepairRecord& 
     return held.kind == GateResult::Kind::kAttemptCap ? std::nullopt
                                                       : std::optional(milliseconds(10000));
   }
+  r.Gate("");
 
   // An isolating fault's NoExecute only now: the taint manager would evict past every gate.
   if (TaintEffectFor(node, f, true) != TaintEffectFor(node, f, false)) {
@@ -597,6 +601,7 @@ Next Repairer::Repair(const kube::Node& node, const NodeFault& f, RepairRecord& 
       Held(node, r, incident);
       return milliseconds(5000);
     }
+    r.Gate("");
   }
 
   // 6. Remediate after the toleration window: the condition may still recover on its own.

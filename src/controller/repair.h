@@ -55,6 +55,9 @@ struct GateResult {
   explicit operator bool() const { return kind != Kind::kNone; }
 };
 std::string_view ToString(GateResult::Kind k);
+// The gate's name in NodeRepair status.gate (a public contract, an enum in the CRD): paused,
+// attempt-cap, breaker, pool, incident; "" for kNone.
+std::string_view GateName(GateResult::Kind k);
 
 // Help of the labelled families the Repairer registers at start (every series at 0) and again
 // where it counts them.

@@ -63,6 +63,24 @@ std::string_view ToString(GateResult::Kind k) {
   return "";
 }
 
+std::string_view GateName(GateResult::Kind k) {
+  switch (k) {
+    case GateResult::Kind::kNone:
+      return "";
+    case GateResult::Kind::kPaused:
+      return "paused";
+    case GateResult::Kind::kAttemptCap:
+      return "attempt-cap";
+    case GateResult::Kind::kBreaker:
+      return "breaker";
+    case GateResult::Kind::kPool:
+      return "pool";
+    case GateResult::Kind::kIncident:
+      return "incident";
+  }
+  return "";
+}
+
 void Repairer::Held(const kube::Node& node, RepairRecord& r, const GateResult& held) {
   if (r.cr.message != held.why) {
     metrics_
@@ -72,6 +90,7 @@ void Repairer::Held(const kube::Node& node, RepairRecord& r, const GateResult& h
     Event(node, "Warning", std::string(reason::kRepairBlocked), held.why);
   }
   r.Message(held.why);
+  r.Gate(GateName(held.kind));
   if (held.kind == GateResult::Kind::kAttemptCap) r.Phase("Blocked", clock_.Now());
 }
 

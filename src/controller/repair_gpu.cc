@@ -55,6 +55,7 @@ Next Repairer::RepairGpu(const kube::Node& node, const NodeFault& f, RepairRecor
     }
     return milliseconds(10000);
   }
+  r.Gate("");
   const std::string id = r.cr.meta.name;
   const bool requested =
       std::any_of(r.cr.actions.begin(), r.cr.actions.end(),

@@ -65,6 +65,8 @@ Next Repairer::Predict(const kube::Node& node, const AtRiskGpus& gpus,
     return held.kind == GateResult::Kind::kAttemptCap ? std::nullopt
                                                       : std::optional(milliseconds(10000));
   }
+  // The predictive cordon's own pool count below may hold it again.
+  r.Gate("");
   // No new work on the GPUs at risk: a DeviceTaintRule each where the cluster's DRA driver names
   // them (the node and its other GPUs keep serving); else a cordon of ours (the release lifts
   // only that), and cordoned nodes count against the pool's share out of service as faulty ones.

@@ -3110,8 +3110,7 @@ class Drill {
         bool went = false, gated = false;
         for (const auto* r : records(targets[j])) {
           went |= r->phase_times.count("CheckpointRequested") > 0;
-          gated |=
-              r->message.starts_with("circuit breaker open") || r->message.starts_with("pool gate");
+          gated |= r->gate == "breaker" || r->gate == "pool";
         }
         for (const auto& [uid, p] : obs.pods()) {
           if (!p.initial || p.node != targets[j] || !p.deleting_us) continue;

@@ -286,6 +286,7 @@ error_code NodeRepairObj(od::object o, NodeRepair& r) {
         if (sk == "rungIndex") return Int(sv, r.rung_index);
         if (sk == "replacement") return Str(sv, r.replacement);
         if (sk == "incident") return Str(sv, r.incident);
+        if (sk == "gate") return Str(sv, r.gate);
         if (sk == "rungAttempt") return Int(sv, r.rung_attempt);
         if (sk == "evictedPods" || sk == "actions") {
           auto& out = sk == "actions" ? r.actions : r.evicted_pods;

@@ -111,6 +111,7 @@ struct NodeRepair {
   int64_t rung_index = 0;    // status.rungIndex: 0 for the first rung
   std::string replacement;   // status.replacement: the node that joined in place of this one
   int64_t rung_attempt = 0;  // status.rungAttempt: 1 for the first try of the current provider
+  std::string gate;          // status.gate: the gate that holds the repair now, if any
   std::string incident;      // status.incident: the failure domain whose incident holds it
 };
 

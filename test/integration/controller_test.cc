@@ -1211,7 +1211,11 @@ TEST_F(ControllerTest, BreakerHoldsEvictionAndClosesByHandOrAfterAQuietPeriod) {
   EXPECT_EQ(summary["pools"][0]["standby_target"], 2) << summary.dump();
   EXPECT_FALSE(summary.contains("policy_error")) << summary.dump();
   bool in_flight = false;
-  for (const auto& r : summary["repairs_in_flight"]) in_flight |= r["node"] == a;
+  for (const auto& r : summary["repairs_in_flight"]) {
+    if (r["node"] != a) continue;
+    in_flight = true;
+    EXPECT_EQ(r.value("gate", ""), "breaker") << "the record's status.gate" << summary.dump();
+  }
   EXPECT_TRUE(in_flight) << summary.dump();
   ResetBreakerByHand();
   ASSERT_TRUE(Eventually([&] { return PodGone("br-" + id_); }, 30s)) << Message(a);

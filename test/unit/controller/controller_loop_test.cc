@@ -102,7 +102,7 @@ class ControllerLoopTest : public ::testing::Test {
   bool DrainedOrHeld(const std::string& node) const {
     auto r = RecordOf(node);
     return r && (r->contains("/status/phases/Drained"_json_pointer) ||
-                 r->value("/status/message"_json_pointer, "").starts_with("pool gate"));
+                 r->value("/status/gate"_json_pointer, "") == "pool");
   }
 
   std::optional<json> RecordOf(const std::string& node) const {
@@ -228,6 +228,7 @@ TEST_F(ControllerLoopTest, ThePoolGateCountsEachPoolThroughTheIndex) {
   // Pool b: 5 of 30, within its 6.
   for (const std::string n : {"b-1", "b-2", "b-3", "b-4", "b-5"}) {
     EXPECT_TRUE(RecordOf(n)->contains("/status/phases/Drained"_json_pointer)) << n;
+    EXPECT_FALSE(RecordOf(n)->contains("/status/gate"_json_pointer)) << n;
     EXPECT_FALSE(api.Object(kube::PodPath("jobs", "p-" + n))) << n;
   }
   EXPECT_EQ(api.Count("POST", "/eviction"), 5U);

@@ -628,6 +628,7 @@ TEST_F(RepairerTest, EachGateHoldsTheDrainButNeverTheQuarantine) {
   EXPECT_TRUE(HasTaint(NodeObj("n1"), keys::kFaultTaint, "catastrophic", "NoSchedule"))
       << "held: no NoExecute, which would evict past the gate";
   EXPECT_EQ(Last("n1").message.rfind("paused:", 0), 0u) << Last("n1").message;
+  EXPECT_EQ(Last("n1").gate, "paused");
   EXPECT_EQ(api.Count("PATCH", "/pods/p1"), 0u) << "no checkpoint request while paused";
 }
 
@@ -643,7 +644,15 @@ TEST_F(RepairerTest, ThePoolGateAllowsTwentyPercent) {
     EXPECT_EQ(rec.message.rfind("pool gate: 3 of 10 nodes in pool \"a\" unhealthy, at most 2", 0),
               0u)
         << rec.message;
+    EXPECT_EQ(rec.gate, "pool");
   }
+  // One heals: 2 of 10 are within the pool's share, the gate opens and says so.
+  Heal("n0");
+  r->Reconcile("n1");
+  EXPECT_EQ(Last("n1").gate, "");
+  EXPECT_TRUE(Last("n1").phase_times.count("Drained") || Last("n1").phase_times.count("Draining") ||
+              Last("n1").phase_times.count("CheckpointRequested"))
+      << Last("n1").phase;
 }
 
 TEST_F(RepairerTest, TheBreakerOpensOnACorrelatedEventAndClosesByHand) {
@@ -655,12 +664,14 @@ TEST_F(RepairerTest, TheBreakerOpensOnACorrelatedEventAndClosesByHand) {
   r->Reconcile("n0");
   EXPECT_EQ(Last("n0").message.rfind("circuit breaker open: 5 of 15 GPU nodes", 0), 0u)
       << Last("n0").message;
+  EXPECT_EQ(Last("n0").gate, "breaker");
   EXPECT_TRUE(Quarantined("n0"));
   clock.Advance(3s);
   Annotate(kube::LeasePath("gpuheal", "gpuheal-controller"), keys::kBreakerReset,
            kube::RfcTime(clock.Now()));
   r->Reconcile("n0");
   EXPECT_EQ(Last("n0").message.find("circuit breaker"), std::string::npos) << Last("n0").message;
+  EXPECT_EQ(Last("n0").gate, "") << "the breaker closed by hand holds nothing";
   r->FlushEvents();
   EXPECT_GE(api.Count("POST", "/events"), 1u) << "the breaker's Events on the Lease";
 }
@@ -710,6 +721,7 @@ TEST_F(IncidentTest, HoldsTheRacksRemediationButNotItsQuarantineOrDrain) {
     EXPECT_EQ(rec.incident, "example.com/rack=A") << n;
     EXPECT_EQ(rec.message.rfind("infrastructure incident: 4 node(s) of example.com/rack=A", 0), 0u)
         << rec.message;
+    EXPECT_EQ(rec.gate, "incident");
   }
   const std::string m = metrics.Render();
   EXPECT_NE(m.find("gpuheal_controller_incidents_open 1"), std::string::npos) << m;
@@ -775,6 +787,7 @@ TEST_F(IncidentTest, ARungUnderWayGoesOn) {
   EXPECT_EQ(rec.phase, "Remediating");
   EXPECT_TRUE(rec.incident.empty());
   EXPECT_EQ(rec.message.find("infrastructure incident"), std::string::npos) << rec.message;
+  EXPECT_EQ(rec.gate, "");
 }
 
 // Predictive drain: a GPU at risk on a node without a fault. Nothing is killed for a risk: the
@@ -935,6 +948,7 @@ TEST_F(PredictiveTest, ThePoolsShareOutOfServiceHoldsTheCordon) {
   EXPECT_FALSE(NodeObj("a0").unschedulable) << "5 nodes, 20%: 1 at once, and n1 is out";
   EXPECT_EQ(Last("a0").message.rfind("pool gate: 1 of 5 nodes in pool \"a\" out of service", 0), 0u)
       << Last("a0").message;
+  EXPECT_EQ(Last("a0").gate, "pool");
 }
 
 TEST_F(RepairerTest, TheAttemptCapBlocksAndLeavesTheNodeQuarantined) {
@@ -954,6 +968,7 @@ TEST_F(RepairerTest, TheAttemptCapBlocksAndLeavesTheNodeQuarantined) {
   EXPECT_EQ(rec.phase, "Blocked");
   EXPECT_EQ(rec.attempts, 2);
   EXPECT_EQ(rec.message.rfind("HardwareInspection: 2 repairs", 0), 0u) << rec.message;
+  EXPECT_EQ(rec.gate, "attempt-cap");
   EXPECT_TRUE(Quarantined("n1"));
 }
 
