@@ -141,6 +141,10 @@ struct SlurmConfig {
   bool requeue = true;  // at the window's end, requeue the jobs that allow it
   bool resume = true;   // resume gpuheal's own drain when the faults clear
   std::chrono::milliseconds recheck_period = std::chrono::seconds(30);
+  // While slurmctld does not answer, retries back off from the first to the second (not read from
+  // the config file).
+  std::chrono::milliseconds initial_backoff{200};
+  std::chrono::milliseconds max_backoff = std::chrono::seconds(30);
 };
 
 // Diagnostic bundles (docs/diagnostics.md): what the agent collects for a NodeDiagnostic request

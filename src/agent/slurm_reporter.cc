@@ -44,8 +44,7 @@ SlurmDesired DesiredSlurmState(const ActiveFaults& active, const MonitorSwitches
   return d;
 }
 
-SlurmReporter::SlurmReporter(std::unique_ptr<slurm::Api> api, SlurmReporterOptions opts,
-                             Metrics& metrics)
+SlurmReporter::SlurmReporter(std::unique_ptr<slurm::Api> api, SlurmConfig opts, Metrics& metrics)
     : api_(std::move(api)),
       opts_(std::move(opts)),
       rng_(std::random_device{}()),
@@ -136,7 +135,7 @@ std::chrono::steady_clock::time_point SlurmReporter::Step() {
   }
   const bool drained = node->drain || node->down;
   const bool ours = slurm::IsGpuhealReason(node->reason);
-  auto next = now + opts_.recheck;
+  auto next = now + opts_.recheck_period;
   if (want.reason) {
     const std::string reason = slurm::FormatReason(*want.reason);
     if (drained && !ours) {

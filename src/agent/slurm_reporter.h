@@ -30,22 +30,12 @@
 #include <thread>
 
 #include "agent/active_faults.h"
+#include "agent/config.h"
 #include "serve/metrics.h"
 #include "slurm/client.h"
 #include "slurm/reason.h"
 
 namespace gpuheal {
-
-struct SlurmReporterOptions {
-  std::string node_name;
-  int checkpoint_signal = 10;  // SIGUSR1; 0: no signal
-  std::chrono::milliseconds checkpoint_window{std::chrono::seconds(30)};
-  bool requeue = true;  // at the window's end, requeue the jobs that allow it
-  bool resume = true;   // resume gpuheal's own drain when the faults clear
-  std::chrono::milliseconds recheck{std::chrono::seconds(30)};
-  std::chrono::milliseconds initial_backoff{200};
-  std::chrono::milliseconds max_backoff{std::chrono::seconds(30)};
-};
 
 // What the node's Slurm state should be: drained with `reason`, or healthy (no reason).
 struct SlurmDesired {
@@ -60,7 +50,8 @@ SlurmDesired DesiredSlurmState(const ActiveFaults& active, const MonitorSwitches
 
 class SlurmReporter {
  public:
-  SlurmReporter(std::unique_ptr<slurm::Api> api, SlurmReporterOptions opts, Metrics& metrics);
+  // `opts.node_name` is the node's resolved Slurm NodeName (the agent fills it in).
+  SlurmReporter(std::unique_ptr<slurm::Api> api, SlurmConfig opts, Metrics& metrics);
   ~SlurmReporter();
   void Start();
   void Stop();
@@ -83,7 +74,7 @@ class SlurmReporter {
                   std::chrono::steady_clock::time_point& next);
 
   std::unique_ptr<slurm::Api> api_;
-  SlurmReporterOptions opts_;
+  SlurmConfig opts_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

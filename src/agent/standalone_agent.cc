@@ -78,7 +78,6 @@ Result<std::unique_ptr<StandaloneAgent>> StandaloneAgent::Create(AgentConfig con
   a->diag_secrets_ = std::move(ports.diagnostics_secrets);
   a->reporter_options_ = std::move(ports.reporter);
   a->slurm_client_ = std::move(ports.slurm);
-  a->slurm_options_ = std::move(ports.slurm_options);
   a->reader_ = std::move(ports.kernel_log);
   if (ports.clock) a->clock_ = ports.clock;
   if (auto s = a->Init(); !s) return s.error();
@@ -178,7 +177,7 @@ Status StandaloneAgent::Init() {
     reporter_ = std::make_unique<KubeReporter>(std::move(kube_client_), *clock_, reporter_options_,
                                                metrics_);
   if (slurm_client_)
-    slurm_ = std::make_unique<SlurmReporter>(std::move(slurm_client_), slurm_options_, metrics_);
+    slurm_ = std::make_unique<SlurmReporter>(std::move(slurm_client_), config_.slurm, metrics_);
   metrics_
       .GetGauge("gpuheal_agent_info", "Agent build and mode",
                 {{"version", GPUHEAL_VERSION},
@@ -386,7 +385,7 @@ Status StandaloneAgent::Init() {
   f["accept_injected"] = config_.accept_injected;
   f["active_faults"] = active_.all().size();
   if (reporter_) f["node"] = reporter_options_.node_name;
-  if (slurm_) f["slurm_node"] = slurm_options_.node_name;
+  if (slurm_) f["slurm_node"] = config_.slurm.node_name;
   if (http_) f["listen"] = fmt::format("{}:{}", http_->host(), http_->port());
   Log("info", "agent started", f);
   return Status::Ok();

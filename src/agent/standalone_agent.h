@@ -57,8 +57,7 @@ struct AgentPorts {
   // The kernel log; null: config.kmsg_path opened with KmsgReader.
   std::unique_ptr<KernelLog> kernel_log;
   // With a Slurm client the agent drains, checkpoints and resumes its Slurm node (docs/slurm.md).
-  std::unique_ptr<slurm::Api> slurm;
-  SlurmReporterOptions slurm_options;
+  std::unique_ptr<slurm::Api> slurm;  // configured by AgentConfig::slurm
   // Time for the reporter; null: the system's.
   const Clock* clock = nullptr;
 };
@@ -202,7 +201,6 @@ class StandaloneAgent {
   KubeReporterOptions reporter_options_;
   std::unique_ptr<KubeReporter> reporter_;
   std::unique_ptr<slurm::Api> slurm_client_;  // handed to slurm_ in Init()
-  SlurmReporterOptions slurm_options_;
   std::unique_ptr<SlurmReporter> slurm_;
   std::unique_ptr<kube::Api> watch_client_;  // the watch of this agent's own Node
   std::unique_ptr<kube::Informer<kube::Node>> node_watch_;

@@ -213,12 +213,7 @@ void RegisterAgent(CLI::App& app, int& exit_code) {
         return;
       }
       ports.slurm = std::move(*api);
-      ports.slurm_options.node_name = node_name;
-      ports.slurm_options.checkpoint_signal = cfg.slurm.checkpoint_signal;
-      ports.slurm_options.checkpoint_window = cfg.slurm.checkpoint_window;
-      ports.slurm_options.requeue = cfg.slurm.requeue;
-      ports.slurm_options.resume = cfg.slurm.resume;
-      ports.slurm_options.recheck = cfg.slurm.recheck_period;
+      cfg.slurm.node_name = node_name;
     }
     ports.api = std::move(kube_client);
     ports.reporter = ro;
