@@ -22,6 +22,7 @@
 #include "agent/diag_collectors.h"
 #include "cli/commands.h"
 #include "cli/table.h"
+#include "controller/steps.h"
 #include "core/time.h"
 #include "core/yaml_fields.h"
 #include "kube/client.h"
@@ -359,6 +360,7 @@ void RegisterRepairs(CLI::App& app, int& exit_code) {
                        {"attempts", r.attempts},
                        {"timeline", phases},
                        {"actions", r.actions},
+                       {"steps", gpuheal::controller::StepsJson(r.steps)},
                        {"evicted_pods", r.evicted_pods},
                        {"replacement", r.replacement},
                        {"message", r.message}});

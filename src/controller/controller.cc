@@ -126,9 +126,7 @@ Result<std::unique_ptr<Controller>> Controller::Create(std::unique_ptr<kube::Api
     if (n.meta.deleting || !ConditionIs(n, "Ready", "True")) return;
     self->repairs_->ForEach([&](const kube::NodeRepair& cr) {
       if (cr.node == n.meta.name || cr.phase != "Remediating") return;
-      RepairRecord r;
-      r.cr = cr;
-      if (AwaitingReplacement(r)) self->queue_.Add(cr.node);
+      if (AwaitingReplacement(RepairRecord::Read(cr))) self->queue_.Add(cr.node);
     });
   };
   c->nodes_->SetHandlers({[self, wake_awaiting](const kube::Node& n) {

@@ -2,6 +2,8 @@
 // The repair's state as one reconcile sees and updates it: the open NodeRepair record, and the
 // cluster as the controller's caches show it (World). Every rung reads and writes these.
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -11,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "controller/steps.h"
 #include "core/time.h"
 #include "kube/objects.h"
 
@@ -64,10 +67,6 @@ inline std::chrono::milliseconds Until(std::chrono::system_clock::time_point now
                   std::chrono::duration_cast<std::chrono::milliseconds>(at - now));
 }
 
-// The record's action saying a standby took this node's place: the NodeRepair record is the
-// repair's state, so a restarted controller reads the promotion from it.
-inline constexpr std::string_view kPromotedStandby = "promoted standby";
-
 inline bool Terminal(const std::string& phase) {
   return phase == "Recovered" || phase == "Replaced" || phase == "Failed";
 }
@@ -84,6 +83,8 @@ inline bool RecordExpired(const kube::NodeRepair& r, std::chrono::system_clock::
 }
 
 // The open NodeRepair as a reconcile sees and updates it; `dirty` until its status is written.
+// The controller decides from its phases and typed steps (status.steps, controller/steps.h);
+// actions and the message are words for people.
 struct RepairRecord {
   kube::NodeRepair cr;
   bool dirty = false;
@@ -91,6 +92,16 @@ struct RepairRecord {
   std::vector<std::pair<std::string, std::string>>
       new_phases;                        // phase, event message ("" = the record's)
   std::vector<std::string> new_actions;  // actions recorded by this reconcile, not yet written
+  std::vector<Step> new_steps;           // steps recorded by this reconcile, not yet written
+
+  // The record as stored, read through the migration of a record written before status.steps
+  // (MigrateActions): dirty when migrated, so the next status write stores its steps.
+  static RepairRecord Read(kube::NodeRepair stored) {
+    RepairRecord r;
+    r.cr = std::move(stored);
+    r.dirty = MigrateActions(r.cr);
+    return r;
+  }
 
   // When the repair began: its earliest phase time (Detected, or Quarantined for a record
   // opened at quarantine); nullopt before any phase.
@@ -120,12 +131,47 @@ struct RepairRecord {
       dirty = true;
     }
   }
+  // Words for people: never read back by the controller.
   void Action(const std::string& a) {
     if (std::find(cr.actions.begin(), cr.actions.end(), a) == cr.actions.end()) {
       cr.actions.push_back(a);
       new_actions.push_back(a);
       dirty = true;
     }
+  }
+  // A step done now (at most once per kind, rung and detail).
+  void Record(Step kind, std::chrono::system_clock::time_point now, std::string detail = "",
+              int64_t rung = 0, std::string uid = "") {
+    const std::string name(ToString(kind));
+    for (const auto& s : cr.steps) {
+      if (s.kind == name && s.rung == rung && s.detail == detail) return;
+    }
+    cr.steps.push_back({name, kube::MicroTime(now), rung, std::move(detail), std::move(uid)});
+    new_steps.push_back(kind);
+    dirty = true;
+  }
+  // The last step of `kind` (of rung `rung`, where given), or null.
+  const kube::RepairStep* Last(Step kind, std::optional<int64_t> rung = std::nullopt) const {
+    const std::string_view name = ToString(kind);
+    for (auto it = cr.steps.rbegin(); it != cr.steps.rend(); ++it) {
+      if (it->kind == name && (!rung || it->rung == *rung)) return &*it;
+    }
+    return nullptr;
+  }
+  bool Done(Step kind, std::optional<int64_t> rung = std::nullopt) const {
+    return Last(kind, rung) != nullptr;
+  }
+  std::vector<const kube::RepairStep*> All(Step kind) const {
+    std::vector<const kube::RepairStep*> out;
+    for (const auto& s : cr.steps) {
+      if (s.kind == ToString(kind)) out.push_back(&s);
+    }
+    return out;
+  }
+  std::optional<std::chrono::system_clock::time_point> StartedAt(
+      Step kind, std::optional<int64_t> rung = std::nullopt) const {
+    const auto* s = Last(kind, rung);
+    return s ? kube::ParseTime(s->at) : std::nullopt;
   }
   // status.gate: the gate that holds the repair now (GateName), "" once none does.
   void Gate(std::string_view gate) {
@@ -134,10 +180,6 @@ struct RepairRecord {
       dirty = true;
     }
   }
-  bool HasAction(std::string_view prefix) const {
-    return std::any_of(cr.actions.begin(), cr.actions.end(),
-                       [&](const std::string& a) { return a.starts_with(prefix); });
-  }
   std::optional<std::chrono::system_clock::time_point> At(const std::string& phase) const {
     auto it = cr.phase_times.find(phase);
     if (it == cr.phase_times.end()) return std::nullopt;
@@ -145,25 +187,17 @@ struct RepairRecord {
   }
 
   // The current rung of the repair ladder (cr.rung_index, cr.rung) and whether its provider
-  // started its disruptive act: the action "rung N PROVIDER started at TIME", written before
-  // the act. A record from before rungs were recorded counts as rung 1 started when it reached
-  // Remediating.
-  std::string RungStartPrefix() const {
-    return "rung " + std::to_string(cr.rung_index + 1) + " " + cr.rung + " started";
-  }
+  // started its disruptive act: the step RungStarted of rung index+1, written before the act.
+  int64_t RungNumber() const { return cr.rung_index + 1; }
   void MarkRungStarted(std::chrono::system_clock::time_point now) {
-    if (!HasAction(RungStartPrefix())) Action(RungStartPrefix() + " at " + kube::MicroTime(now));
+    if (RungStarted()) return;
+    Record(Step::kRungStarted, now, cr.rung, RungNumber());
+    Action(fmt::format("rung {} {} started at {}", RungNumber(), cr.rung, kube::MicroTime(now)));
   }
-  bool RungStarted() const {
-    return HasAction(RungStartPrefix()) ||
-           (cr.rung_index == 0 && At("Remediating") && !HasAction("rung "));
-  }
-  // When the current rung started (its mark), else when the repair reached Remediating.
+  bool RungStarted() const { return Done(Step::kRungStarted, RungNumber()); }
+  // When the current rung started (its step), else when the repair reached Remediating.
   std::optional<std::chrono::system_clock::time_point> RungSince() const {
-    const std::string prefix = RungStartPrefix() + " at ";
-    for (const auto& a : cr.actions) {
-      if (a.starts_with(prefix)) return kube::ParseTime(a.substr(prefix.size()));
-    }
+    if (auto t = StartedAt(Step::kRungStarted, RungNumber())) return t;
     return At("Remediating");
   }
 };

@@ -6,7 +6,8 @@
 //
 // Deleting is half of it: the repair stays Remediating until a replacement joins the node's pool
 // (a node created since the repair began, Ready, the fault's condition True, no fault of its own;
-// when an owner was deleted, the node of its provisioner's new Machine or NodeClaim: kFrom),
+// when an owner was deleted, the node of its provisioner's new Machine or NodeClaim: the step
+// ReplacementSource),
 // which the controller marks with gpuheal.io/replaces (one replacement per repair, claimed with
 // an optimistic-concurrency update) and, while the pool has fewer standbys than pools.standby,
 // makes the pool's standby. No replacement within provider.replacement_timeout: Failed.
@@ -38,23 +39,26 @@ struct Owner {
   std::string unproven;         // set: the Node names an owner that does not name it back
   bool gone = false;            // unproven because the named owner does not exist (404)
   std::string held;             // set: the owner is proven, but another party decides (why)
-  // Where the owner's replacement comes from, for the record's `kFrom` action: "" (no owner, or a
-  // Machine no MachineSet keeps), a Cluster API label selector, or Karpenter.
-  std::string from;
+  std::string held_by_mhc;      // NAMESPACE/NAME: the MachineHealthCheck that decides
+  // Where the owner's replacement comes from, the step ReplacementSource's detail: "" (no owner,
+  // or a Machine no MachineSet keeps), "Machine NAMESPACE KEY=VALUE" (Cluster API: the owner's
+  // MachineDeployment, else its MachineSet, makes the new Machine), or "NodeClaim" (Karpenter
+  // launches for the evicted pods). Without it (the Node object itself was deleted) any node
+  // that joins the pool counts.
+  std::string source;
 };
 
-// The record's action that says which provisioner's new object the replacement must be:
-//   `the replacement is the node of a new Machine with KEY=VALUE in namespace NS` (Cluster API:
-//   the owner's MachineDeployment, else its MachineSet, makes the new Machine),
-//   `the replacement is the node of a new Karpenter NodeClaim` (Karpenter launches for the
-//   evicted pods).
-// Without it (the Node object itself was deleted) any node that joins the pool counts.
-constexpr std::string_view kFrom = "the replacement is the node of a new ";
-constexpr std::string_view kFromMachine = "Machine with ";
-constexpr std::string_view kFromNodeClaim = "Karpenter NodeClaim";
-constexpr std::string_view kInNamespace = " in namespace ";
+constexpr std::string_view kSourceMachine = "Machine ";
+constexpr std::string_view kSourceNodeClaim = "NodeClaim";
 
-constexpr std::string_view kHeldByMhc = "held: MachineHealthCheck ";
+// The source in words, for the record's actions.
+std::string SourceWords(const std::string& source) {
+  if (source == kSourceNodeClaim) return "the replacement is the node of a new Karpenter NodeClaim";
+  const std::string rest = source.substr(kSourceMachine.size());
+  const auto space = rest.find(' ');
+  return fmt::format("the replacement is the node of a new Machine with {} in namespace {}",
+                     rest.substr(space + 1), rest.substr(0, space));
+}
 
 // The version of Cluster API's group that gpuheal reads: v1beta2 where the group serves it (its
 // storage version since Cluster API v1.11, so no conversion webhook stands between gpuheal and
@@ -113,8 +117,7 @@ std::optional<Owner> OwnerOf(kube::Api& client, const kube::Node& node) {
     for (const char* key : {"cluster.x-k8s.io/deployment-name", "cluster.x-k8s.io/set-name"}) {
       const std::string value = field(j, {"metadata", "labels", key});
       if (value.empty()) continue;
-      o.from =
-          fmt::format("{}{}{}={}{}{}", kFrom, kFromMachine, key, value, kInNamespace, ns->second);
+      o.source = fmt::format("{}{} {}={}", kSourceMachine, ns->second, key, value);
       break;
     }
     // A MachineHealthCheck that selects this Machine remediates it by its own rules: deleting the
@@ -139,10 +142,11 @@ std::optional<Owner> OwnerOf(kube::Api& client, const kube::Node& node) {
             continue;
           auto match = kube::SelectorMatches(mhc["spec"]["selector"], labels);
           if (match && *match) {
+            o.held_by_mhc = ns->second + "/" + field(mhc, {"metadata", "name"});
             o.held = fmt::format(
-                "{}{}/{} selects this node's Machine and remediates it: the node stays "
-                "quarantined and drained, gpuheal does not delete the Machine",
-                kHeldByMhc, ns->second, field(mhc, {"metadata", "name"}));
+                "held: MachineHealthCheck {} selects this node's Machine and remediates it: the "
+                "node stays quarantined and drained, gpuheal does not delete the Machine",
+                o.held_by_mhc);
             break;
           }
         }
@@ -164,7 +168,7 @@ std::optional<Owner> OwnerOf(kube::Api& client, const kube::Node& node) {
       o.path = "/apis/karpenter.sh/v1/nodeclaims/" + name;
       o.what = "Karpenter NodeClaim " + name;
       o.uid = field(item, {"metadata", "uid"});
-      o.from = fmt::format("{}{}", kFrom, kFromNodeClaim);
+      o.source = std::string(kSourceNodeClaim);
       // Karpenter's own opt-out of disruption, on the Node or its NodeClaim: respected.
       const std::string key(kube::kKarpenterDoNotDisrupt);
       auto on_node = node.meta.annotations.find(key);
@@ -184,9 +188,8 @@ std::optional<Owner> OwnerOf(kube::Api& client, const kube::Node& node) {
   return o;
 }
 
-// The record's action that opens the wait: `awaiting a replacement in pool "P" for node uid U
-// since T`, written once the deletion went through.
-constexpr std::string_view kAwaiting = "awaiting a replacement in pool \"";
+// The step that opens the wait (AwaitingReplacement: the pool, the replaced Node's uid, since
+// when), written once the deletion went through.
 constexpr milliseconds kReplacementRecheck{10000};
 
 struct Awaiting {
@@ -195,41 +198,33 @@ struct Awaiting {
 };
 
 std::optional<Awaiting> AwaitingOf(const RepairRecord& r) {
-  for (const auto& a : r.cr.actions) {
-    if (!a.starts_with(kAwaiting)) continue;
-    const auto pool_end = a.find("\" for node uid ", kAwaiting.size());
-    const auto since = a.rfind(" since ");
-    if (pool_end == std::string::npos || since == std::string::npos || since < pool_end) break;
-    auto t = kube::ParseTime(a.substr(since + 7));
-    if (!t) break;
-    const size_t uid_at = pool_end + std::string_view("\" for node uid ").size();
-    return Awaiting{a.substr(kAwaiting.size(), pool_end - kAwaiting.size()),
-                    a.substr(uid_at, since - uid_at), *t};
-  }
-  return std::nullopt;
+  const auto* s = r.Last(Step::kAwaitingReplacement);
+  if (!s) return std::nullopt;
+  auto t = kube::ParseTime(s->at);
+  if (!t) return std::nullopt;
+  return Awaiting{s->detail, s->uid, *t};
 }
 
-// The nodes that may be the replacement by the record's kFrom action: those named (nodeRef,
+// The nodes that may be the replacement by the record's ReplacementSource: those named (nodeRef,
 // nodeName, providerID) by the provisioner's objects created since `after`. nullopt: the record
 // names no provisioner (any node counts); an error: they could not be listed now.
 Result<std::optional<std::set<std::string>>> LinkedNodes(kube::Api& client, const RepairRecord& r,
                                                          const std::vector<kube::Node>& nodes,
                                                          SysTime after) {
-  std::string from;
-  for (const auto& a : r.cr.actions) {
-    if (a.starts_with(kFrom)) from = a.substr(kFrom.size());
-  }
-  if (from.empty()) return std::optional<std::set<std::string>>();
+  const auto* step = r.Last(Step::kReplacementSource);
+  const std::string source = step ? step->detail : "";
+  if (source.empty()) return std::optional<std::set<std::string>>();
   std::string path;
-  if (from.starts_with(kFromMachine)) {
-    const auto in = from.rfind(kInNamespace);
-    if (in == std::string::npos) return std::optional<std::set<std::string>>();
-    const std::string selector = from.substr(kFromMachine.size(), in - kFromMachine.size());
+  if (source.starts_with(kSourceMachine)) {
+    // "Machine NAMESPACE KEY=VALUE"
+    const std::string rest = source.substr(kSourceMachine.size());
+    const auto space = rest.find(' ');
+    if (space == std::string::npos) return std::optional<std::set<std::string>>();
     const auto version = CapiVersion(client);
     if (!version) return Error{"the Cluster API group's versions could not be read"};
     path = fmt::format("/apis/cluster.x-k8s.io/{}/namespaces/{}/machines?labelSelector={}",
-                       *version, from.substr(in + kInNamespace.size()), kube::UrlEncode(selector));
-  } else if (from == kFromNodeClaim) {
+                       *version, rest.substr(0, space), kube::UrlEncode(rest.substr(space + 1)));
+  } else if (source == kSourceNodeClaim) {
     path = "/apis/karpenter.sh/v1/nodeclaims";
   } else {
     return std::optional<std::set<std::string>>();
@@ -266,7 +261,9 @@ Result<std::optional<std::set<std::string>>> LinkedNodes(kube::Api& client, cons
 }
 
 void StartAwaiting(const Policy& policy, const kube::Node& node, RepairRecord& r, SysTime now) {
-  r.Action(fmt::format("{}{}\" for node uid {} since {}", kAwaiting, PoolOf(node, policy),
+  const std::string pool = PoolOf(node, policy);
+  r.Record(Step::kAwaitingReplacement, now, pool, 0, node.meta.uid);
+  r.Action(fmt::format("awaiting a replacement in pool \"{}\" for node uid {} since {}", pool,
                        node.meta.uid, kube::MicroTime(now)));
 }
 
@@ -285,10 +282,10 @@ Next DeleteNode::Remediate(const kube::Node& node, const NodeFault& /*f*/, Repai
   if (AwaitingOf(r)) return AwaitReplacement(ctx_, r, now);
   // The owner, when there is one, so that its controller replaces the machine; else the Node
   // object itself. Deleted at most once (uid precondition; 404 is done).
-  const bool deleted_before = r.HasAction("deleted ");
+  const bool deleted_before = r.Done(Step::kOwnerDeleted);
   auto owner = OwnerOf(ctx_.api(), node);
   if (!owner) return milliseconds(2000);
-  if (owner->gone && r.HasAction(std::string(kHeldByMhc))) {
+  if (owner->gone && r.Done(Step::kHeldByMachineHealthCheck)) {
     // The MachineHealthCheck this repair deferred to deleted the Machine: its replacement runs.
     r.Action("the Machine is gone: its MachineHealthCheck remediated the node");
     if (ctx_.policy().replacement_timeout.count() > 0) {
@@ -301,9 +298,13 @@ Next DeleteNode::Remediate(const kube::Node& node, const NodeFault& /*f*/, Repai
   }
   // Which provisioner's new object the replacement must be, once (the MachineHealthCheck's
   // remediation below finds the Machine gone: recorded while it was there).
-  if (!owner->from.empty() && owner->unproven.empty() && !r.HasAction(std::string(kFrom)))
-    r.Action(owner->from);
+  if (!owner->source.empty() && owner->unproven.empty() && !r.Done(Step::kReplacementSource)) {
+    r.Record(Step::kReplacementSource, now, owner->source);
+    r.Action(SourceWords(owner->source));
+  }
   if (owner->unproven.empty() && !owner->held.empty()) {
+    if (!owner->held_by_mhc.empty())
+      r.Record(Step::kHeldByMachineHealthCheck, now, owner->held_by_mhc);
     r.Action(owner->held);
     r.Message(owner->held);
     return milliseconds(30000);
@@ -324,6 +325,7 @@ Next DeleteNode::Remediate(const kube::Node& node, const NodeFault& /*f*/, Repai
     owner->uid = node.meta.uid;
     owner->what = "the Node object";
   }
+  r.Record(Step::kOwnerDeleted, now, owner->what);
   r.Action("deleted " + owner->what);
   ctx_.WriteStatus(r);
   if (!owner->gone) {

@@ -35,7 +35,6 @@ namespace {
 using std::chrono::milliseconds;
 using SysTime = std::chrono::system_clock::time_point;
 
-constexpr std::string_view kResetSent = "BMC accepted ";  // the record's action, once sent
 constexpr milliseconds kPoll{2000};
 
 std::string Human(milliseconds d) {
@@ -79,7 +78,8 @@ class Redfish final : public Remediator {
     const auto sent = client->Reset(*system, *type);
     for (const auto& line : client->attempts_log()) r.Action(line);
     if (!sent) return Fail(node, r, now, "BMC reset failed: " + sent.error().message);
-    r.Action(fmt::format("{}{} for {} (power was {}) at {}", kResetSent, *type, system->path,
+    r.Record(Step::kBmcResetSent, now, *type, r.RungNumber());
+    r.Action(fmt::format("BMC accepted {} for {} (power was {}) at {}", *type, system->path,
                          system->power_state.empty() ? "unknown" : system->power_state,
                          kube::MicroTime(now)));
     r.Message(fmt::format(
@@ -176,7 +176,7 @@ class Redfish final : public Remediator {
     }
     if (!known) {
       // Another replica (or this one before a restart) sent it, or died while sending it.
-      if (!r.HasAction(std::string(kResetSent))) {
+      if (!r.Done(Step::kBmcResetSent, r.RungNumber())) {
         r.Action(
             "did not send the BMC reset again: a controller stopped while it was being sent; "
             "waiting for the node");

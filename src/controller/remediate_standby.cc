@@ -19,17 +19,17 @@ class Standby final : public Remediator {
   explicit Standby(RepairContext& ctx) : ctx_(ctx) {}
 
   Next AtQuarantine(const kube::Node& node, const NodeFault& /*f*/, RepairRecord& r,
-                    SysTime /*now*/) override {
-    return Promote(node, r);
+                    SysTime now) override {
+    return Promote(node, r, now);
   }
 
   Next Remediate(const kube::Node& node, const NodeFault& /*f*/, RepairRecord& r,
                  SysTime now) override {
     // Usually promoted at quarantine already; here the remediation is that the standby has the
     // node's place until the node recovers.
-    if (!r.HasAction(kPromotedStandby)) {
-      if (auto retry = Promote(node, r)) return retry;
-      if (!r.HasAction(kPromotedStandby)) return milliseconds(30000);
+    if (!r.Done(Step::kStandbyPromoted)) {
+      if (auto retry = Promote(node, r, now)) return retry;
+      if (!r.Done(Step::kStandbyPromoted)) return milliseconds(30000);
     }
     if (!r.At("Remediating")) r.Phase("Remediating", now);
     r.Message(
@@ -39,8 +39,8 @@ class Standby final : public Remediator {
   }
 
  private:
-  Next Promote(const kube::Node& node, RepairRecord& r) {
-    if (ctx_.dry_run() || r.HasAction(kPromotedStandby)) return std::nullopt;
+  Next Promote(const kube::Node& node, RepairRecord& r, SysTime now) {
+    if (ctx_.dry_run() || r.Done(Step::kStandbyPromoted)) return std::nullopt;
     const std::string pool = PoolOf(node, ctx_.policy());
     for (const auto& n : ctx_.world().PoolNodes(ctx_.policy(), pool)) {
       if (n.meta.name == node.meta.name || FaultOf(n) || !HasTaint(n, keys::kStandbyTaint, "", ""))
@@ -58,7 +58,8 @@ class Standby final : public Remediator {
       });
       if (!res || !res->ok()) return milliseconds(2000);
       if (!released) continue;
-      r.Action(std::string(kPromotedStandby) + " " + n.meta.name);
+      r.Record(Step::kStandbyPromoted, now, n.meta.name);
+      r.Action("promoted standby " + n.meta.name);
       ctx_.Event(
           node, "Normal", std::string(reason::kStandbyPromoted),
           "standby " + n.meta.name + " promoted; this node becomes the standby once it recovers");

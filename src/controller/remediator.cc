@@ -91,15 +91,12 @@ class Ladder final : public Remediator, private RepairContext {
 
  private:
   // The rungs for this record's severity, and the record's place on them: as many rungs on as
-  // its actions say rungs failed (the actions are the record's durable part; status.rung and
+  // its steps say rungs failed (the steps are the record's durable part; status.rung and
   // rungIndex repeat it for `kubectl get noderepairs`, and an older CRD may prune them).
   std::vector<Provider> Place(RepairRecord& r) const {
     auto rungs = ctx_.policy().LadderFor(r.cr.severity);
     const int64_t last = static_cast<int64_t>(rungs.size()) - 1;
-    const int64_t failed =
-        std::count_if(r.cr.actions.begin(), r.cr.actions.end(), [](const auto& a) {
-          return a.starts_with("rung ") && a.find(" failed at ") != std::string::npos;
-        });
+    const auto failed = static_cast<int64_t>(r.All(Step::kRungFailed).size());
     const int64_t at = std::clamp<int64_t>(failed, 0, last);
     if (r.cr.rung_index != at) {
       r.cr.rung_index = at;
@@ -135,6 +132,7 @@ class Ladder final : public Remediator, private RepairContext {
     r.cr.rung_attempt =
         (*rungs_)[r.cr.rung_index] == (*rungs_)[r.cr.rung_index - 1] ? r.cr.rung_attempt + 1 : 1;
     r.cr.phase = "Remediating";
+    r.Record(Step::kRungFailed, now_, failed, r.cr.rung_index);
     r.Action(fmt::format("rung {} {} failed at {}: {}; next: rung {} {}", r.cr.rung_index, failed,
                          kube::MicroTime(now_), why, r.cr.rung_index + 1, r.cr.rung));
     r.Message(fmt::format("rung {} ({}) failed; rung {} ({}) next", r.cr.rung_index, failed,

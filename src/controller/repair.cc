@@ -180,6 +180,7 @@ bool Repairer::WriteStatus(RepairRecord& r) {
       {"actions", r.cr.actions}, {"attempts", r.cr.attempts},   {"message", r.cr.message},
       {"rung", r.cr.rung},       {"rungIndex", r.cr.rung_index}};
   if (r.cr.rung_attempt > 0) status["rungAttempt"] = r.cr.rung_attempt;
+  status["steps"] = StepsJson(r.cr.steps);
   if (!r.cr.replacement.empty()) status["replacement"] = r.cr.replacement;
   status["incident"] = r.cr.incident.empty() ? nlohmann::json() : nlohmann::json(r.cr.incident);
   // A gate holds an open repair only: a record that ended says none.
@@ -196,6 +197,15 @@ bool Repairer::WriteStatus(RepairRecord& r) {
   {
     // The version written is the one the informer will show: no need to read it back then.
     auto written = kube::DecodeNodeRepair(res->body);
+    if (written && !r.cr.steps.empty() && written->steps.empty() && !steps_pruned_.exchange(true)) {
+      // A CRD from before status.steps (Helm installs crds/ once and never upgrades them): each
+      // read migrates the steps from the actions again, which holds only for the wording of the
+      // release before. Said once.
+      Log("error",
+          "the NodeRepair CRD drops status.steps: apply deploy/crds/noderepairs.yaml of this "
+          "release (kubectl apply -f)",
+          {{"record", r.cr.meta.name}});
+    }
     std::lock_guard<std::mutex> lock(mu_);
     if (written && !written->meta.resource_version.empty() && !Terminal(r.cr.phase)) {
       r.cr.meta.resource_version = written->meta.resource_version;
@@ -225,6 +235,7 @@ bool Repairer::WriteStatus(RepairRecord& r) {
   if (!dry_run_) ObserveCapacityRestored(r);
   r.new_phases.clear();
   r.new_actions.clear();
+  r.new_steps.clear();
   if (Terminal(r.cr.phase)) remediator_->Ended(r);
   return true;
 }
@@ -234,11 +245,10 @@ void Repairer::ObserveCapacityRestored(const RepairRecord& r) {
   // (Recovered) or its replacement joined (Replaced) without a standby having taken its place.
   std::string rung;
   std::optional<SysTime> at;
-  if (std::any_of(r.new_actions.begin(), r.new_actions.end(),
-                  [](const std::string& a) { return a.starts_with(kPromotedStandby); })) {
+  if (std::count(r.new_steps.begin(), r.new_steps.end(), Step::kStandbyPromoted)) {
     rung = "standby";
     at = clock_.Now();
-  } else if (!r.HasAction(kPromotedStandby)) {
+  } else if (!r.Done(Step::kStandbyPromoted)) {
     for (const auto& [phase, msg] : r.new_phases) {
       if (phase != "Recovered" && phase != "Replaced") continue;
       rung = r.cr.rung.empty() ? "none" : r.cr.rung;
@@ -268,7 +278,7 @@ std::optional<RepairRecord> Repairer::OpenRecord(const std::string& name,
     auto detected = r.phase_times.count("Detected") ? kube::ParseTime(r.phase_times.at("Detected"))
                                                     : std::nullopt;
     if (detected && now - *detected <= policy_.repairs_window) ++*recent;
-    if (!Terminal(r.phase) && !open) open = RepairRecord{r, false, {}, {}};
+    if (!Terminal(r.phase) && !open) open = RepairRecord::Read(r);
   }
   if (!open) {
     // The informer may not have seen a record this controller created a moment ago.
@@ -281,7 +291,7 @@ std::optional<RepairRecord> Repairer::OpenRecord(const std::string& name,
       auto res = api_.Get(kNodeRepairs + "/" + created);
       if (res && res->ok()) {
         if (auto r = kube::DecodeNodeRepair(res->body); r && !Terminal(r->phase))
-          open = RepairRecord{*r, false, {}, {}};
+          open = RepairRecord::Read(*r);
       }
     }
   }
@@ -299,7 +309,7 @@ std::optional<RepairRecord> Repairer::OpenRecord(const std::string& name,
       auto res = api_.Get(kNodeRepairs + "/" + open->cr.meta.name);
       if (res && res->ok()) {
         if (auto fresh = kube::DecodeNodeRepair(res->body)) {
-          open->cr = *fresh;
+          *open = RepairRecord::Read(*fresh);
           std::lock_guard<std::mutex> lock(mu_);
           known_rv_[open->cr.meta.name] = open->cr.meta.resource_version;
         }
@@ -482,7 +492,7 @@ Next Repairer::Reconcile(const std::string& name) {
         node->meta.annotations.count(std::string(keys::kCordonedAnnotation))) {
       // The risk aged out after the prediction failed: the node was left cordoned for that risk
       // alone, and nothing else would ever lift gpuheal's cordon.
-      RepairRecord last{records.back(), false, {}, {}};
+      RepairRecord last = RepairRecord::Read(records.back());
       return LiftFailedPrediction(*node, last, now);
     }
     // No fault: evictions queued for its drain are not started (those in flight end).

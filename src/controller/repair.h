@@ -15,6 +15,7 @@
 // the providers behind the Remediator port (remediator.h). Every call goes through kube::Api and
 // every time through Clock, so each rung is unit-tested on a fake API and a stepped clock.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -258,6 +259,7 @@ class Repairer final : private RepairContext {
   // open record -> the resourceVersion this replica last wrote or read: a cached copy of that
   // version needs no fresh read
   std::map<std::string, std::string> known_rv_;
+  std::atomic<bool> steps_pruned_{false};  // the CRD dropped status.steps (said once)
   // node -> when it was quarantined, its record left for after the other nodes in the queue
   std::map<std::string, SysTime> deferred_;
   // node -> {the cached Node's resourceVersion a quarantine patch was made from, the version it

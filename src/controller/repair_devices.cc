@@ -17,17 +17,11 @@
 #include "core/time.h"
 
 namespace gpuheal::controller {
-namespace {
-
-constexpr std::string_view kRuleAction = "DeviceTaintRule ";
-
-}  // namespace
-
 std::optional<std::vector<DeviceRef>> Repairer::TaintDevices(const kube::Node& node,
                                                              const NodeFault& f, RepairRecord& r,
                                                              const std::string& value,
                                                              const std::string& effect) {
-  const bool tainted = r.HasAction(kRuleAction);
+  const bool tainted = r.Done(Step::kDeviceTaintRuleCreated);
   if (dry_run_ || (!tainted && !device_taints_.Served())) return std::vector<DeviceRef>{};
   auto devices = device_taints_.DevicesOf(node.meta.name, f.gpus);
   if (!devices) {
@@ -43,7 +37,8 @@ std::optional<std::vector<DeviceRef>> Repairer::TaintDevices(const kube::Node& n
           {{"node", node.meta.name}, {"gpu", d.pci}, {"error", name.error().message}});
       return std::nullopt;
     }
-    r.Action(fmt::format("{}{}: GPU {} ({}/{}/{}) {}", kRuleAction, *name, d.pci, d.driver, d.pool,
+    r.Record(Step::kDeviceTaintRuleCreated, clock_.Now(), *name);
+    r.Action(fmt::format("DeviceTaintRule {}: GPU {} ({}/{}/{}) {}", *name, d.pci, d.driver, d.pool,
                          d.device, effect));
   }
   return devices;
@@ -51,18 +46,15 @@ std::optional<std::vector<DeviceRef>> Repairer::TaintDevices(const kube::Node& n
 
 bool Repairer::UntaintDevices(RepairRecord& r) {
   std::vector<std::string> names;
-  for (const auto& a : r.cr.actions) {
-    if (!a.starts_with(kRuleAction)) continue;
-    const std::string rest = a.substr(kRuleAction.size());
-    names.push_back(rest.substr(0, rest.find(':')));
-  }
-  if (names.empty() || r.HasAction("removed DeviceTaintRule")) return true;
+  for (const auto* s : r.All(Step::kDeviceTaintRuleCreated)) names.push_back(s->detail);
+  if (names.empty() || r.Done(Step::kDeviceTaintRulesRemoved)) return true;
   if (dry_run_) return true;
   if (auto s = device_taints_.Untaint(names); !s) {
     Log("warn", "cannot delete the DeviceTaintRules; retrying",
         {{"record", r.cr.meta.name}, {"error", s.error().message}});
     return false;
   }
+  r.Record(Step::kDeviceTaintRulesRemoved, clock_.Now());
   r.Action(fmt::format("removed DeviceTaintRule(s) {}", fmt::join(names, ", ")));
   return true;
 }

@@ -44,12 +44,13 @@ std::optional<Next> Repairer::AttachDiagnostic(const kube::Node& node, RepairRec
   if (std::none_of(rungs.begin(), rungs.end(), DestroysEvidence)) return std::nullopt;
   const std::string name = r.cr.meta.name;
   const std::string done = "diagnostic " + name + " done";
-  if (name.empty() || r.HasAction(done)) return std::nullopt;
-  const std::string requested = "diagnostic " + name + " requested at ";
-  std::optional<SysTime> since;
-  for (const auto& a : r.cr.actions) {
-    if (a.starts_with(requested)) since = kube::ParseTime(a.substr(requested.size()));
-  }
+  if (name.empty() || r.Done(Step::kDiagnosticEnded)) return std::nullopt;
+  const std::optional<SysTime> since = r.StartedAt(Step::kDiagnosticRequested);
+  // How it ended: the step (machine) and the action (people).
+  auto ended = [&](std::string_view how, const std::string& words) {
+    r.Record(Step::kDiagnosticEnded, now, std::string(how));
+    r.Action(words);
+  };
   const std::string path = std::string(kube::kNodeDiagnosticsPath) + "/" + name;
   if (!since) {
     const std::string url = policy_.DiagnosticsUrl(node.meta.name, name, CompactTime(now));
@@ -63,10 +64,12 @@ std::optional<Next> Repairer::AttachDiagnostic(const kube::Node& node, RepairRec
       const std::string why = created ? created->Describe() : created.error().message;
       Log("warn", "controller: cannot request the diagnostic before remediation",
           {{"node", node.meta.name}, {"repair", name}, {"error", why}});
-      r.Action(fmt::format("{}: not requested ({}); remediating without it", done, why));
+      ended("NotRequested",
+            fmt::format("{}: not requested ({}); remediating without it", done, why));
       return std::nullopt;
     }
-    r.Action(requested + kube::MicroTime(now));
+    r.Record(Step::kDiagnosticRequested, now, name);
+    r.Action("diagnostic " + name + " requested at " + kube::MicroTime(now));
     r.Message(
         fmt::format("diagnostic bundle before remediation: nodediagnostic/{} (waiting up to "
                     "{} s)",
@@ -83,18 +86,18 @@ std::optional<Next> Repairer::AttachDiagnostic(const kube::Node& node, RepairRec
     }
   }
   if (phase == "Succeeded") {
-    r.Action(
-        fmt::format("{}: Succeeded, bundle at {}", done, location.empty() ? "the node" : location));
+    ended("Succeeded", fmt::format("{}: Succeeded, bundle at {}", done,
+                                   location.empty() ? "the node" : location));
     return std::nullopt;
   }
   if (phase == "Failed") {
-    r.Action(fmt::format("{}: Failed ({}); remediating without it", done, message));
+    ended("Failed", fmt::format("{}: Failed ({}); remediating without it", done, message));
     return std::nullopt;
   }
   if (now - *since >= policy_.diagnostics_timeout) {
-    r.Action(fmt::format("{}: not finished within {} s (phase {}); remediating without it", done,
-                         policy_.diagnostics_timeout.count() / 1000,
-                         phase.empty() ? "Pending" : phase));
+    ended("TimedOut", fmt::format("{}: not finished within {} s (phase {}); remediating without it",
+                                  done, policy_.diagnostics_timeout.count() / 1000,
+                                  phase.empty() ? "Pending" : phase));
     return std::nullopt;
   }
   return milliseconds(250);

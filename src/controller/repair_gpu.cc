@@ -26,8 +26,9 @@ bool Repairer::RequestGpuRecovery(const kube::Node& node, const std::vector<std:
     return true;
   });
   if (!res || !res->ok()) return false;
-  r.Action(
-      fmt::format("requested GPU recovery of {} from the node's agent", fmt::join(gpus, ", ")));
+  const std::string list = fmt::format("{}", fmt::join(gpus, ", "));
+  r.Record(Step::kGpuRecoveryRequested, clock_.Now(), list);
+  r.Action(fmt::format("requested GPU recovery of {} from the node's agent", list));
   return true;
 }
 
@@ -57,10 +58,7 @@ Next Repairer::RepairGpu(const kube::Node& node, const NodeFault& f, RepairRecor
   }
   r.Gate("");
   const std::string id = r.cr.meta.name;
-  const bool requested =
-      std::any_of(r.cr.actions.begin(), r.cr.actions.end(),
-                  [](const std::string& a) { return a.rfind("requested GPU recovery", 0) == 0; });
-  if (!requested) {
+  if (!r.Done(Step::kGpuRecoveryRequested)) {
     const std::string gpus = fmt::format("{}", fmt::join(f.gpus, ", "));
     // Where DRA names the GPUs, the scheduler places no new claim on them meanwhile, and the pods
     // holding them (just those) checkpoint and go before the reset. With a device plugin, the

@@ -73,7 +73,7 @@ Next Repairer::Predict(const kube::Node& node, const AtRiskGpus& gpus,
   const auto devices = TaintDevices(node, f, r, "at-risk", "NoSchedule");
   if (!devices) return milliseconds(2000);
   const bool isolated = !devices->empty();
-  if (!isolated && !node.unschedulable && !r.HasAction("cordoned")) {
+  if (!isolated && !node.unschedulable && !r.Done(Step::kCordoned)) {
     const std::string pool = PoolOf(node, policy_);
     size_t size = 0, out = 0;
     world_.EachPoolNode(policy_, pool, [&](const kube::Node& n) {
@@ -101,6 +101,7 @@ Next Repairer::Predict(const kube::Node& node, const AtRiskGpus& gpus,
       });
       if (!res || !res->ok()) return milliseconds(2000);
     }
+    r.Record(Step::kCordoned, now, list);
     r.Action(fmt::format("cordoned{}: GPU {} at risk", dry_run_ ? " (dry-run)" : "", list));
   }
   // The boundary: the GPUs' pods finish, or checkpoint and go. Isolated: the pods holding claims
@@ -151,7 +152,7 @@ Next Repairer::Predict(const kube::Node& node, const AtRiskGpus& gpus,
   if (!r.At("Drained")) r.Phase("Drained", now, "no GPU pod left on the node");
   // The reset: pending remaps are applied, the agent's counts start again.
   const std::string id = r.cr.meta.name;
-  if (!r.HasAction("requested GPU recovery")) {
+  if (!r.Done(Step::kGpuRecoveryRequested)) {
     if (dry_run_) {
       r.Action("would request GPU recovery of " + list + " (dry-run)");
       return std::nullopt;
@@ -193,7 +194,7 @@ Next Repairer::LiftFailedPrediction(const kube::Node& node, RepairRecord& last, 
   if (!UntaintDevices(last) || !LiftOurCordon(node)) return milliseconds(2000);
   // The record as stored now (the cache may be a write behind): its actions are rewritten whole.
   if (auto res = api_.Get(kNodeRepairs + "/" + last.cr.meta.name); res && res->ok()) {
-    if (auto fresh = kube::DecodeNodeRepair(res->body)) last.cr = *fresh;
+    if (auto fresh = kube::DecodeNodeRepair(res->body)) last = RepairRecord::Read(*fresh);
   }
   const std::string how = "the GPUs are no longer at risk";
   last.Action(fmt::format("{} at {}: gpuheal's cordon lifted", how, kube::MicroTime(now)));

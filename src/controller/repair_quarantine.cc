@@ -125,7 +125,7 @@ Next Repairer::Release(const kube::Node& node, RepairRecord* r) {
   // The node returns as the pool's standby: with pools.standby, while the pool has fewer
   // standbys than that (its own standby taint counted once); without, when a standby took its
   // place.
-  bool to_standby = r && r->HasAction(kPromotedStandby);
+  bool to_standby = r && r->Done(Step::kStandbyPromoted);
   const std::string pool = PoolOf(node, policy_);
   const auto size = policy_.StandbySizeFor(pool);
   if (size && r) to_standby = ReserveStandby(pool, node.meta.name, *size);

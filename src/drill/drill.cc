@@ -3013,9 +3013,9 @@ class Drill {
             fmt::format("{} of {} other pod(s) of the node taken away", others_gone, others));
       bool tainted = false, untainted = false;
       if (rec) {
-        for (const auto& a : rec->actions) {
-          tainted |= a.starts_with("DeviceTaintRule ");
-          untainted |= a.starts_with("removed DeviceTaintRule");
+        for (const auto& s : rec->steps) {
+          tainted |= s.kind == "DeviceTaintRuleCreated";
+          untainted |= s.kind == "DeviceTaintRulesRemoved";
         }
       }
       check("device tainted, then released", tainted && untainted,
@@ -3199,10 +3199,10 @@ class Drill {
     }
     if (plan.bmc) {
       const int resets = BmcResets();
-      const bool accepted =
-          complete &&
-          std::any_of(recs[0]->actions.begin(), recs[0]->actions.end(),
-                      [](const std::string& a) { return a.starts_with("BMC accepted"); });
+      const bool accepted = complete && std::any_of(recs[0]->steps.begin(), recs[0]->steps.end(),
+                                                    [](const kube::RepairStep& s) {
+                                                      return s.kind == "BMCResetSent";
+                                                    });
       check("one power cycle through the BMC", resets == 1 && accepted,
             fmt::format("the emulator accepted {} ComputerSystem.Reset; the record {}", resets,
                         accepted ? "says the BMC accepted it" : "has no accepted reset"));

@@ -288,6 +288,21 @@ error_code NodeRepairObj(od::object o, NodeRepair& r) {
         if (sk == "incident") return Str(sv, r.incident);
         if (sk == "gate") return Str(sv, r.gate);
         if (sk == "rungAttempt") return Int(sv, r.rung_attempt);
+        if (sk == "steps") {
+          return Items(sv, [&](od::value iv) {
+            RepairStep step;
+            auto e = Fields(iv, [&](std::string_view fk, od::value fv) -> error_code {
+              if (fk == "kind") return Str(fv, step.kind);
+              if (fk == "at") return Str(fv, step.at);
+              if (fk == "rung") return Int(fv, step.rung);
+              if (fk == "detail") return Str(fv, step.detail);
+              if (fk == "uid") return Str(fv, step.uid);
+              return kOk;
+            });
+            if (!e) r.steps.push_back(std::move(step));
+            return e;
+          });
+        }
         if (sk == "evictedPods" || sk == "actions") {
           auto& out = sk == "actions" ? r.actions : r.evicted_pods;
           return Items(sv, [&](od::value pv) {

@@ -96,6 +96,16 @@ struct Lease {
 // The NodeRepair collection (cluster-scoped).
 inline constexpr std::string_view kNodeRepairsPath = "/apis/gpuheal.io/v1alpha1/noderepairs";
 
+// One of a NodeRepair's status.steps: what the controller did, typed (controller/steps.h).
+struct RepairStep {
+  std::string kind;    // the Step's name (the CRD's enum)
+  std::string at;      // RFC3339 with microseconds
+  int64_t rung = 0;    // the ladder's rung, from 1; 0: not a rung's step
+  std::string detail;  // by kind (controller/steps.h)
+  std::string uid;     // AwaitingReplacement: the replaced Node's uid
+  friend bool operator==(const RepairStep&, const RepairStep&) = default;
+};
+
 // gpuheal.io/v1alpha1 NodeRepair (deploy/crds/noderepairs.yaml): one repair episode of a node.
 struct NodeRepair {
   ObjectMeta meta;
@@ -104,7 +114,8 @@ struct NodeRepair {
   std::string phase;
   std::map<std::string, std::string> phase_times;  // status.phases: phase -> RFC3339 time
   std::vector<std::string> evicted_pods;           // status.evictedPods: "namespace/name"
-  std::vector<std::string> actions;                // status.actions
+  std::vector<std::string> actions;                // status.actions: words for people
+  std::vector<RepairStep> steps;                   // status.steps: what the controller reads
   int64_t attempts = 0;                            // status.attempts
   std::string message;
   std::string rung;          // status.rung: the provider of the ladder's current rung

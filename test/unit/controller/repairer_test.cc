@@ -37,6 +37,17 @@ class RepairerTest : public ::testing::Test {
     policy.default_toleration = 10min;
   }
 
+  // A NodeRepair as the release before status.steps wrote it (test/fixtures/noderepair-v0),
+  // stored in the fake API.
+  std::string PutRecordOfTheReleaseBefore(const std::string& fixture) {
+    std::ifstream f(std::string(GPUHEAL_SOURCE_DIR) + "/test/fixtures/noderepair-v0/" + fixture +
+                    ".json");
+    const json rec = json::parse(f);
+    const std::string name = rec["metadata"]["name"];
+    api.Put(kNodeRepairs + "/" + name, rec);
+    return name;
+  }
+
   World MakeWorld() {
     World w;
     w.node = [this](const std::string& n) -> std::optional<kube::Node> {
@@ -1518,6 +1529,28 @@ TEST_F(NodeClaimOwnedTest, OnlyTheNodeOfANewNodeClaimReplacesIt) {
   EXPECT_FALSE(NodeObj("stray").meta.annotations.count(std::string(keys::kReplaces)));
 }
 
+// A repair the release before left waiting for its NodeClaim's replacement (its record without
+// status.steps) goes on through the migration: nc-1 is not deleted again, a stray node is not
+// the replacement, the node of the new NodeClaim is.
+TEST_F(NodeClaimOwnedTest, ARecordOfTheReleaseBeforeClaimsOnlyItsNodeClaimsNode) {
+  clock.Advance(10min + 1s);  // the record's wait began at 00:10:05
+  ASSERT_TRUE(api.Delete("/apis/karpenter.sh/v1/nodeclaims/nc-1"));  // as that controller did
+  const size_t deletes = api.Count("DELETE", "/apis/karpenter.sh/v1/nodeclaims/");
+  PutRecordOfTheReleaseBefore("nodeclaim-awaiting");
+  auto r = Make();
+  JoinNode(api, clock, "stray", "a", policy.pool_label);
+  clock.Advance(2s);
+  EXPECT_TRUE(r->Reconcile("n1"));
+  EXPECT_EQ(Last("n1").phase, "Remediating") << Last("n1").message;
+  EXPECT_FALSE(Last("n1").steps.empty()) << "the migrated steps were written";
+  Launch("nc-2", "launched");
+  Settle(*r, "n1", 1min);
+  const auto rec = Last("n1");
+  EXPECT_EQ(rec.phase, "Replaced") << rec.message;
+  EXPECT_EQ(rec.replacement, "launched");
+  EXPECT_EQ(api.Count("DELETE", "/apis/karpenter.sh/v1/nodeclaims/"), deletes) << "none again";
+}
+
 // The provisioner's objects cannot be listed (a chart whose RBAC predates the list, say): no
 // node is claimed on a guess, the record says why, and the wait still ends at its deadline.
 TEST_F(NodeClaimOwnedTest, AProvisionerThatCannotBeListedStillEndsTheWaitAtItsDeadline) {
@@ -1637,6 +1670,36 @@ TEST_F(RedfishSessionTest, OneSessionPerWatchLoggedOutWhenTheRepairEnds) {
   EXPECT_EQ(bmc.Sessions(), 0u);
   EXPECT_EQ(bmc.resets, 1);
   EXPECT_EQ(bmc.basic_seen, 0);
+}
+
+// A controller of the release before sent the reset and stopped while the node came back: the
+// record it left (no status.steps) is read through the migration, and this controller waits for
+// the node without a second reset, then writes the steps once.
+TEST_F(RedfishSessionTest, ARecordOfTheReleaseBeforeWaitsWithoutASecondReset) {
+  clock.Advance(10min + 2s);  // the record's reset was at 00:10:00
+  const std::string name = PutRecordOfTheReleaseBefore("redfish-reset-sent");
+  auto r = Make();
+  for (int i = 0; i < 5; ++i) {
+    auto next = r->Reconcile("n1");
+    ASSERT_TRUE(next) << Last("n1").message;
+    clock.Advance(std::max<std::chrono::microseconds>(*next, 1ms));
+  }
+  EXPECT_EQ(bmc.resets, 0) << "the reset of the record's rung was sent before";
+  const auto rec = Last("n1");
+  EXPECT_EQ(rec.meta.name, name);
+  EXPECT_EQ(rec.phase, "Remediating") << rec.message;
+  ASSERT_FALSE(rec.steps.empty()) << "the migrated steps were written";
+  EXPECT_TRUE(std::any_of(rec.steps.begin(), rec.steps.end(), [](const kube::RepairStep& s) {
+    return s.kind == "BMCResetSent" && s.rung == 1;
+  }));
+  EXPECT_FALSE(std::any_of(rec.actions.begin(), rec.actions.end(), [](const std::string& a) {
+    return a.starts_with("did not send the BMC reset again");
+  })) << "the record says the BMC accepted it";
+  Heal("n1");
+  clock.Advance(3min);
+  Settle(*r, "n1", 1min);
+  EXPECT_EQ(Last("n1").phase, "Recovered") << Last("n1").message;
+  EXPECT_EQ(bmc.resets, 0);
 }
 
 // The session ends and the BMC refuses a new one (its password rotated): the rung fails with the
