@@ -140,9 +140,9 @@ Status StandaloneAgent::Init() {
   }
   // A restart between two lines of one driver message must not make the second a new fault.
   for (const auto& [key, a] : active_.all()) {
-    const int64_t ago = std::time(nullptr) - a.last_seen_unix;
+    const int64_t ago = UnixNow() - a.last_seen_unix;
     if (a.boot_id == boot_id_ && ago >= 0 && ago <= 60)
-      node_state_.Remember(a.fault, NodeState::Clock::now() - std::chrono::seconds(ago));
+      node_state_.Remember(a.fault, clock_->Steady() - std::chrono::seconds(ago));
   }
   for (const ActiveFault& a :
        active_.ClearAfterReboot(boot_id_, [](const std::string& pci) { return GpuPresent(pci); })) {
@@ -628,7 +628,7 @@ void StandaloneAgent::HandleFault(Fault f, uint64_t detected) {
   f.injected = !f.trusted;
   const std::string source = f.source;
   NodeState::Merge merge;
-  auto reported = node_state_.Observe(std::move(f), NodeState::Clock::now(), &merge);
+  auto reported = node_state_.Observe(std::move(f), clock_->Steady(), &merge);
   if (!reported) {
     duplicates_->Inc();
     if (!merge.key.empty()) {
@@ -655,7 +655,7 @@ void StandaloneAgent::HandleFault(Fault f, uint64_t detected) {
         .Inc();
     Emit(*reported, detected);
     if (!reported->repeat_of.empty() && active_.all().contains(NodeState::KeyOf(*reported)) &&
-        active_.Observe(*reported, std::time(nullptr), boot_id_)) {
+        active_.Observe(*reported, UnixNow(), boot_id_)) {
       ActiveFaultsChanged(static_cast<int64_t>(detected));
     }
     return;
@@ -663,9 +663,9 @@ void StandaloneAgent::HandleFault(Fault f, uint64_t detected) {
   // The line goes first (the detection path); the active set is saved with the batch, before the
   // cursor passes the record.
   Emit(*reported, detected);
-  if (active_.Observe(*reported, std::time(nullptr), boot_id_))
+  if (active_.Observe(*reported, UnixNow(), boot_id_))
     ActiveFaultsChanged(static_cast<int64_t>(detected));
-  if (precursors_.Observe(*reported, std::chrono::system_clock::now())) AtRiskChanged();
+  if (precursors_.Observe(*reported, clock_->Now())) AtRiskChanged();
   if (reported->severity < Severity::kFatal && reported->severity >= Severity::kWarn && reporter_) {
     std::string where = reported->pci.empty() ? reported->device : "GPU " + reported->pci;
     if (!reported->uuid.empty()) where += " (" + reported->uuid + ")";
@@ -687,7 +687,7 @@ void StandaloneAgent::HandleFault(Fault f, uint64_t detected) {
 }
 
 std::optional<Fault> StandaloneAgent::CountOomKill(const Fault& kill) {
-  const int64_t now = std::time(nullptr);
+  const int64_t now = UnixNow();
   const int64_t window =
       std::chrono::duration_cast<std::chrono::seconds>(config_.kernel.oom_storm_window).count();
   oom_kills_.push_back(now);
@@ -708,7 +708,7 @@ std::optional<Fault> StandaloneAgent::CountOomKill(const Fault& kill) {
 
 void StandaloneAgent::ReportObserved(const std::string& source, std::vector<Fault> faults) {
   const int64_t detected = MonotonicUsec();
-  const int64_t now = std::time(nullptr);
+  const int64_t now = UnixNow();
   std::vector<std::string> keys;
   bool changed = false;
   for (Fault& f : faults) {
@@ -802,9 +802,8 @@ void StandaloneAgent::SaveHandledRequest() {
 
 void StandaloneAgent::PublishRecoveryStatus() {
   if (reporter_) {
-    reporter_->SetAnnotation(
-        std::string(kRecoveryStatusAnnotation),
-        request_status_.ToJson(kube::RfcTime(std::chrono::system_clock::now())));
+    reporter_->SetAnnotation(std::string(kRecoveryStatusAnnotation),
+                             request_status_.ToJson(kube::RfcTime(clock_->Now())));
   }
 }
 
@@ -1079,9 +1078,9 @@ void StandaloneAgent::AtRiskChanged() {
 }
 
 void StandaloneAgent::CheckQuietFaults() {
-  if (precursors_.Expire(std::chrono::system_clock::now())) AtRiskChanged();
+  if (precursors_.Expire(clock_->Now())) AtRiskChanged();
   const auto quiet = std::chrono::duration_cast<std::chrono::seconds>(config_.quiet_period);
-  auto cleared = active_.ClearQuiet(std::time(nullptr), quiet);
+  auto cleared = active_.ClearQuiet(UnixNow(), quiet);
   if (cleared.empty()) return;
   for (const ActiveFault& a : cleared) {
     Log("info", "fault cleared after its quiet period",

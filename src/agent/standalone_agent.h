@@ -58,7 +58,7 @@ struct AgentPorts {
   std::unique_ptr<KernelLog> kernel_log;
   // With a Slurm client the agent drains, checkpoints and resumes its Slurm node (docs/slurm.md).
   std::unique_ptr<slurm::Api> slurm;  // configured by AgentConfig::slurm
-  // Time for the reporter; null: the system's.
+  // Time for every decision of the agent and its reporter; null: the system's.
   const Clock* clock = nullptr;
 };
 
@@ -196,7 +196,10 @@ class StandaloneAgent {
   Gauge* state_writable_ = nullptr;
   Counter* state_write_errors_ = nullptr;
   SystemClock system_clock_;
+  // Every time the agent decides by (the quiet period, the OOM-storm window, precursor expiry,
+  // the repeat window of NodeState) is this clock's: tests step a fake one.
   const Clock* clock_ = &system_clock_;
+  int64_t UnixNow() const { return std::chrono::system_clock::to_time_t(clock_->Now()); }
   std::unique_ptr<kube::Api> kube_client_;  // handed to reporter_ in Init()
   KubeReporterOptions reporter_options_;
   std::unique_ptr<KubeReporter> reporter_;
