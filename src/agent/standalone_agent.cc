@@ -51,7 +51,7 @@ StandaloneAgent::StandaloneAgent(AgentConfig config, int out_fd)
       precursors_(config_.predictive) {}
 
 StandaloneAgent::~StandaloneAgent() {
-  StopSaver();
+  if (saver_) saver_->Stop();
   // Both watches are asked to end together (each notices within about a second), then joined.
   if (node_watch_) node_watch_->RequestStop();
   if (diagnostics_) diagnostics_->RequestStop();
@@ -119,18 +119,17 @@ Status StandaloneAgent::Init() {
 
   boot_id_ = ReadBootId();
   const Cursor& saved = state_->cursor();
-  if (saved.valid && saved.boot_id == boot_id_) {
-    resume_after_ = saved.last_seq;
-    saved_seq_ = saved.last_seq;
-  }
+  if (saved.valid && saved.boot_id == boot_id_) cursor_.Resume(saved.last_seq);
   // A state file that was there but unreadable is no first start: nothing in the buffer is skipped.
-  if (!resume_after_ && config_.kmsg_from_end && warning.empty()) {
+  if (!cursor_.resume_after() && config_.kmsg_from_end && warning.empty()) {
     reader_->SeekEnd();
     Log("info", "first start in this boot: reading new kernel records only (kmsg_start: end)");
   }
 
   // Active faults survive restarts; a reboot clears those whose recovery rule says so.
   active_path_ = config_.state_dir + "/active-faults.json";
+  saver_ = std::make_unique<BackgroundSaver>(
+      active_path_, [this](const Status& s) { loop_->Post([this, s] { OnActiveSaved(s); }); });
   auto active = ActiveFaults::Load(active_path_);
   if (active) {
     active_ = std::move(*active);
@@ -380,7 +379,8 @@ Status StandaloneAgent::Init() {
   nlohmann::ordered_json f;
   f["kmsg"] = config_.kmsg_path;
   f["boot_id"] = boot_id_;
-  f["resume_after_seq"] = resume_after_ ? nlohmann::ordered_json(*resume_after_) : nullptr;
+  f["resume_after_seq"] =
+      cursor_.resume_after() ? nlohmann::ordered_json(*cursor_.resume_after()) : nullptr;
   f["kmsg_wakeup"] = kmsg_wakeup_;
   f["accept_injected"] = config_.accept_injected;
   f["active_faults"] = active_.all().size();
@@ -417,7 +417,7 @@ int StandaloneAgent::Run() {
   loop_->Run();
   loop_running_ = false;
   // A save in flight may not have told the loop: save again, here, on this thread.
-  StopSaver();
+  saver_->Stop();
   if (save_in_flight_) {
     save_in_flight_ = false;
     active_dirty_ = true;
@@ -545,15 +545,12 @@ void StandaloneAgent::OnKmsgReadable() {
 void StandaloneAgent::ValidateCursor() {
   // A saved cursor of this boot that is ahead of every record the kernel holds (a corrupt or
   // hand-edited state file) would skip every record: read the buffer again from its start.
-  if (!resume_after_ || records_after_resume_ || !max_seen_seq_ || *max_seen_seq_ >= *resume_after_)
-    return;
+  if (!cursor_.AheadOfKernel()) return;
   Log("warn", "saved cursor is ahead of the kernel log: reading this boot's records from the start",
-      {{"cursor", *resume_after_},
-       {"kernel_newest_seq", *max_seen_seq_},
+      {{"cursor", *cursor_.resume_after()},
+       {"kernel_newest_seq", cursor_.ToJson()["newest_seen_seq"]},
        {"state", state_->path()}});
-  resume_after_.reset();
-  saved_seq_.reset();
-  expected_seq_.reset();
+  cursor_.Forget();
   reader_->SeekStart();
   loop_->Post([this] { OnKmsgReadable(); });
 }
@@ -585,13 +582,9 @@ void StandaloneAgent::ProcessRecord(std::string_view raw) {
   const ParsedLine p = ParseLine(line);
   if (p.format == LineFormat::kKmsgContinuation) return;
   if (p.seq) {
-    if (expected_seq_ && *p.seq > *expected_seq_)
-      lost_->Inc(static_cast<double>(*p.seq - *expected_seq_));
-    expected_seq_ = *p.seq + 1;
-    if (!max_seen_seq_ || *p.seq > *max_seen_seq_) max_seen_seq_ = p.seq;
-    if (resume_after_ && *p.seq <= *resume_after_) return;  // reported before a restart
-    if (resume_after_) records_after_resume_ = true;
-    last_seq_ = *p.seq;
+    const KmsgCursor::Read read = cursor_.See(*p.seq);
+    if (read.lost) lost_->Inc(static_cast<double>(read.lost));
+    if (!read.fresh) return;  // reported before a restart
   }
   Record r;
   r.message = p.message;
@@ -606,7 +599,7 @@ void StandaloneAgent::ProcessRecord(std::string_view raw) {
   // Write-ahead: the cursor passes this record only after its faults are saved and its lines
   // written (FlushState), so a crash at any point reports them again rather than never.
   batch_faults_ = true;
-  record_seq_ = p.seq;
+  cursor_.BeginRecord(p.seq);
   const uint64_t detected = static_cast<uint64_t>(MonotonicUsec());
   for (size_t i = 0, n = faults_.size(); i < n; ++i) {
     if (faults_[i].reason == reason::kKernelOOMKill &&
@@ -615,7 +608,7 @@ void StandaloneAgent::ProcessRecord(std::string_view raw) {
     }
   }
   for (Fault& f : faults_) HandleFault(std::move(f), detected);
-  record_seq_.reset();
+  cursor_.EndRecord();
 }
 
 void StandaloneAgent::HandleFault(Fault f, uint64_t detected) {
@@ -895,9 +888,7 @@ void StandaloneAgent::OnGpuActionStep(const GpuActionStep& s) {
 void StandaloneAgent::ActiveFaultsChanged(int64_t detected_usec) {
   // Saved with the batch (FlushState); until then the cursor stays before this record.
   active_dirty_ = true;
-  if (record_seq_ && !unsaved_since_) unsaved_since_ = record_seq_;
-  if (record_seq_ && save_in_flight_ && !unsaved_after_snapshot_)
-    unsaved_after_snapshot_ = record_seq_;
+  cursor_.FaultsChanged(save_in_flight_);
   metrics_.GetGauge("gpuheal_active_faults", "Faults holding a node condition False")
       .Set(static_cast<double>(active_.ConditionFaults()));
   metrics_
@@ -982,48 +973,24 @@ void StandaloneAgent::FlushState() {
     if (saved) saved = ActiveFaults::Sync(active_path_);
     if (!StateWrite(saved, "active faults")) return;  // the cursor stays before the unsaved faults
     active_dirty_ = false;
-    unsaved_since_.reset();
+    cursor_.AllSaved();
   }
   SaveCursor();
 }
 
 void StandaloneAgent::SaveActiveInBackground() {
-  if (!saver_.joinable()) {
-    saver_ = std::thread([this] {
-      std::unique_lock<std::mutex> lock(saver_mu_);
-      for (;;) {
-        saver_cv_.wait(lock, [this] { return saver_stop_ || saver_job_.has_value(); });
-        if (!saver_job_) return;
-        const std::string text = std::move(*saver_job_);
-        saver_job_.reset();
-        lock.unlock();
-        // Written and renamed into place before the cursor may move; the fsync for power loss.
-        Status s = ActiveFaults::Write(active_path_, text);
-        if (s) s = ActiveFaults::Sync(active_path_);
-        loop_->Post([this, s] { OnActiveSaved(s); });
-        lock.lock();
-      }
-    });
-  }
   save_in_flight_ = true;
   active_dirty_ = false;
-  unsaved_after_snapshot_.reset();
-  {
-    std::lock_guard<std::mutex> lock(saver_mu_);
-    saver_job_ = active_.Serialize();
-  }
-  saver_cv_.notify_one();
+  cursor_.SnapshotTaken();
+  saver_->Save(active_.Serialize());
 }
 
 void StandaloneAgent::OnActiveSaved(const Status& s) {
   save_in_flight_ = false;
-  if (StateWrite(s, "active faults")) {
-    unsaved_since_ = unsaved_after_snapshot_;  // what came after the snapshot is still unsaved
-  } else {
-    // The cursor stays before the unsaved faults; they are saved again with the next batch.
-    active_dirty_ = true;
-  }
-  unsaved_after_snapshot_.reset();
+  const bool saved = StateWrite(s, "active faults");
+  // Failed: the cursor stays before the unsaved faults; they are saved again with the next batch.
+  if (!saved) active_dirty_ = true;
+  cursor_.SnapshotSaved(saved);
   if (active_dirty_ && !flush_armed_) {  // the next save at the group commit's pace
     flush_armed_ = true;
     const int64_t since = MonotonicUsec() - last_flush_usec_;
@@ -1031,15 +998,6 @@ void StandaloneAgent::OnActiveSaved(const Status& s) {
                     std::chrono::microseconds(std::max<int64_t>(1, kGroupCommitUsec - since)));
   }
   SaveCursor();
-}
-
-void StandaloneAgent::StopSaver() {
-  {
-    std::lock_guard<std::mutex> lock(saver_mu_);
-    saver_stop_ = true;
-  }
-  saver_cv_.notify_one();
-  if (saver_.joinable()) saver_.join();
 }
 
 bool StandaloneAgent::StateWrite(const Status& s, std::string_view what) {
@@ -1123,36 +1081,30 @@ nlohmann::json StandaloneAgent::DiagnosticState() const {
   if (!config_.config_file.empty()) {
     if (auto text = ReadWholeFile(config_.config_file)) config_text = *text;
   }
-  return {
-      {"version", GPUHEAL_VERSION},
-      {"node", reporter_options_.node_name},
-      {"boot_id", boot_id_},
-      {"cursor",
-       {{"kmsg", config_.kmsg_path},
-        {"saved_seq", saved_seq_ ? nlohmann::json(*saved_seq_) : nlohmann::json()},
-        {"last_seq", last_seq_},
-        {"newest_seen_seq", max_seen_seq_ ? nlohmann::json(*max_seen_seq_) : nlohmann::json()}}},
-      {"kmsg_wakeup", kmsg_wakeup_},
-      {"active_faults", active_.ToJson()},
-      {"recent_faults", std::move(recent)},
-      {"health", Health()},
-      {"config_file", config_.config_file},
-      {"config", config_text},
-      {"state_dir", config_.state_dir}};
+  nlohmann::json cursor = cursor_.ToJson();
+  cursor["kmsg"] = config_.kmsg_path;
+  return {{"version", GPUHEAL_VERSION},
+          {"node", reporter_options_.node_name},
+          {"boot_id", boot_id_},
+          {"cursor", std::move(cursor)},
+          {"kmsg_wakeup", kmsg_wakeup_},
+          {"active_faults", active_.ToJson()},
+          {"recent_faults", std::move(recent)},
+          {"health", Health()},
+          {"config_file", config_.config_file},
+          {"config", config_text},
+          {"state_dir", config_.state_dir}};
 }
 
 void StandaloneAgent::SaveCursor() {
   // The cursor may pass a record only once its lines are written and its faults saved.
-  uint64_t safe = last_seq_;
-  if (auto pending = output_->OldestPending(); pending && *pending > 0)
-    safe = std::min(safe, *pending - 1);
-  if (unsaved_since_ && *unsaved_since_ > 0) safe = std::min(safe, *unsaved_since_ - 1);
-  if (safe == 0 || (saved_seq_ && safe <= *saved_seq_)) return;
+  const auto safe = cursor_.SafeToSave(output_->OldestPending());
+  if (!safe) return;
   Cursor c;
   c.boot_id = boot_id_;
-  c.last_seq = safe;
+  c.last_seq = *safe;
   if (!StateWrite(state_->Save(c), "cursor")) return;
-  saved_seq_ = safe;
+  cursor_.Saved(*safe);
   last_save_usec_ = MonotonicUsec();
 }
 

@@ -17,11 +17,13 @@
 #include <vector>
 
 #include "agent/active_faults.h"
+#include "agent/background_saver.h"
 #include "agent/config.h"
 #include "agent/dcgm_monitor.h"
 #include "agent/diag_service.h"
 #include "agent/domain_monitors.h"
 #include "agent/event_loop.h"
+#include "agent/kmsg_cursor.h"
 #include "agent/kube_reporter.h"
 #include "agent/line_writer.h"
 #include "agent/monitor_queue.h"
@@ -149,22 +151,14 @@ class StandaloneAgent {
   std::string kmsg_wakeup_ = "kmsg";  // "bpf" with the doorbell; fixed once Init has run
   Counter* rings_ = nullptr;
   int doorbell_pause_timer_ = -1;  // re-arms the doorbell after a pause in a flood
-  // The durable save of the active faults (write, rename, fsync: milliseconds) runs on a thread of
-  // its own, started at the first save; a fault record waited for it on the loop thread. The
+  // The durable save of the active faults runs on the saver's thread while the loop runs; the
   // cursor stays before the first unsaved fault until the save is done (SaveCursor).
   void SaveActiveInBackground();
   void OnActiveSaved(const Status& s);
-  void StopSaver();
-  std::thread saver_;
-  std::mutex saver_mu_;
-  std::condition_variable saver_cv_;
-  std::optional<std::string> saver_job_;  // guarded by saver_mu_
-  bool saver_stop_ = false;               // guarded by saver_mu_
-  bool save_in_flight_ = false;           // loop thread
-  bool loop_running_ = false;             // saves go to the saver only while the loop runs
-  // The first record with faults after the snapshot in flight (loop thread).
-  std::optional<uint64_t> unsaved_after_snapshot_;
-  int last_drained_ = 0;  // records the last OnKmsgReadable() read
+  std::unique_ptr<BackgroundSaver> saver_;  // made in Init
+  bool save_in_flight_ = false;             // loop thread
+  bool loop_running_ = false;               // saves go to the saver only while the loop runs
+  int last_drained_ = 0;                    // records the last OnKmsgReadable() read
   std::unique_ptr<StateFile> state_;
   NodeState node_state_;
   Metrics metrics_;
@@ -172,14 +166,7 @@ class StandaloneAgent {
   int signal_fd_ = -1;
 
   std::string boot_id_;
-  std::optional<uint64_t> resume_after_;  // skip records up to this seq (same boot, restarted)
-  std::optional<uint64_t> expected_seq_;
-  uint64_t last_seq_ = 0;
-  std::optional<uint64_t> saved_seq_;     // the cursor as saved (or resumed from) in this boot
-  std::optional<uint64_t> max_seen_seq_;  // the newest kernel record read
-  bool records_after_resume_ = false;
-  std::optional<uint64_t> record_seq_;     // the record being handled
-  std::optional<uint64_t> unsaved_since_;  // the first record whose fault changes are not saved
+  KmsgCursor cursor_;  // loop thread
   bool batch_faults_ = false;
   int64_t last_save_usec_ = 0;
   int64_t last_flush_usec_ = 0;
