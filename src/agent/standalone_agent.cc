@@ -85,6 +85,19 @@ Result<std::unique_ptr<StandaloneAgent>> StandaloneAgent::Create(AgentConfig con
 }
 
 Status StandaloneAgent::Init() {
+  // In this order: the loop exists before anything that posts to it, the signals are blocked
+  // before any thread starts, and the reporters get the active faults before they start.
+  if (auto s = OpenClassifier(); !s) return s;
+  if (auto s = OpenState(); !s) return s;
+  CreateReporters();
+  if (auto s = OpenLoop(); !s) return s;
+  if (auto s = AddMonitors(); !s) return s;
+  if (auto s = StartServices(); !s) return s;
+  LogStarted();
+  return Status::Ok();
+}
+
+Status StandaloneAgent::OpenClassifier() {
   ClassifierOptions copts;
   copts.xid_overrides = config_.xid_overrides;
   for (const std::string& path : config_.npd_rule_files) {
@@ -96,7 +109,10 @@ Status StandaloneAgent::Init() {
   auto classifier = Classifier::Create(std::move(copts));
   if (!classifier) return classifier.error();
   classifier_ = std::move(*classifier);
+  return Status::Ok();
+}
 
+Status StandaloneAgent::OpenState() {
   state_writable_ = &metrics_.GetGauge("gpuheal_state_writable",
                                        "1 while the state directory takes the agent's writes");
   state_writable_->Set(1);
@@ -153,7 +169,10 @@ Status StandaloneAgent::Init() {
     if (saved_active) saved_active = ActiveFaults::Sync(active_path_);
     active_dirty_ = !StateWrite(saved_active, "active faults");
   }
+  return Status::Ok();
+}
 
+void StandaloneAgent::CreateReporters() {
   records_ = &metrics_.GetCounter("gpuheal_kmsg_records_total", "Kernel log records read");
   gpus_at_risk_ = &metrics_.GetGauge(
       "gpuheal_gpus_at_risk",
@@ -186,7 +205,9 @@ Status StandaloneAgent::Init() {
       .Set(1);
   metrics_.GetGauge("gpuheal_active_faults", "Faults holding a node condition False")
       .Set(static_cast<double>(active_.ConditionFaults()));
+}
 
+Status StandaloneAgent::OpenLoop() {
   auto loop = EventLoop::Create();
   if (!loop) return loop.error();
   loop_ = std::move(*loop);
@@ -221,7 +242,10 @@ Status StandaloneAgent::Init() {
   });
   if (!flush) return flush.error();
   flush_timer_ = *flush;
+  return Status::Ok();
+}
 
+Status StandaloneAgent::AddMonitors() {
   std::random_device rd;
   auto monitors = MonitorQueue::Create(*loop_, (uint64_t{rd()} << 32) | rd());
   if (!monitors) return monitors.error();
@@ -307,7 +331,10 @@ Status StandaloneAgent::Init() {
     if (!t) return t.error();
     holders_timer_ = *t;
   }
+  return Status::Ok();
+}
 
+Status StandaloneAgent::StartServices() {
   if (reporter_) {
     reporter_->SetConditions(active_.Conditions(config_.monitors));
     reporter_->SetAnnotation(std::string(keys::kGpuFaults), GpuFaultsToJson(GpuFaultsToPublish()));
@@ -376,6 +403,10 @@ Status StandaloneAgent::Init() {
     if (!http) return Error{config_.listen_origin + http.error().message};
     http_ = std::move(*http);
   }
+  return Status::Ok();
+}
+
+void StandaloneAgent::LogStarted() {
   nlohmann::ordered_json f;
   f["kmsg"] = config_.kmsg_path;
   f["boot_id"] = boot_id_;
@@ -388,7 +419,6 @@ Status StandaloneAgent::Init() {
   if (slurm_) f["slurm_node"] = config_.slurm.node_name;
   if (http_) f["listen"] = fmt::format("{}:{}", http_->host(), http_->port());
   Log("info", "agent started", f);
-  return Status::Ok();
 }
 
 std::string StandaloneAgent::Health() const {

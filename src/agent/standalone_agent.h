@@ -80,6 +80,14 @@ class StandaloneAgent {
  private:
   explicit StandaloneAgent(AgentConfig config, int out_fd);
   Status Init();
+  // Init's phases, in its order.
+  Status OpenClassifier();  // the xid overrides and NPD rules
+  Status OpenState();       // the state directory, the kernel log, its cursor, the active faults
+  void CreateReporters();   // metrics, the Kubernetes and Slurm reporters (not started)
+  Status OpenLoop();        // the event loop, signals, the output writer, the kernel log's wake-ups
+  Status AddMonitors();    // self-check, quiet period, NVML/DCGM, the domain monitors, PodResources
+  Status StartServices();  // the reporters, the Node watch, diagnostics, the HTTP endpoint
+  void LogStarted();
   void OnKmsgReadable();
   void OnDoorbell();
   // kmsg_bpf: loads the doorbell and watches it, or says once why not.
