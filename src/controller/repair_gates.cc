@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <iterator>
 
 #include "controller/repair.h"
 #include "core/keys.h"
@@ -45,41 +46,28 @@ void Repairer::LeaseEvent(const std::string& type, const std::string& reason,
       {{"Lease", "coordination.k8s.io/v1", lease_namespace_, lease_name_, ""}, type, reason, msg});
 }
 
-std::string_view ToString(GateResult::Kind k) {
-  switch (k) {
-    case GateResult::Kind::kNone:
-      return "";
-    case GateResult::Kind::kPaused:
-      return "paused";
-    case GateResult::Kind::kAttemptCap:
-      return "HardwareInspection";
-    case GateResult::Kind::kBreaker:
-      return "circuit breaker open";
-    case GateResult::Kind::kPool:
-      return "pool gate";
-    case GateResult::Kind::kIncident:
-      return "infrastructure incident";
-  }
-  return "";
-}
+namespace {
 
-std::string_view GateName(GateResult::Kind k) {
-  switch (k) {
-    case GateResult::Kind::kNone:
-      return "";
-    case GateResult::Kind::kPaused:
-      return "paused";
-    case GateResult::Kind::kAttemptCap:
-      return "attempt-cap";
-    case GateResult::Kind::kBreaker:
-      return "breaker";
-    case GateResult::Kind::kPool:
-      return "pool";
-    case GateResult::Kind::kIncident:
-      return "incident";
-  }
-  return "";
-}
+// By GateResult::Kind: the gate's name in status.gate (a public contract), and the words its
+// message begins with.
+struct GateWords {
+  std::string_view name, words;
+};
+constexpr GateWords kGateWords[] = {
+    {"", ""},
+    {"paused", "paused"},
+    {"attempt-cap", "HardwareInspection"},
+    {"breaker", "circuit breaker open"},
+    {"pool", "pool gate"},
+    {"incident", "infrastructure incident"},
+};
+static_assert(std::size(kGateWords) == static_cast<size_t>(GateResult::Kind::kIncident) + 1);
+
+}  // namespace
+
+std::string_view ToString(GateResult::Kind k) { return kGateWords[static_cast<size_t>(k)].words; }
+
+std::string_view GateName(GateResult::Kind k) { return kGateWords[static_cast<size_t>(k)].name; }
 
 void Repairer::Held(const kube::Node& node, RepairRecord& r, const GateResult& held) {
   if (r.cr.message != held.why) {
