@@ -160,9 +160,9 @@ bool MigrateActions(kube::NodeRepair& r) {
       // "awaiting a replacement in pool \"POOL\" for node uid UID since TIME"
       const auto pool_end = rest->find("\" for node uid ");
       const auto since = rest->rfind(" since ");
+      const size_t uid_at = pool_end + 15;  // after "\" for node uid "
       if (pool_end != std::string_view::npos && since != std::string_view::npos &&
-          since > pool_end) {
-        const size_t uid_at = pool_end + 15;
+          since >= uid_at) {
         add(Step::kAwaitingReplacement, std::string(rest->substr(since + 7)),
             std::string(rest->substr(0, pool_end)), 0,
             std::string(rest->substr(uid_at, since - uid_at)));
