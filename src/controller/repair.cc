@@ -435,6 +435,57 @@ std::optional<RepairRecord> Repairer::Open(const kube::Node& node, const NodeFau
   return rec;
 }
 
+// The node's object is gone: a delete-node repair waits for its replacement; any other open
+// repair ends (Replaced once remediating, else Failed).
+Next Repairer::NodeGone(const std::string& name, std::optional<RepairRecord>& open, SysTime now) {
+  Undefer(name);
+  if (open && AwaitingReplacement(*open)) {
+    // delete-node deleted it: the repair ends when its replacement joins the pool.
+    auto next = AwaitReplacement(*this, *open, now);
+    if (!WriteStatus(*open)) return milliseconds(2000);
+    return next;
+  }
+  if (open) {
+    open->Phase(open->cr.phase == "Remediating" ? "Replaced" : "Failed", now);
+    open->Message("the Node object is gone");
+    if (!WriteStatus(*open)) return milliseconds(2000);
+  }
+  return std::nullopt;
+}
+
+// The node has no fault: a prediction for GPUs at risk, the end of one, gpuheal's cordon lifted
+// after a failed one, or the probation and release of a healthy node.
+Next Repairer::NoFault(const kube::Node& node, std::optional<RepairRecord>& open,
+                       const std::vector<kube::NodeRepair>& records, int recent_repairs,
+                       SysTime now) {
+  Undefer(node.meta.name);  // a fault that cleared before its record was written
+  const bool predicting = open && IsPrediction(open->cr);
+  if (policy_.predictive != Policy::Predictive::kNone) {
+    if (const AtRiskGpus at_risk = AtRiskOf(node); !at_risk.empty()) {
+      auto next = Predict(node, at_risk, open, records.empty() ? nullptr : &records.back(),
+                          recent_repairs, now);
+      if (open && !WriteStatus(*open)) return milliseconds(2000);
+      return next;
+    }
+  }
+  if (predicting) {
+    auto next = EndPrediction(node, *open, now);
+    if (!WriteStatus(*open)) return milliseconds(2000);
+    return next;
+  }
+  if (!open && !records.empty() && IsPrediction(records.back()) &&
+      records.back().phase == "Failed" && AtRiskOf(node).empty() &&
+      node.meta.annotations.count(std::string(keys::kCordonedAnnotation))) {
+    // The risk aged out after the prediction failed: the node was left cordoned for that risk
+    // alone, and nothing else would ever lift gpuheal's cordon.
+    RepairRecord last = RepairRecord::Read(records.back());
+    return LiftFailedPrediction(node, last, now);
+  }
+  // No fault: evictions queued for its drain are not started (those in flight end).
+  evictions_->Cancel(node.meta.name);
+  return Healthy(node, open ? &*open : nullptr, now);
+}
+
 Next Repairer::Reconcile(const std::string& name) {
   const auto now = clock_.Now();
   std::vector<kube::NodeRepair> records = world_.repairs(name);
@@ -445,21 +496,7 @@ Next Repairer::Reconcile(const std::string& name) {
   int recent_repairs = 0;
   std::optional<RepairRecord> open = OpenRecord(name, records, now, &recent_repairs);
   auto node = world_.node(name);
-  if (!node) {
-    Undefer(name);
-    if (open && AwaitingReplacement(*open)) {
-      // delete-node deleted it: the repair ends when its replacement joins the pool.
-      auto next = AwaitReplacement(*this, *open, now);
-      if (!WriteStatus(*open)) return milliseconds(2000);
-      return next;
-    }
-    if (open) {
-      open->Phase(open->cr.phase == "Remediating" ? "Replaced" : "Failed", now);
-      open->Message("the Node object is gone");
-      if (!WriteStatus(*open)) return milliseconds(2000);
-    }
-    return std::nullopt;
-  }
+  if (!node) return NodeGone(name, open, now);
   auto managed = node->meta.labels.find(std::string(keys::kManagedLabel));
   if (managed != node->meta.labels.end() && managed->second == "false") return std::nullopt;
 
@@ -471,34 +508,7 @@ Next Repairer::Reconcile(const std::string& name) {
     }
   }
   auto fault = FaultOf(*node);
-  if (!fault) {
-    Undefer(name);  // a fault that cleared before its record was written
-    const bool predicting = open && IsPrediction(open->cr);
-    if (policy_.predictive != Policy::Predictive::kNone) {
-      if (const AtRiskGpus at_risk = AtRiskOf(*node); !at_risk.empty()) {
-        auto next = Predict(*node, at_risk, open, records.empty() ? nullptr : &records.back(),
-                            recent_repairs, now);
-        if (open && !WriteStatus(*open)) return milliseconds(2000);
-        return next;
-      }
-    }
-    if (predicting) {
-      auto next = EndPrediction(*node, *open, now);
-      if (!WriteStatus(*open)) return milliseconds(2000);
-      return next;
-    }
-    if (!open && !records.empty() && IsPrediction(records.back()) &&
-        records.back().phase == "Failed" && AtRiskOf(*node).empty() &&
-        node->meta.annotations.count(std::string(keys::kCordonedAnnotation))) {
-      // The risk aged out after the prediction failed: the node was left cordoned for that risk
-      // alone, and nothing else would ever lift gpuheal's cordon.
-      RepairRecord last = RepairRecord::Read(records.back());
-      return LiftFailedPrediction(*node, last, now);
-    }
-    // No fault: evictions queued for its drain are not started (those in flight end).
-    evictions_->Cancel(node->meta.name);
-    return Healthy(*node, open ? &*open : nullptr, now);
-  }
+  if (!fault) return NoFault(*node, open, records, recent_repairs, now);
   if (open && IsPrediction(open->cr)) {
     // A fault arrived while the node was being drained for a risk: that episode ends here and the
     // fault's starts at the next reconcile (its cordon stays until the fault's release).

@@ -208,6 +208,10 @@ class Repairer final : private RepairContext {
   Next EndPrediction(const kube::Node& node, RepairRecord& r, SysTime now);
   // A prediction that ended Failed (the node left cordoned for an operator) whose GPUs are no
   // longer at risk: gpuheal's cordon and device taints go, never an operator's cordon.
+  // Reconcile's cases: the Node object gone; the node without a fault.
+  Next NodeGone(const std::string& name, std::optional<RepairRecord>& open, SysTime now);
+  Next NoFault(const kube::Node& node, std::optional<RepairRecord>& open,
+               const std::vector<kube::NodeRepair>& records, int recent_repairs, SysTime now);
   Next LiftFailedPrediction(const kube::Node& node, RepairRecord& last, SysTime now);
   // Lifts the cordon gpuheal set (its annotation says so); false: the write failed.
   bool LiftOurCordon(const kube::Node& node);
